@@ -1,0 +1,20 @@
+"""The typer applications every command module registers on."""
+
+import typer
+
+app = typer.Typer(
+    name="proctor",
+    help="Sandboxed code-execution agent runtime for expert-level math and science evaluations.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+sandbox_app = typer.Typer(help="Run programs in the sandbox and clean up after crashed runs.", no_args_is_help=True)
+image_app = typer.Typer(help="Build the pinned sandbox image.", no_args_is_help=True)
+bench_app = typer.Typer(help="Benchmarks (not timed tests): sandbox, loop, eed.", no_args_is_help=True)
+score_app = typer.Typer(help="Deterministic scorers.", no_args_is_help=True)
+
+app.add_typer(sandbox_app, name="sandbox")
+app.add_typer(image_app, name="image")
+app.add_typer(bench_app, name="bench")
+app.add_typer(score_app, name="score")

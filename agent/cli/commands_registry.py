@@ -1,0 +1,11 @@
+"""Import every command module so its commands register on the shared apps."""
+
+from agent.cli import (  # noqa: F401
+    bench_eed_cmd,
+    bench_loop_cmd,
+    run_cmd,
+    sandbox_cmd,
+    score_cmd,
+    validate_cmd,
+    view_cmd,
+)

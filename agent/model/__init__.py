@@ -1,0 +1,1 @@
+"""Model clients for OpenAI-compatible endpoints."""

@@ -1,0 +1,121 @@
+"""What one finished sample leaves in ``samples.jsonl``.
+
+Data flows one way: task -> conversation -> submission -> verdict -> record. Every
+track fills a :class:`SampleRecord`; the store, summaries and reports read only this.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class Outcome(StrEnum):
+    CORRECT = "correct"
+    INCORRECT = "incorrect"
+    ANSWER_ERROR = "answer_error"
+    ANSWER_TIMEOUT = "answer_timeout"
+    VERIFY_ERROR = "verify_error"
+    INVALID_SUBMISSION = "invalid_submission"
+    NO_SUBMISSION = "no_submission"
+    # Judge-based tracks: the judge's reply could not be parsed even after retries.
+    JUDGE_ERROR = "judge_error"
+    # The model endpoint failed for good (auth, quota, retries exhausted).
+    MODEL_ERROR = "model_error"
+    # A deterministic scorer (EED) ran past its hard time limit.
+    SCORER_TIMEOUT = "scorer_timeout"
+
+
+# Outcomes that say nothing about the model's ability; summaries count them apart.
+ERROR_OUTCOMES = frozenset({Outcome.JUDGE_ERROR, Outcome.MODEL_ERROR, Outcome.VERIFY_ERROR})
+
+
+class TurnUsage(BaseModel):
+    turn: int
+    input_tokens: int
+    output_tokens: int
+    reasoning_tokens: int = 0
+    estimated: bool = False
+    cumulative_tokens: int
+    forced_submission: bool = False
+
+
+class ToolCallRecord(BaseModel):
+    turn: int
+    call_id: str
+    name: str
+    raw_arguments: str
+    error: str | None = None
+    result: str = ""
+    truncated: bool = False
+    duration_s: float = 0.0
+    sandbox: dict[str, Any] | None = None
+
+
+class SubmissionRecord(BaseModel):
+    code: str
+    turn: int | None = None
+    check_problems: list[str] = Field(default_factory=list)
+    value_type: str | None = None
+    value_repr: str | None = None
+    answer_exec: dict[str, Any] | None = None
+    verify_exec: dict[str, Any] | None = None
+    verification: str | None = None
+
+
+class JudgeRecord(BaseModel):
+    decided_by: str  # "precheck" | "judge"
+    model: str | None = None
+    replies: list[str] = Field(default_factory=list)
+    verdict: str | None = None  # "CORRECT" | "INCORRECT" | points as text
+    points: float | None = None
+    parse_error: str | None = None
+
+
+class EEDRecord(BaseModel):
+    score: float
+    relative_distance: float | None = None
+    distance: float | None = None
+    reference_size: int | None = None
+    answer_size: int | None = None
+    status: str = "ok"
+    extracted_answer: str | None = None
+
+
+class SampleRecord(BaseModel):
+    run_id: str
+    track: str
+    task_id: str
+    trial: int
+    model: str
+    subject: str | None = None
+    reasoning_effort: str | None = None
+    outcome: Outcome
+    # Binary tracks: 1.0/0.0. Research: points earned (0..10). Always paired with ``success``.
+    score: float = 0.0
+    success: bool = False
+    error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    total_tokens: int = 0
+    tokens_estimated: bool = False
+    turns: list[TurnUsage] = Field(default_factory=list)
+    forced_submission_turn: int | None = None
+    cap_reached: bool = False
+    transcript: list[dict[str, Any]] = Field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    submission: SubmissionRecord | None = None
+    judge: JudgeRecord | None = None
+    eed: EEDRecord | None = None
+    sandbox_image: str | None = None
+    retries: int = 0
+    started_at: str
+    finished_at: str
+    duration_s: float
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.task_id, self.trial)

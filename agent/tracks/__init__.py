@@ -1,0 +1,1 @@
+"""Tracks: each owns its prompting, optional tools and scoring; everything else is shared."""

@@ -1,0 +1,70 @@
+"""The contract between the shared runner and a track module."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
+
+from agent.config import RunConfig
+from agent.model.base import ModelClient
+from agent.records import SampleRecord
+from sandbox import Sandbox
+
+
+class RunEvents(Protocol):
+    """Live signals for the progress display; a track calls these as things happen."""
+
+    def sandbox_call_started(self) -> None: ...
+    def sandbox_call_finished(self, duration_s: float) -> None: ...
+    def model_retry(self, reason: str) -> None: ...
+    def tokens_used(self, count: int) -> None: ...
+
+
+class NullEvents:
+    def sandbox_call_started(self) -> None:
+        pass
+
+    def sandbox_call_finished(self, duration_s: float) -> None:
+        pass
+
+    def model_retry(self, reason: str) -> None:
+        pass
+
+    def tokens_used(self, count: int) -> None:
+        pass
+
+
+class TaskLike(Protocol):
+    id: str
+    subject: str | None
+
+
+@dataclass
+class SampleContext:
+    run_id: str
+    model: ModelClient
+    model_name: str
+    reasoning_effort: str | None
+    sandbox: Sandbox | None
+    config: RunConfig
+    judge: ModelClient | None
+    events: RunEvents
+
+
+class Track(ABC):
+    name: ClassVar[str]
+    # Whether samples of this track need a sandbox at all (olympiad without tools does not).
+    needs_sandbox: ClassVar[bool] = True
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        self.options = dict(options or {})
+
+    @abstractmethod
+    def load_tasks(self, path: Path) -> list[Any]:
+        """Load and validate tasks; raise agent.tasks.TaskFileError naming file, line and field."""
+
+    @abstractmethod
+    async def run_sample(self, task: Any, trial: int, ctx: SampleContext) -> SampleRecord:
+        """Run one (task, trial) to a finished record. Never raises for model or judge failures."""

@@ -1,0 +1,10 @@
+"""Run untrusted Python in isolated, stateless sandboxes.
+
+This package never imports ``agent``: the agent reaches it only through
+:func:`open_sandbox`, :class:`Sandbox`, :class:`ExecResult` and :class:`Limits`.
+"""
+
+from sandbox.api import ExecResult, Limits, Sandbox, SandboxError, SandboxUnavailable
+from sandbox.factory import open_sandbox
+
+__all__ = ["ExecResult", "Limits", "Sandbox", "SandboxError", "SandboxUnavailable", "open_sandbox"]

@@ -1,0 +1,88 @@
+"""The one small interface between the agent and every sandbox backend."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+MIB = 1024 * 1024
+
+
+class SandboxError(RuntimeError):
+    """A sandbox could not run the program at all (as opposed to the program failing)."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The requested backend cannot be used on this machine (e.g. no Docker engine answers)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits for one call. Defaults model "commodity hardware": one CPU, 1 GiB."""
+
+    memory_bytes: int = 1024 * MIB
+    cpus: float = 1.0
+    pids: int = 256
+    tmpfs_bytes: int = 256 * MIB
+    # Cap per stream while it is read, so a flood never fills host memory.
+    output_bytes: int = 1 * MIB
+    file_size_bytes: int = 256 * MIB
+
+    def replace(self, **changes: Any) -> Limits:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass
+class ExecResult:
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    oom_killed: bool = False
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    duration_s: float = 0.0
+    backend: str = ""
+    image: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExecResult:
+        known = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A backend that runs one program per call, each in a fresh environment."""
+
+    backend: str
+
+    async def exec(
+        self,
+        code: str | None = None,
+        *,
+        argv: Sequence[str] | None = None,
+        stdin: str | bytes | None = None,
+        timeout: float = 30.0,
+        limits: Limits | None = None,
+    ) -> ExecResult:
+        """Run ``code`` with ``python3`` (or run ``argv``) and return what happened.
+
+        Exactly one of ``code`` and ``argv`` is given. Raises :class:`SandboxError`
+        only when the sandbox itself failed, never because the program did.
+        """
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Backend name, image reference and ID, isolation notes: recorded in every run header."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release pooled resources; every container this sandbox made is removed."""
+        ...
