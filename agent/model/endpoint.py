@@ -1,0 +1,97 @@
+"""Where a model lives and how many requests it may have open: shared by both API clients."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import openai
+
+from agent.config import ModelConfig
+from agent.errors import UserError
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+# Provider prefixes in model names ("openai/gpt-5", "local/gemma3-270m"); the API sees the rest.
+# Other slashes are kept: "meta-llama/Llama-3.1-8B" is a real model id on vLLM servers.
+PROVIDER_PREFIXES = ("openai/", "local/")
+# A local llama.cpp server accepts any key; the SDK just insists on having one.
+PLACEHOLDER_KEY = "no-key-needed"
+
+# One semaphore per (event loop, endpoint): asyncio primitives belong to one loop, and tests run
+# many loops in one process. Weak keys let a finished loop's semaphores go with it.
+_SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def api_model_name(name: str) -> str:
+    for prefix in PROVIDER_PREFIXES:
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
+def is_local_model(name: str) -> bool:
+    return name.startswith("local/")
+
+
+def _is_loopback(url: str) -> bool:
+    host = urlparse(url).hostname or ""
+    return host in {"127.0.0.1", "localhost", "::1"} or host.startswith("127.")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    base_url: str
+    api_key: str
+    max_connections: int
+    timeout_s: float
+
+    @classmethod
+    def from_config(cls, cfg: ModelConfig, base_url_override: str | None = None) -> Endpoint:
+        """Resolve base URL (override, config, OPENAI_BASE_URL, OpenAI) and key (cfg.api_key_env)."""
+        base_url = base_url_override or cfg.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        if is_local_model(cfg.name) and not (base_url_override or cfg.base_url):
+            raise UserError(
+                f"model {cfg.name!r} is served by the local llama.cpp server, but no server URL was given"
+            )
+        api_key = os.environ.get(cfg.api_key_env)
+        if not api_key:
+            # Self-hosted and local servers usually need no key; OpenAI itself always does.
+            if is_local_model(cfg.name) or _is_loopback(base_url) or base_url_override or cfg.base_url:
+                api_key = PLACEHOLDER_KEY
+            else:
+                raise UserError(
+                    f"model {cfg.name!r}: set {cfg.api_key_env} to an API key for {base_url} "
+                    "(or give the model a base_url)"
+                )
+        return cls(base_url.rstrip("/"), api_key, cfg.max_connections, cfg.request_timeout_s)
+
+    def semaphore(self) -> asyncio.Semaphore:
+        """The connection limit shared by every client of this base URL in the running loop.
+
+        The first client to ask sets its size; later clients share it as it is, because two
+        limits on one endpoint would not be a limit.
+        """
+        per_loop = _SEMAPHORES.setdefault(asyncio.get_running_loop(), {})
+        if self.base_url not in per_loop:
+            per_loop[self.base_url] = asyncio.Semaphore(self.max_connections)
+        return per_loop[self.base_url]
+
+    def sdk_client(self) -> openai.AsyncOpenAI:
+        """An AsyncOpenAI with its own retries off (ours count them) and a pool as wide as the limit."""
+        # The SDK's own Limits class: its HTTP library differs across SDK versions (httpx, httpx2).
+        limits_class = type(openai.DEFAULT_CONNECTION_LIMITS)
+        limits = limits_class(
+            max_connections=self.max_connections, max_keepalive_connections=self.max_connections
+        )
+        return openai.AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=self.api_key,
+            max_retries=0,
+            timeout=self.timeout_s,
+            http_client=openai.DefaultAsyncHttpxClient(limits=limits),
+        )

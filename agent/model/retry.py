@@ -1,0 +1,153 @@
+"""Our retry policy for model calls: which failures are transient, and how long to wait.
+
+The SDK's own retries are switched off so every retry passes through here, is counted in
+``ChatResponse.retries`` and reported to the progress display.
+
+Retried: 408, 429 (rate limits), 5xx, timeouts and dropped connections.
+Never retried: 401/403 (credentials) and 429 ``insufficient_quota`` (billing) — waiting cannot
+fix those — and other 4xx, which mean the request itself is wrong.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import openai
+
+from agent.model.base import ModelError
+
+T = TypeVar("T")
+RetryCallback = Callable[[str], None]
+
+RETRYABLE_STATUS = frozenset({408, 429})
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 6
+    # First backoff; doubles per retry up to max_delay_s. Tests shrink it to milliseconds.
+    base_delay_s: float = 1.0
+    max_delay_s: float = 60.0
+    # A server asking for a longer wait than this is obeyed only up to this long.
+    max_retry_after_s: float = 300.0
+
+    def backoff(self, retry_number: int, rng: random.Random | None = None) -> float:
+        """Exponential backoff with "equal jitter": half fixed, half random, so a crowd of
+        samples hit by the same 429 does not come back in lockstep."""
+        ceiling = min(self.max_delay_s, self.base_delay_s * (2**retry_number))
+        return ceiling / 2 + (rng or random).uniform(0, ceiling / 2)
+
+
+@dataclass(frozen=True)
+class Transient:
+    """A failure worth retrying; ``retry_after_s`` is the server's requested wait, if any."""
+
+    reason: str
+    retry_after_s: float | None = None
+
+
+def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """Seconds the server asked us to wait: ``retry-after-ms``, or ``Retry-After`` as seconds or
+    an HTTP date. None when absent or unreadable."""
+    if not headers:
+        return None
+    lowered = {k.lower(): v for k, v in headers.items()}
+    millis = lowered.get("retry-after-ms")
+    if millis is not None:
+        try:
+            return max(0.0, float(millis) / 1000)
+        except ValueError:
+            pass
+    value = lowered.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def _error_field(error: openai.APIStatusError, name: str) -> str | None:
+    """`code` or `type` from the OpenAI error body, wherever the SDK left it."""
+    direct = getattr(error, name, None)
+    if isinstance(direct, str):
+        return direct
+    body: Any = error.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get(name), str):
+            return str(inner[name])
+    return None
+
+
+def _server_message(error: openai.APIStatusError) -> str:
+    body: Any = error.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and inner.get("message"):
+            return str(inner["message"])
+    return str(error.message)
+
+
+def classify(error: BaseException, endpoint: str) -> Transient:
+    """Return how to retry ``error``, or raise ModelError when it must not be retried."""
+    if isinstance(error, openai.APITimeoutError):  # subclass of APIConnectionError: test first
+        return Transient("timeout")
+    if isinstance(error, openai.APIConnectionError):
+        return Transient("connection error")
+    if not isinstance(error, openai.APIStatusError):
+        raise error
+    status = error.status_code
+    message = _server_message(error)
+    if status in (401, 403):
+        raise ModelError(
+            f"{endpoint} refused the credentials (HTTP {status}): {message}. Check the API key variable."
+        ) from error
+    if status == 429 and "insufficient_quota" in (_error_field(error, "code"), _error_field(error, "type")):
+        raise ModelError(
+            f"{endpoint} reports the quota is exhausted (HTTP 429 insufficient_quota): {message}"
+        ) from error
+    if status in RETRYABLE_STATUS or status >= 500:
+        label = "rate limited (429)" if status == 429 else f"HTTP {status}"
+        return Transient(label, parse_retry_after(error.response.headers))
+    raise ModelError(f"{endpoint} rejected the request (HTTP {status}): {message}") from error
+
+
+async def call_with_retries(
+    attempt: Callable[[], Awaitable[T]],
+    *,
+    policy: RetryPolicy,
+    endpoint: str,
+    on_retry: RetryCallback | None = None,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> tuple[T, int]:
+    """Run ``attempt`` until it succeeds; returns (result, retries used)."""
+    retries = 0
+    while True:
+        try:
+            return await attempt(), retries
+        except (openai.APIConnectionError, openai.APIStatusError) as error:
+            transient = classify(error, endpoint)
+            if retries >= policy.max_retries:
+                raise ModelError(
+                    f"{endpoint}: gave up after {retries} retries; last failure: {transient.reason} ({error})"
+                ) from error
+            if transient.retry_after_s is not None:
+                wait = min(transient.retry_after_s, policy.max_retry_after_s)
+            else:
+                wait = policy.backoff(retries)
+            retries += 1
+            if on_retry is not None:
+                on_retry(transient.reason)
+            await sleep(wait)

