@@ -72,6 +72,11 @@ class JudgeRecord(BaseModel):
     verdict: str | None = None  # "CORRECT" | "INCORRECT" | points as text
     points: float | None = None
     parse_error: str | None = None
+    # What the deterministic pre-check concluded ("settled correct by numeric", "deferred ...").
+    precheck: str | None = None
+    # The judge's own token use over all its attempts (not counted in the sample's totals).
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 class EEDRecord(BaseModel):

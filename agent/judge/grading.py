@@ -1,0 +1,99 @@
+"""Grading one answer: pre-check, then the judge, ending in an outcome and a ``JudgeRecord``.
+
+An unparseable judge (after its retries) or a judge endpoint that fails for good ends in
+``Outcome.JUDGE_ERROR``: the sample says nothing about the model, so it is never folded into
+``incorrect``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agent.judge.caller import JudgeResult, ask_judge
+from agent.judge.precheck import PrecheckResult, precheck
+from agent.judge.prompts import fill_template
+from agent.judge.verdict import BinaryVerdict, PointsVerdict, parse_binary_verdict, parse_points_verdict
+from agent.model.base import ModelClient
+from agent.records import JudgeRecord, Outcome
+
+
+@dataclass(frozen=True)
+class Grade:
+    outcome: Outcome
+    score: float
+    success: bool
+    judge: JudgeRecord
+    error: str | None = None
+
+
+NO_JUDGE = "no judge model configured (set `judge:` in the run config)"
+
+
+def _judge_record(result: JudgeResult[BinaryVerdict] | JudgeResult[PointsVerdict], model: str) -> JudgeRecord:
+    return JudgeRecord(
+        decided_by="judge",
+        model=model,
+        replies=list(result.replies),
+        parse_error="; ".join(result.parse_errors) or None,
+        input_tokens=sum(u.input_tokens for u in result.usage),
+        output_tokens=sum(u.output_tokens for u in result.usage),
+    )
+
+
+async def grade_olympiad(
+    *,
+    judge: ModelClient | None,
+    template: str,
+    problem: str,
+    reference: str,
+    answer: str,
+    final_answer: str | None,
+    use_precheck: bool = True,
+    parse_retries: int = 2,
+) -> Grade:
+    """``answer`` goes to the judge; ``final_answer`` (the marked one, if any) to the pre-check."""
+    checked: PrecheckResult | None = precheck(reference, final_answer) if use_precheck else None
+    if checked is not None and checked.settled_correct:
+        record = JudgeRecord(decided_by="precheck", verdict="CORRECT", precheck=checked.describe())
+        return Grade(Outcome.CORRECT, 1.0, True, record)
+    note = checked.describe() if checked is not None else None
+    if judge is None:
+        record = JudgeRecord(decided_by="judge", precheck=note)
+        return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, NO_JUDGE)
+    prompt = fill_template(template, {"problem": problem, "reference answer": reference, "answer": answer})
+    result = await ask_judge(judge, prompt, parse_binary_verdict, parse_retries=parse_retries)
+    record = _judge_record(result, judge.model)
+    record.precheck = note
+    if result.verdict is None:
+        return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, result.error)
+    record.verdict = result.verdict.text
+    correct = result.verdict.correct
+    return Grade(Outcome.CORRECT if correct else Outcome.INCORRECT, float(correct), correct, record)
+
+
+async def grade_research(
+    *,
+    judge: ModelClient | None,
+    template: str,
+    problem: str,
+    rubric: str,
+    answer: str,
+    success_threshold: float = 7.0,
+    max_points: float = 10.0,
+    parse_retries: int = 2,
+) -> Grade:
+    if judge is None:
+        return Grade(Outcome.JUDGE_ERROR, 0.0, False, JudgeRecord(decided_by="judge"), NO_JUDGE)
+    prompt = fill_template(template, {"problem": problem, "rubric": rubric, "answer": answer})
+
+    def parse(reply: str | None) -> PointsVerdict:
+        return parse_points_verdict(reply, max_points=max_points)
+
+    result = await ask_judge(judge, prompt, parse, parse_retries=parse_retries)
+    record = _judge_record(result, judge.model)
+    if result.verdict is None:
+        return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, result.error)
+    points = result.verdict.points
+    record.verdict, record.points = result.verdict.text, points
+    success = points >= success_threshold
+    return Grade(Outcome.CORRECT if success else Outcome.INCORRECT, points, success, record)

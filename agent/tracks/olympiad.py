@@ -1,0 +1,73 @@
+"""FrontierScience-Olympiad: the model answers (no tools by default), a judge grades.
+
+Protocol (docs/judge-tracks.md): the problem goes to the model with the answering prompt; the
+model's final response is graded against the reference answer, first by the deterministic
+pre-check (which can only settle CORRECT), then by the judge with the paper's verbatim prompt.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agent.judge.grading import grade_olympiad
+from agent.judge.prompts import ANSWER_PLACEHOLDERS, OLYMPIAD_PLACEHOLDERS, fill_template, load_template
+from agent.records import Outcome, SampleRecord
+from agent.tracks.base import SampleContext, Track
+from agent.tracks.science_common import ModelFailed, SampleLog, ask_model_once, marked_final_answer
+from agent.tracks.science_options import OlympiadOptions, parse_options
+from agent.tracks.science_tasks import ScienceTask, load_science_tasks
+
+
+class OlympiadTrack(Track):
+    name: ClassVar[str] = "olympiad"
+    needs_sandbox: ClassVar[bool] = False
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self.settings = parse_options(OlympiadOptions, self.options, self.name)
+        # The sandbox is needed only when the python tool is switched on for this run.
+        self.needs_sandbox = self.settings.python_tool  # type: ignore[misc]
+        self.judge_template = load_template(self.settings.judge_prompt, OLYMPIAD_PLACEHOLDERS)
+        self.answer_template = (
+            load_template(self.settings.answer_prompt, ANSWER_PLACEHOLDERS)
+            if self.settings.answer_prompt
+            else None
+        )
+
+    def load_tasks(self, path: Path) -> list[ScienceTask]:
+        return load_science_tasks(path, "olympiad")
+
+    def answer_prompt(self, task: ScienceTask) -> str:
+        if self.answer_template is None:
+            return task.question
+        return fill_template(self.answer_template, {"problem": task.question})
+
+    async def _answer(self, log: SampleLog, task: ScienceTask) -> str:
+        if self.settings.python_tool:
+            raise ModelFailed("the olympiad python tool is not available yet")
+        return await ask_model_once(log, self.answer_prompt(task))
+
+    async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
+        log = SampleLog(self.name, task.id, trial, task.subject, ctx)
+        try:
+            response = await self._answer(log, task)
+        except ModelFailed as exc:
+            return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
+        if not response.strip():
+            return log.finish(Outcome.NO_SUBMISSION, error="the model's final response is empty")
+        final_answer = marked_final_answer(response)
+        for_judge = final_answer if self.settings.judge_answer == "final" and final_answer else response
+        grade = await grade_olympiad(
+            judge=ctx.judge,
+            template=self.judge_template,
+            problem=task.question,
+            reference=task.answer,
+            answer=for_judge,
+            final_answer=final_answer,
+            use_precheck=self.settings.precheck,
+            parse_retries=self.settings.judge_retries,
+        )
+        return log.finish(
+            grade.outcome, score=grade.score, success=grade.success, error=grade.error, judge=grade.judge
+        )

@@ -1,0 +1,62 @@
+"""FrontierScience-Research: the model answers, a judge grades against a 10-point rubric.
+
+``score`` is the points awarded (0..10); a trial succeeds at ``success_threshold`` points
+(7 by default, the paper's threshold). There is no pre-check: only the judge can apply a rubric.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agent.judge.grading import grade_research
+from agent.judge.prompts import ANSWER_PLACEHOLDERS, RESEARCH_PLACEHOLDERS, fill_template, load_template
+from agent.records import Outcome, SampleRecord
+from agent.tracks.base import SampleContext, Track
+from agent.tracks.science_common import ModelFailed, SampleLog, ask_model_once
+from agent.tracks.science_options import ResearchOptions, parse_options
+from agent.tracks.science_tasks import ScienceTask, load_science_tasks
+
+
+class ResearchTrack(Track):
+    name: ClassVar[str] = "research"
+    needs_sandbox: ClassVar[bool] = False
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self.settings = parse_options(ResearchOptions, self.options, self.name)
+        self.judge_template = load_template(self.settings.judge_prompt, RESEARCH_PLACEHOLDERS)
+        self.answer_template = (
+            load_template(self.settings.answer_prompt, ANSWER_PLACEHOLDERS)
+            if self.settings.answer_prompt
+            else None
+        )
+
+    def load_tasks(self, path: Path) -> list[ScienceTask]:
+        return load_science_tasks(path, "research")
+
+    def answer_prompt(self, task: ScienceTask) -> str:
+        if self.answer_template is None:
+            return task.question
+        return fill_template(self.answer_template, {"problem": task.question})
+
+    async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
+        log = SampleLog(self.name, task.id, trial, task.subject, ctx)
+        try:
+            response = await ask_model_once(log, self.answer_prompt(task))
+        except ModelFailed as exc:
+            return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
+        if not response.strip():
+            return log.finish(Outcome.NO_SUBMISSION, error="the model's final response is empty")
+        grade = await grade_research(
+            judge=ctx.judge,
+            template=self.judge_template,
+            problem=task.question,
+            rubric=task.rubric,
+            answer=response,
+            success_threshold=self.settings.success_threshold,
+            parse_retries=self.settings.judge_retries,
+        )
+        return log.finish(
+            grade.outcome, score=grade.score, success=grade.success, error=grade.error, judge=grade.judge
+        )

@@ -1,0 +1,139 @@
+"""What the Olympiad, Research and PHYBench tracks share: asking the model, keeping the record.
+
+These tracks ask the model once (or, with the optional python tool, run a short tool loop) and
+then grade the final response. ``SampleLog`` collects everything the record needs while that
+happens: transcript, per-turn usage, retries, errors. ``finish`` turns it into a
+:class:`SampleRecord`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from agent.model.base import ChatResponse, ModelError, Usage
+from agent.records import EEDRecord, JudgeRecord, Outcome, SampleRecord, ToolCallRecord, TurnUsage
+from agent.tracks.base import SampleContext
+
+FINAL_ANSWER_MARKER = re.compile(r"^\s*\**\s*FINAL ANSWER\s*\**\s*:\s*\**(.*)$", re.IGNORECASE | re.MULTILINE)
+
+
+def marked_final_answer(response: str | None) -> str | None:
+    """The text after the last ``FINAL ANSWER:`` marker, up to the end of the response."""
+    if not response:
+        return None
+    matches = list(FINAL_ANSWER_MARKER.finditer(response))
+    if not matches:
+        return None
+    last = matches[-1]
+    tail = (last.group(1) + response[last.end() :]).strip().strip("*").strip()
+    return tail or None
+
+
+@dataclass
+class SampleLog:
+    """Everything one sample produces before it is graded."""
+
+    track: str
+    task_id: str
+    trial: int
+    subject: str | None
+    ctx: SampleContext
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    turns: list[TurnUsage] = field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    retries: int = 0
+    sandbox_image: str | None = None
+    started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
+    started_monotonic: float = field(default_factory=time.monotonic)
+
+    @property
+    def total_tokens(self) -> int:
+        return self.turns[-1].cumulative_tokens if self.turns else 0
+
+    def add_response(self, response: ChatResponse, *, forced: bool = False) -> None:
+        usage: Usage = response.usage
+        self.retries += response.retries
+        self.turns.append(
+            TurnUsage(
+                turn=len(self.turns) + 1,
+                input_tokens=usage.input_tokens,
+                output_tokens=usage.output_tokens,
+                reasoning_tokens=usage.reasoning_tokens,
+                estimated=usage.estimated,
+                cumulative_tokens=self.total_tokens + usage.total,
+                forced_submission=forced,
+            )
+        )
+        message = response.as_message()
+        if response.reasoning:
+            message["reasoning"] = response.reasoning
+        if response.finish_reason:
+            message["finish_reason"] = response.finish_reason
+        self.transcript.append(message)
+        self.ctx.events.tokens_used(usage.total)
+        for _ in range(response.retries):
+            self.ctx.events.model_retry("model request retried")
+
+    def finish(
+        self,
+        outcome: Outcome,
+        *,
+        score: float = 0.0,
+        success: bool = False,
+        error: str | None = None,
+        judge: JudgeRecord | None = None,
+        eed: EEDRecord | None = None,
+    ) -> SampleRecord:
+        return SampleRecord(
+            run_id=self.ctx.run_id,
+            track=self.track,
+            task_id=self.task_id,
+            trial=self.trial,
+            model=self.ctx.model_name,
+            subject=self.subject,
+            reasoning_effort=self.ctx.reasoning_effort,
+            outcome=outcome,
+            score=score,
+            success=success,
+            error=error,
+            input_tokens=sum(t.input_tokens for t in self.turns),
+            output_tokens=sum(t.output_tokens for t in self.turns),
+            reasoning_tokens=sum(t.reasoning_tokens for t in self.turns),
+            total_tokens=self.total_tokens,
+            tokens_estimated=any(t.estimated for t in self.turns),
+            turns=self.turns,
+            transcript=self.transcript,
+            tool_calls=self.tool_calls,
+            judge=judge,
+            eed=eed,
+            sandbox_image=self.sandbox_image,
+            retries=self.retries,
+            started_at=self.started_at,
+            finished_at=datetime.now(UTC).isoformat(),
+            duration_s=time.monotonic() - self.started_monotonic,
+        )
+
+
+class ModelFailed(Exception):
+    """The answering model failed for good; the sample ends as ``model_error``."""
+
+
+async def ask_model_once(log: SampleLog, prompt: str) -> str:
+    """One user message, one reply: the tool-free protocol of the science tracks.
+
+    Returns the reply's text ("" when the model returned none). Raises :class:`ModelFailed`.
+    """
+    messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
+    log.transcript.extend(messages)
+    try:
+        response = await log.ctx.model.complete(
+            messages, max_output_tokens=log.ctx.config.budget.max_output_tokens
+        )
+    except ModelError as exc:
+        raise ModelFailed(str(exc) or type(exc).__name__) from exc
+    log.add_response(response)
+    return response.content or ""

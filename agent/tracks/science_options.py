@@ -1,0 +1,58 @@
+"""Validated ``track_options`` for the science tracks: a typo in a config is an error, not a no-op."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agent.errors import UserError
+
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    # Parse-error retries of the judge (so up to 1 + judge_retries judge calls per sample).
+    judge_retries: int = Field(default=2, ge=0, le=10)
+    # A bare file name is looked up in configs/prompts/.
+    judge_prompt: str
+    # None: the problem text alone is the prompt.
+    answer_prompt: str | None
+
+
+class OlympiadOptions(_Options):
+    judge_prompt: str = "olympiad_judge.txt"
+    answer_prompt: str | None = "science_answer.txt"
+    python_tool: bool = False
+    max_tool_turns: int = Field(default=20, ge=1)
+    precheck: bool = True
+    # "full": the judge sees the model's whole final response (the default: the judge decides
+    # what the attempted answer is). "final": only the text after the last "FINAL ANSWER:"
+    # marker, falling back to the whole response when there is none.
+    judge_answer: Literal["full", "final"] = "full"
+
+
+class ResearchOptions(_Options):
+    judge_prompt: str = "research_judge.txt"
+    answer_prompt: str | None = None
+    success_threshold: float = Field(default=7.0, ge=0, le=10)
+
+
+class PhybenchOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    answer_prompt: str = "phybench_answer.txt"
+    eed_mode: str = "strict"
+    eed_timeout_s: float = Field(default=10.0, gt=0)
+
+
+OptionsT = TypeVar("OptionsT", bound=BaseModel)
+
+
+def parse_options(model: type[OptionsT], options: dict[str, Any], track: str) -> OptionsT:
+    try:
+        return model.model_validate(options)
+    except ValidationError as exc:
+        problem = exc.errors()[0]
+        where = ".".join(str(part) for part in problem["loc"]) or "?"
+        raise UserError(f"track_options for {track}: field '{where}': {problem['msg']}") from None

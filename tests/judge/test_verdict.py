@@ -1,0 +1,78 @@
+"""Verdict parsing: the last non-empty line, held to the form the prompts ask for."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.judge.verdict import VerdictParseError, parse_binary_verdict, parse_points_verdict
+
+
+@pytest.mark.parametrize(
+    ("reply", "correct"),
+    [
+        ("The answers match.\nVERDICT: CORRECT", True),
+        ("Not equivalent.\nVERDICT: INCORRECT", False),
+        ("reasoning\n\n   VERDICT: CORRECT   \n\n\n", True),  # surrounding whitespace is stripped
+        ("VERDICT: CORRECT\nOn reflection, no.\nVERDICT: INCORRECT", False),  # the last line decides
+    ],
+)
+def test_binary_verdict_from_last_line(reply: str, correct: bool) -> None:
+    assert parse_binary_verdict(reply).correct is correct
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "",
+        None,
+        "   \n\n",
+        "VERDICT: correct",
+        "**VERDICT: CORRECT**",
+        "VERDICT: CORRECT.",
+        "VERDICT:CORRECT",
+        "Verdict: CORRECT",
+        "VERDICT: CORRECT\nI am confident in this.",
+        "VERDICT: CORRECT\nVERDICT: INCORRECT\nsee above",
+        "VERDICT: PARTIALLY CORRECT",
+        "The answer is correct.",
+    ],
+)
+def test_binary_verdict_rejects_anything_else(reply: str | None) -> None:
+    with pytest.raises(VerdictParseError):
+        parse_binary_verdict(reply)
+
+
+@pytest.mark.parametrize(
+    ("reply", "points"),
+    [
+        ("item 1: 2 pts\nVERDICT: 8", 8.0),
+        ("VERDICT: 2.5", 2.5),
+        ("VERDICT: 0", 0.0),
+        ("VERDICT: 10", 10.0),
+        ("VERDICT: 10.0\n", 10.0),
+        ("VERDICT: 3\nVERDICT: 7", 7.0),
+        ("VERDICT: .5", 0.5),
+    ],
+)
+def test_points_verdict(reply: str, points: float) -> None:
+    assert parse_points_verdict(reply).points == points
+
+
+@pytest.mark.parametrize(
+    ("reply", "why"),
+    [
+        ("VERDICT: 11", "outside"),
+        ("VERDICT: -1", "outside"),
+        ("VERDICT: 10.01", "outside"),
+        ("VERDICT: 7/10", "not of the form"),
+        ("VERDICT: seven", "not of the form"),
+        ("VERDICT: 7 points", "not of the form"),
+        ("VERDICT: 1e1", "not of the form"),
+        ("VERDICT: nan", "not of the form"),
+        ("VERDICT: 7\nThat is my grade.", "not of the form"),
+        ("", "empty"),
+    ],
+)
+def test_points_verdict_rejects(reply: str, why: str) -> None:
+    with pytest.raises(VerdictParseError, match=why):
+        parse_points_verdict(reply)
