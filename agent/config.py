@@ -68,3 +68,7 @@ class RunConfig(BaseModel):
     # Track-specific switches, e.g. {"python_tool": true} for olympiad or
     # {"reject_invalid_submissions": false} for frontiermath.
     track_options: dict[str, Any] = Field(default_factory=dict)
+    # Task selection, applied after loading: only tasks whose ``metadata`` holds every
+    # key/value here (quickstart uses {"quickstart": true}), then the first ``limit_tasks``.
+    task_filter: dict[str, Any] = Field(default_factory=dict)
+    limit_tasks: int | None = Field(default=None, ge=1)

@@ -1,1 +1,152 @@
-"""Commands registered on agent.cli.app (being written)."""
+"""`proctor run` and `proctor quickstart`: the eval entry points."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from agent.cli.app import app
+from agent.config import RunConfig
+from agent.errors import UserError
+from agent.progress import RunProgress, print_final
+from agent.run_config_loader import RunFlags, load_run_config, read_config_file
+from agent.runner import RunResult, execute_run
+from agent.store import RUN_HEADER, read_json
+from sandbox import SandboxError
+
+# The repository's configs/ (the package is installed from a checkout: `pip install -e .`).
+CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
+QUICKSTART_CONFIG = CONFIGS_DIR / "quickstart.yaml"
+
+EXIT_INTERRUPTED = 130
+EXIT_FAILED = 1
+
+
+def run_and_report(config: RunConfig, *, config_file: Path | None = None) -> None:
+    """Run, print the summary and where the run is, and exit with the run's status."""
+    console = Console()
+    progress = RunProgress(console)
+    try:
+        result: RunResult = asyncio.run(execute_run(config, progress=progress, config_file=config_file))
+    except SandboxError as exc:
+        raise UserError(f"sandbox: {exc}") from None
+    print_final(console, result.summary, str(result.run_dir))
+    resume_hint = f"proctor run --resume --out {result.run_dir}"
+    if result.status == "interrupted":
+        console.print(
+            f"interrupted: {result.finished} of {result.planned} samples finished and are kept; "
+            f"resume with: {resume_hint}",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_INTERRUPTED)
+    if result.status == "failed":
+        console.print(
+            f"{len(result.harness_errors)} sample(s) failed in the harness and were not recorded "
+            f"(see {result.run_dir / RUN_HEADER}); after fixing the cause: {resume_hint}",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_FAILED)
+
+
+def _resume_base(flags: RunFlags) -> dict[str, Any] | None:
+    """`proctor run --resume --out DIR` alone reuses the config recorded in DIR/run.json."""
+    if not flags.resume or flags.out is None or flags.tasks is not None or flags.models:
+        return None
+    header_path = flags.out / RUN_HEADER
+    if not header_path.exists():
+        raise UserError(f"{header_path}: not found; nothing to resume (give --tasks and --model to start)")
+    config = read_json(header_path).get("config")
+    if not isinstance(config, dict):
+        raise UserError(f"{header_path}: field 'config': missing; cannot resume from it")
+    return config
+
+
+@app.command("run")
+def run_command(
+    config_file: Annotated[
+        Path | None, typer.Argument(metavar="[CONFIG.yaml]", help="Run config; flags override it.")
+    ] = None,
+    track: Annotated[str | None, typer.Option(help="frontiermath, olympiad, research or phybench.")] = None,
+    tasks: Annotated[Path | None, typer.Option(help="Task file (JSONL, JSON or YAML).")] = None,
+    model: Annotated[
+        list[str] | None, typer.Option("--model", help="openai/NAME or local/gemma3-270m; repeatable.")
+    ] = None,
+    judge: Annotated[
+        str | None, typer.Option(help="Judge model for judged tracks, e.g. openai/NAME.")
+    ] = None,
+    trials: Annotated[int | None, typer.Option(help="Trials per task.")] = None,
+    max_concurrency: Annotated[int | None, typer.Option(help="Samples in flight at once.")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Run directory (default runs/<time>-<track>-<model>).")
+    ] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out.")] = False,
+    backend: Annotated[str | None, typer.Option(help="Sandbox backend: auto, docker or local.")] = None,
+    reasoning_effort: Annotated[str | None, typer.Option(help="Reasoning effort for every model.")] = None,
+    token_cap: Annotated[int | None, typer.Option(help="Token cap per sample (default 1,000,000).")] = None,
+    force_submit_at: Annotated[
+        int | None, typer.Option(help="Force submit_answer from this many tokens (default 660,000).")
+    ] = None,
+    limit_tasks: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = None,
+) -> None:
+    """Run an eval: every model x task x trial, appended to DIR/samples.jsonl as each finishes."""
+    flags = RunFlags(
+        track=track,
+        tasks=tasks,
+        models=list(model or []),
+        judge=judge,
+        trials=trials,
+        max_concurrency=max_concurrency,
+        out=out,
+        resume=resume,
+        backend=backend,
+        reasoning_effort=reasoning_effort,
+        token_cap=token_cap,
+        force_submit_at=force_submit_at,
+        limit_tasks=limit_tasks,
+    )
+    base = _resume_base(flags) if config_file is None else None
+    source = str(flags.out / RUN_HEADER) if base is not None and flags.out is not None else None
+    config = load_run_config(config_file, flags, base=base, source=source)
+    run_and_report(config, config_file=config_file)
+
+
+def quickstart_config(model: str | None, out: Path | None, backend: str | None) -> RunConfig:
+    """The shipped quickstart, optionally pointed at a real model with protocol-default limits."""
+    data = read_config_file(QUICKSTART_CONFIG)
+    flags = RunFlags(out=out, backend=backend)
+    if model is not None:
+        provider = model.split("/", 1)[0]
+        if provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
+            raise UserError(f"--model {model}: set OPENAI_API_KEY (and OPENAI_BASE_URL for other endpoints)")
+        flags.models = [model]
+        if provider != "local":
+            # A frontier model gets the benchmark's own limits, not the tiny local-model ones.
+            data.pop("budget", None)
+    return _from_data(data, flags)
+
+
+def _from_data(data: dict[str, Any], flags: RunFlags) -> RunConfig:
+    for name in ("tasks", "prompt_template"):
+        if isinstance(data.get(name), str) and not Path(data[name]).is_absolute():
+            data[name] = str(QUICKSTART_CONFIG.parent / data[name])
+    return load_run_config(None, flags, base=data, source=str(QUICKSTART_CONFIG))
+
+
+@app.command("quickstart")
+def quickstart_command(
+    model: Annotated[
+        str | None, typer.Option(help="Default local/gemma3-270m (no API key); or openai/NAME with a key.")
+    ] = None,
+    out: Annotated[Path | None, typer.Option(help="Run directory.")] = None,
+    backend: Annotated[str | None, typer.Option(help="Sandbox backend: auto, docker or local.")] = None,
+) -> None:
+    """A real FrontierMath-style eval on three shipped tasks; no API key needed."""
+    config = quickstart_config(model, out, backend)
+    run_and_report(config, config_file=QUICKSTART_CONFIG)

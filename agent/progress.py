@@ -1,0 +1,239 @@
+"""What `proctor run` shows while it works, and the summary table it ends with.
+
+On a terminal: a rich Live panel (samples done / total, running accuracy, tokens, sandbox
+calls in flight, errors, retries). Elsewhere (CI, pipes): one plain line per finished
+sample, so logs stay readable and greppable.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from agent.records import ERROR_OUTCOMES, SampleRecord
+
+
+def _fmt_tokens(count: int) -> str:
+    if count >= 1_000_000:
+        return f"{count / 1e6:.2f}M"
+    if count >= 10_000:
+        return f"{count / 1e3:.0f}k"
+    return f"{count:,}"
+
+
+class RunProgress:
+    """Counts what happens during a run; implements the tracks' ``RunEvents`` protocol."""
+
+    def __init__(self, console: Console | None = None, *, live: bool | None = None) -> None:
+        self.console = console or Console()
+        self.use_live = self.console.is_terminal if live is None else live
+        self.total = 0
+        self.done = 0
+        self.resumed = 0
+        self.successes = 0
+        self.scored = 0
+        self.error_outcomes = 0
+        self.harness_errors = 0
+        self.retries = 0
+        self.live_tokens = 0
+        self.finished_tokens = 0
+        self.sandbox_in_flight = 0
+        self.sandbox_calls = 0
+        self.running = 0
+        self.last_retry_reason: str | None = None
+        self._started = time.monotonic()
+        self._live: Live | None = None
+
+    # -- RunEvents ---------------------------------------------------------------------
+    def sandbox_call_started(self) -> None:
+        self.sandbox_in_flight += 1
+        self.sandbox_calls += 1
+
+    def sandbox_call_finished(self, duration_s: float) -> None:
+        self.sandbox_in_flight = max(0, self.sandbox_in_flight - 1)
+
+    def model_retry(self, reason: str) -> None:
+        self.retries += 1
+        self.last_retry_reason = reason
+        if not self.use_live:
+            self.console.print(f"  retry: {reason}", markup=False, highlight=False)
+
+    def tokens_used(self, count: int) -> None:
+        self.live_tokens += count
+
+    # -- runner hooks ------------------------------------------------------------------
+    def begin(self, *, total: int, already_done: list[SampleRecord], run_dir: str) -> None:
+        self.total = total
+        self.resumed = len(already_done)
+        for record in already_done:
+            self._count(record)
+        self._started = time.monotonic()
+        if self.use_live:
+            self._live = Live(self, console=self.console, refresh_per_second=4, transient=True)
+            self._live.start()
+        else:
+            note = f", {self.resumed} already done" if self.resumed else ""
+            self.console.print(f"run {run_dir}: {total} samples{note}", markup=False, highlight=False)
+
+    def sample_started(self) -> None:
+        self.running += 1
+
+    def sample_finished(self, record: SampleRecord) -> None:
+        self.running = max(0, self.running - 1)
+        self._count(record)
+        if not self.use_live:
+            parts = [
+                f"[{self.done}/{self.total}]",
+                f"{record.model}",
+                f"{record.task_id}#{record.trial}",
+                f"{record.outcome.value}",
+                f"tokens={record.total_tokens}",
+                f"{record.duration_s:.1f}s",
+            ]
+            if record.retries:
+                parts.append(f"retries={record.retries}")
+            if record.error:
+                parts.append(f"error={record.error.splitlines()[0][:120]}")
+            parts.append(f"acc={self.accuracy_text()}")
+            self.console.print(" ".join(parts), markup=False, highlight=False)
+
+    def sample_failed(self, what: str, error: BaseException) -> None:
+        """The harness itself failed on a sample: nothing was recorded, resume will retry it."""
+        self.running = max(0, self.running - 1)
+        self.harness_errors += 1
+        self.console.print(
+            f"sample {what} failed in the harness (not recorded, --resume retries it): "
+            f"{type(error).__name__}: {error}",
+            markup=False,
+            highlight=False,
+        )
+
+    def end(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def _count(self, record: SampleRecord) -> None:
+        self.done += 1
+        self.finished_tokens += record.total_tokens
+        if record.outcome in ERROR_OUTCOMES:
+            self.error_outcomes += 1
+        else:
+            self.scored += 1
+            self.successes += int(record.success)
+
+    # -- display -----------------------------------------------------------------------
+    @property
+    def tokens(self) -> int:
+        # Live counts come from tracks as calls finish; finished records are a floor.
+        return max(self.live_tokens, self.finished_tokens)
+
+    def accuracy_text(self) -> str:
+        if not self.scored:
+            return "-"
+        return f"{self.successes / self.scored:.3f} ({self.successes}/{self.scored})"
+
+    def __rich__(self) -> RenderableType:
+        elapsed = time.monotonic() - self._started
+        bar = ProgressBar(total=max(self.total, 1), completed=self.done, width=40)
+        stats = Table.grid(padding=(0, 2))
+        stats.add_row(
+            Text(f"{self.done}/{self.total} samples"),
+            Text(f"running {self.running}"),
+            Text(f"accuracy {self.accuracy_text()}"),
+        )
+        stats.add_row(
+            Text(f"tokens {_fmt_tokens(self.tokens)}"),
+            Text(f"sandbox in flight {self.sandbox_in_flight} (calls {self.sandbox_calls})"),
+            Text(f"elapsed {elapsed:.0f}s"),
+        )
+        errors = Text(f"errors {self.error_outcomes + self.harness_errors}")
+        if self.error_outcomes + self.harness_errors:
+            errors.stylize("bold red")
+        retry = Text(f"retries {self.retries}")
+        if self.last_retry_reason:
+            retry.append(f" (last: {self.last_retry_reason[:60]})", style="dim")
+        stats.add_row(errors, retry, Text(""))
+        return Group(bar, stats)
+
+
+def _estimate_text(estimate: dict[str, Any] | None, *, scale: float = 1.0, digits: int = 3) -> str:
+    if not estimate:
+        return "-"
+    mean = estimate["mean"] * scale
+    se = estimate.get("se")
+    se_text = f" ± {se * scale:.{digits}f}" if se is not None else ""
+    low, high = estimate["ci95_low"] * scale, estimate["ci95_high"] * scale
+    return f"{mean:.{digits}f}{se_text} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    """Overall and per model / subject / reasoning effort, errors kept in their own columns."""
+    table = Table(title="Run summary", title_justify="left", show_lines=False)
+    table.add_column("slice")
+    table.add_column("n", justify="right")
+    table.add_column("accuracy ± SE [95% CI]", justify="right")
+    table.add_column("errors as failures", justify="right")
+    table.add_column("errors", justify="right")
+    extra_columns = []
+    overall = summary.get("overall", {})
+    if overall.get("points"):
+        extra_columns.append(("points", "points ± SE"))
+    if overall.get("eed"):
+        extra_columns.append(("eed", "EED ± SE"))
+    for _, title in extra_columns:
+        table.add_column(title, justify="right")
+    table.add_column("tokens", justify="right")
+
+    def add(name: str, group: dict[str, Any], style: str | None = None) -> None:
+        errors = group.get("errors", {})
+        error_text = str(errors.get("total", 0))
+        if errors.get("total"):
+            details = ", ".join(f"{k} {v}" for k, v in errors.items() if k != "total" and v)
+            error_text += f" ({details})"
+        row = [
+            name,
+            str(group.get("samples", 0)),
+            _estimate_text(group.get("accuracy")),
+            _estimate_text(group.get("accuracy_errors_as_failures")),
+            error_text,
+        ]
+        for key, _ in extra_columns:
+            row.append(_estimate_text(group.get(key), digits=2))
+        row.append(_fmt_tokens(int(group.get("tokens", {}).get("total", 0))))
+        table.add_row(*row, style=style)
+
+    add("overall", overall, style="bold")
+    for heading, key in (("model", "by_model"), ("subject", "by_subject"), ("effort", "by_reasoning_effort")):
+        groups = summary.get(key) or {}
+        if len(groups) > 1 or (key == "by_model" and groups):
+            for name, group in groups.items():
+                add(f"{heading}: {name}", group)
+    return table
+
+
+def outcome_line(summary: dict[str, Any]) -> str:
+    overall = summary.get("overall", {})
+    outcomes = ", ".join(f"{name} {count}" for name, count in overall.get("outcomes", {}).items())
+    parts = [f"outcomes: {outcomes or 'none'}"]
+    wall = summary.get("wall_seconds")
+    if wall is not None:
+        parts.append(f"wall {wall:.1f}s")
+    parts.append(f"sandbox calls {overall.get('sandbox_calls', 0)}")
+    parts.append(f"model retries {overall.get('model_retries', 0)}")
+    if overall.get("cost_usd") is not None:
+        parts.append(f"cost ${overall['cost_usd']:.4f}")
+    return "; ".join(parts)
+
+
+def print_final(console: Console, summary: dict[str, Any], run_dir: str) -> None:
+    console.print(summary_table(summary))
+    console.print(outcome_line(summary), markup=False, highlight=False)
+    console.print(f"run: {run_dir}", markup=False, highlight=False)
+    console.print(f"report: proctor view {run_dir}", markup=False, highlight=False)

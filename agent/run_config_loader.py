@@ -1,0 +1,188 @@
+"""YAML file + command-line flags -> a validated :class:`RunConfig`, or one clear error line.
+
+Flags override the file. Relative paths in a file (``tasks``, ``prompt_template``) are read
+relative to that file's directory, so a config works from any working directory; paths
+given as flags are relative to the working directory, as usual on a command line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from agent.config import RunConfig
+from agent.errors import UserError
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+
+
+def parse_size(text: str) -> int:
+    """'512m', '1g', '1GiB', '1048576' -> bytes (binary multiples, as docker reads them)."""
+    match = _SIZE.match(text)
+    if match is None:
+        raise ValueError(f"not a size: {text!r} (use e.g. 512m or 1g)")
+    number, unit = float(match.group(1)), match.group(2).lower()
+    return int(number * 1024 ** "_kmgt".index(unit or "_"))
+
+
+@dataclass
+class RunFlags:
+    """What `proctor run` was told on the command line; None means "not given"."""
+
+    track: str | None = None
+    tasks: Path | None = None
+    models: list[str] = field(default_factory=list)
+    judge: str | None = None
+    trials: int | None = None
+    max_concurrency: int | None = None
+    out: Path | None = None
+    resume: bool = False
+    backend: str | None = None
+    reasoning_effort: str | None = None
+    token_cap: int | None = None
+    force_submit_at: int | None = None
+    limit_tasks: int | None = None
+
+
+def format_validation_error(source: str, error: ValidationError) -> str:
+    """``source: field 'a.b': message`` for the first problem, with a count of the rest."""
+    problems = error.errors()
+    first = problems[0]
+    where = ".".join(str(part) for part in first.get("loc", ())) or "(top level)"
+    message = str(first.get("msg", "invalid"))
+    line = f"{source}: field '{where}': {message}"
+    if len(problems) > 1:
+        line += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
+    return line
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: config file not found") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read config file ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UserError(f"{path}: {where}not valid YAML ({problem})") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a mapping of config fields at the top level")
+    return data
+
+
+def _model_entry(value: Any) -> Any:
+    # "openai/gpt-x" is shorthand for {"name": "openai/gpt-x"}.
+    return {"name": value} if isinstance(value, str) else value
+
+
+def _resolve_against(base: Path, value: Any) -> Any:
+    if isinstance(value, str | Path) and not Path(value).is_absolute():
+        return str(base / value)
+    return value
+
+
+def merge_flags(data: dict[str, Any], flags: RunFlags) -> dict[str, Any]:
+    """Lay the flags over the file's raw fields (before validation, so errors name fields)."""
+    merged = dict(data)
+    simple = {
+        "track": flags.track,
+        "tasks": flags.tasks,
+        "trials": flags.trials,
+        "max_concurrency": flags.max_concurrency,
+        "out": flags.out,
+        "limit_tasks": flags.limit_tasks,
+    }
+    merged.update({name: value for name, value in simple.items() if value is not None})
+    if flags.resume:
+        merged["resume"] = True
+    if flags.models:
+        merged["models"] = list(flags.models)
+    if "models" in merged and isinstance(merged["models"], list):
+        merged["models"] = [_model_entry(m) for m in merged["models"]]
+    if flags.judge is not None:
+        merged["judge"] = flags.judge
+    if isinstance(merged.get("judge"), str):
+        merged["judge"] = _model_entry(merged["judge"])
+    if flags.reasoning_effort is not None and isinstance(merged.get("models"), list):
+        merged["models"] = [
+            {**m, "reasoning_effort": flags.reasoning_effort} if isinstance(m, dict) else m
+            for m in merged["models"]
+        ]
+    if flags.token_cap is not None or flags.force_submit_at is not None:
+        budget = dict(merged.get("budget") or {})
+        if flags.token_cap is not None:
+            budget["token_cap"] = flags.token_cap
+        if flags.force_submit_at is not None:
+            budget["force_submit_at"] = flags.force_submit_at
+        merged["budget"] = budget
+    if flags.backend is not None:
+        merged["sandbox"] = {**(merged.get("sandbox") or {}), "backend": flags.backend}
+    return merged
+
+
+def validate_run_config(data: dict[str, Any], source: str) -> RunConfig:
+    try:
+        config = RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(format_validation_error(source, exc)) from None
+    for index, model in enumerate(config.models):
+        if "/" not in model.name:
+            raise UserError(
+                f"{source}: field 'models.{index}.name': expected PROVIDER/NAME "
+                f"(e.g. openai/gpt-5 or local/gemma3-270m), got {model.name!r}"
+            )
+    if not config.models:
+        raise UserError(f"{source}: field 'models': at least one model is needed (--model openai/NAME)")
+    if config.budget.force_submit_at >= config.budget.token_cap:
+        raise UserError(
+            f"{source}: field 'budget.force_submit_at': {config.budget.force_submit_at} must be below "
+            f"budget.token_cap ({config.budget.token_cap}); set --force-submit-at too"
+        )
+    if not config.tasks.is_file():
+        raise UserError(f"{source}: field 'tasks': no such file {config.tasks}")
+    # Absolute, so `proctor run --resume --out DIR` works from any directory.
+    config.tasks = config.tasks.resolve()
+    if config.prompt_template is not None:
+        config.prompt_template = config.prompt_template.resolve()
+    if config.prompt_template is not None and not config.prompt_template.is_file():
+        raise UserError(f"{source}: field 'prompt_template': no such file {config.prompt_template}")
+    try:
+        parse_size(config.sandbox.memory)
+    except ValueError as exc:
+        raise UserError(f"{source}: field 'sandbox.memory': {exc}") from None
+    return config
+
+
+def load_run_config(
+    config_file: Path | None,
+    flags: RunFlags,
+    *,
+    base: dict[str, Any] | None = None,
+    source: str | None = None,
+) -> RunConfig:
+    """Build the run's config from a YAML file (or already-read ``base`` fields) and flags."""
+    data: dict[str, Any] = dict(base or {})
+    source = source or "command line"
+    if config_file is not None:
+        data = read_config_file(config_file)
+        source = str(config_file)
+        for name in ("tasks", "prompt_template"):
+            if name in data:
+                data[name] = _resolve_against(config_file.parent, data[name])
+    if "tasks" not in data and flags.tasks is None:
+        raise UserError(f"{source}: field 'tasks': a task file is needed (--tasks FILE)")
+    if "models" not in data and not flags.models:
+        raise UserError(f"{source}: field 'models': at least one model is needed (--model openai/NAME)")
+    return validate_run_config(merge_flags(data, flags), source)

@@ -1,0 +1,502 @@
+"""The shared runner: every (model, task, trial) of a run, concurrently, into the run store.
+
+Concurrency is bounded three ways: ``max_concurrency`` workers here, the connection limit
+inside each model client, and the sandbox's own pool. Every finished sample is on disk
+(fsync'd) before its worker takes the next one, so a crash loses only samples in flight,
+and ``--resume`` runs exactly those again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import hashlib
+import importlib
+import importlib.metadata
+import os
+import platform
+import re
+import signal
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.config import ModelConfig, RunConfig
+from agent.errors import UserError
+from agent.model.base import ModelClient, ModelError
+from agent.progress import RunProgress
+from agent.records import Outcome, SampleRecord
+from agent.run_config_loader import parse_size
+from agent.store import RunStore, file_sha256, resume_conflicts, sample_key
+from agent.summary import prices_from_config, summarize
+from agent.tracks.base import SampleContext, Track
+from agent.tracks.registry import make_track
+from sandbox import Limits, Sandbox, open_sandbox
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+def model_labels(models: list[ModelConfig]) -> list[str]:
+    """The name each model's records carry; the effort is added only to tell twins apart."""
+    names = [m.name for m in models]
+    labels = [
+        f"{m.name}@{m.reasoning_effort or 'default'}" if names.count(m.name) > 1 else m.name for m in models
+    ]
+    if len(set(labels)) != len(labels):
+        raise UserError("field 'models': the same model with the same reasoning effort is listed twice")
+    return labels
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "run"
+
+
+def default_run_dir(config: RunConfig, *, now: dt.datetime | None = None) -> Path:
+    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
+    first = config.models[0].name.split("/", 1)[-1]
+    more = f"+{len(config.models) - 1}" if len(config.models) > 1 else ""
+    return Path("runs") / f"{stamp}-{_slug(config.track)}-{_slug(first)}{more}"
+
+
+def select_tasks(tasks: list[Any], config: RunConfig) -> list[Any]:
+    """Apply ``task_filter`` (metadata key/values) and ``limit_tasks``, keeping file order."""
+    ids = [str(task.id) for task in tasks]
+    duplicated = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicated:
+        raise UserError(f"{config.tasks}: task ids must be unique; repeated: {', '.join(duplicated[:5])}")
+    selected = tasks
+    if config.task_filter:
+
+        def matches(task: Any) -> bool:
+            metadata = getattr(task, "metadata", None) or {}
+            return all(metadata.get(key) == value for key, value in config.task_filter.items())
+
+        selected = [task for task in tasks if matches(task)]
+    if config.limit_tasks is not None:
+        selected = selected[: config.limit_tasks]
+    if not selected:
+        raise UserError(f"{config.tasks}: no task left after task_filter {config.task_filter!r}")
+    return selected
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def environment_info() -> dict[str, Any]:
+    return {
+        "versions": {
+            "proctor": _version("proctor"),
+            "python": platform.python_version(),
+            "openai": _version("openai"),
+            "sympy": _version("sympy"),
+            "pydantic": _version("pydantic"),
+        },
+        "host": {
+            "hostname": socket.gethostname(),
+            "platform": platform.platform(),
+            "machine": platform.machine(),
+            "cpus": os.cpu_count(),
+            "python_executable": sys.executable,
+        },
+    }
+
+
+@dataclass(frozen=True)
+class PlannedSample:
+    label: str
+    model: ModelConfig
+    task: Any
+    trial: int
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return (self.label, str(self.task.id), self.trial)
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: str  # finished | interrupted | failed
+    summary: dict[str, Any]
+    planned: int
+    finished: int
+    ran_now: int
+    harness_errors: list[str] = field(default_factory=list)
+
+
+def plan_samples(labels: list[str], config: RunConfig, tasks: list[Any]) -> list[PlannedSample]:
+    """Trial-major order, so early results already span tasks and models."""
+    return [
+        PlannedSample(label, model, task, trial)
+        for trial in range(config.trials)
+        for task in tasks
+        for label, model in zip(labels, config.models, strict=True)
+    ]
+
+
+def _prompt_template_hash(config: RunConfig) -> str | None:
+    if config.prompt_template is None:
+        return None
+    return hashlib.sha256(config.prompt_template.read_bytes()).hexdigest()
+
+
+def _base_header(config: RunConfig, run_id: str, labels: list[str], task_count: int) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "track": config.track,
+        "status": "running",
+        "created_at": utc_now(),
+        "config": config.model_dump(mode="json"),
+        "tasks_file": {
+            "path": str(config.tasks),
+            "sha256": file_sha256(config.tasks),
+            "selected_tasks": task_count,
+        },
+        "prompt_template_sha256": _prompt_template_hash(config),
+        "models": [
+            {"label": label, "name": m.name, "reasoning_effort": m.reasoning_effort, "api": m.api}
+            for label, m in zip(labels, config.models, strict=True)
+        ],
+        "sessions": [],
+        **environment_info(),
+    }
+
+
+def _fallback_model_error(
+    sample: PlannedSample, run_id: str, track: Track, error: ModelError, started_at: str, started: float
+) -> SampleRecord:
+    """A track let a ModelError escape; record it as the outcome it is rather than lose it."""
+    return SampleRecord(
+        run_id=run_id,
+        track=track.name,
+        task_id=str(sample.task.id),
+        trial=sample.trial,
+        model=sample.label,
+        subject=getattr(sample.task, "subject", None),
+        reasoning_effort=sample.model.reasoning_effort,
+        outcome=Outcome.MODEL_ERROR,
+        error=f"{type(error).__name__}: {error}",
+        started_at=started_at,
+        finished_at=utc_now(),
+        duration_s=time.monotonic() - started,
+    )
+
+
+@contextlib.asynccontextmanager
+async def _local_server(model: ModelConfig) -> AsyncIterator[str]:
+    """Start llama.cpp for a ``local/...`` model and yield its OpenAI-compatible base URL."""
+    module = importlib.import_module("agent.model.local_server")
+    server = module.local_model_server(model.name)
+    async with server as base_url:
+        yield base_url
+
+
+async def open_clients(
+    stack: contextlib.AsyncExitStack,
+    labelled: list[tuple[str, ModelConfig]],
+    judge: ModelConfig | None,
+    progress: RunProgress,
+) -> tuple[dict[str, ModelClient], ModelClient | None]:
+    from agent.model.factory import make_client
+
+    local_urls: dict[str, str] = {}
+
+    async def client_for(model: ModelConfig) -> ModelClient:
+        override = None
+        if model.name.startswith("local/") and model.base_url is None:
+            if model.name not in local_urls:
+                local_urls[model.name] = await stack.enter_async_context(_local_server(model))
+            override = local_urls[model.name]
+        client = make_client(model, base_url_override=override, on_retry=progress.model_retry)
+        stack.push_async_callback(client.aclose)
+        return client
+
+    clients = {label: await client_for(model) for label, model in labelled}
+    judge_client = await client_for(judge) if judge is not None else None
+    return clients, judge_client
+
+
+class Runner:
+    """One invocation of `proctor run`: fresh or resumed, ends with a summary either way."""
+
+    def __init__(
+        self,
+        config: RunConfig,
+        *,
+        progress: RunProgress,
+        config_file: Path | None = None,
+        handle_signals: bool = True,
+    ) -> None:
+        self.config = config
+        self.progress = progress
+        self.config_file = config_file
+        self.handle_signals = handle_signals
+        self.interrupted = False
+        self.harness_errors: list[str] = []
+        self._workers: list[asyncio.Task[None]] = []
+
+    # -- setup -------------------------------------------------------------------------
+    def _prepare_store(self, run_dir: Path, header: dict[str, Any]) -> tuple[RunStore, dict[str, Any]]:
+        store = RunStore(run_dir)
+        if self.config.resume and store.header_path.exists():
+            previous = store.read_header()
+            conflicts = resume_conflicts(previous, header)
+            if conflicts:
+                raise UserError(
+                    f"{store.header_path}: cannot resume this run with a different config: "
+                    + "; ".join(conflicts)
+                )
+            header = {
+                **header,
+                "run_id": previous["run_id"],
+                "created_at": previous.get("created_at"),
+                "sessions": list(previous.get("sessions") or []),
+            }
+        elif self.config.resume and store.holds_samples():
+            raise UserError(
+                f"{run_dir}: holds samples.jsonl but no run.json; cannot check it is the same run"
+            )
+        elif store.holds_samples():
+            raise UserError(
+                f"{run_dir}: already holds a run; pass --resume to continue it or choose another --out"
+            )
+        return store, header
+
+    # -- the run -----------------------------------------------------------------------
+    async def run(self) -> RunResult:
+        config = self.config
+        track = make_track(config.track, config.track_options)
+        tasks = select_tasks(track.load_tasks(config.tasks), config)
+        labelled = list(zip(model_labels(config.models), config.models, strict=True))
+        labels = [label for label, _ in labelled]
+        run_dir = config.out or default_run_dir(config)
+        run_id = run_dir.name
+        header = _base_header(config, run_id, labels, len(tasks))
+        if self.config_file is not None:
+            header["config_file"] = str(self.config_file)
+        store, header = self._prepare_store(run_dir, header)
+        run_id = header["run_id"]
+
+        loaded = store.load(repair=True)
+        done_keys = {sample_key(r) for r in loaded.records}
+        planned = plan_samples(labels, config, tasks)
+        planned_keys = {p.key for p in planned}
+        pending = [p for p in planned if p.key not in done_keys]
+        already = [r for r in loaded.records if sample_key(r) in planned_keys]
+
+        session: dict[str, Any] = {
+            "started_at": utc_now(),
+            "ended_at": None,
+            "status": "running",
+            "resumed": bool(config.resume and loaded.records),
+            "planned_samples": len(planned),
+            "already_done": len(already),
+            "torn_bytes_removed": loaded.torn_bytes,
+        }
+        header["sessions"].append(session)
+        header.update(
+            status="running", started_at=session["started_at"], ended_at=None, samples_planned=len(planned)
+        )
+
+        prices = prices_from_config(labelled)
+        ran_now = 0
+        header_written = False
+        failure: BaseException | None = None
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                sandbox = await self._open_sandbox(track, pending, header)
+                if sandbox is not None:
+                    stack.push_async_callback(sandbox.aclose)
+                # Clients first: a bad key or URL is a config error and should leave no run behind.
+                clients, judge = (
+                    await open_clients(stack, labelled, config.judge, self.progress)
+                    if pending
+                    else ({}, None)
+                )
+                store.write_header(header)
+                header_written = True
+                writer = store.open_writer()
+                stack.callback(store.close)
+                self.progress.begin(total=len(planned), already_done=already, run_dir=str(run_dir))
+                stack.callback(self.progress.end)
+                ran_now = await self._run_pending(track, pending, run_id, sandbox, clients, judge, writer)
+        except BaseException as exc:  # finished samples still get their header and summary
+            if not header_written:
+                raise
+            failure = exc
+            if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+                self.interrupted = True
+
+        if self.interrupted:
+            status = "interrupted"
+        elif failure is not None or self.harness_errors:
+            status = "failed"
+        else:
+            status = "finished"
+        records = [r for r in store.load(repair=False).records if sample_key(r) in planned_keys]
+        session.update(
+            ended_at=utc_now(), status=status, ran=ran_now, harness_errors=self.harness_errors[:50]
+        )
+        if failure is not None and not self.interrupted:
+            session["error"] = f"{type(failure).__name__}: {failure}"
+        header.update(status=status, ended_at=session["ended_at"])
+        store.write_header(header)
+        summary = summarize(records, header=header, prices=prices, planned_samples=len(planned))
+        store.write_summary(summary)
+        if failure is not None and not isinstance(failure, asyncio.CancelledError):
+            raise failure
+        return RunResult(
+            run_dir=run_dir,
+            status=status,
+            summary=summary,
+            planned=len(planned),
+            finished=len(records),
+            ran_now=ran_now,
+            harness_errors=self.harness_errors,
+        )
+
+    async def _open_sandbox(
+        self, track: Track, pending: list[PlannedSample], header: dict[str, Any]
+    ) -> Sandbox | None:
+        if not track.needs_sandbox or not pending:
+            header.setdefault("sandbox", None)
+            return None
+        box = self.config.sandbox
+        try:
+            memory = parse_size(box.memory)
+        except ValueError as exc:
+            raise UserError(f"field 'sandbox.memory': {exc}") from None
+        sandbox = await open_sandbox(
+            box.backend,
+            image=box.image,
+            pool_size=box.pool_size,
+            default_limits=Limits(memory_bytes=memory, cpus=box.cpus),
+        )
+        described = sandbox.describe()
+        header["sandbox"] = described
+        header["sandbox_isolates_less"] = bool(described.get("isolates_less", sandbox.backend != "docker"))
+        return sandbox
+
+    async def _run_pending(
+        self,
+        track: Track,
+        pending: list[PlannedSample],
+        run_id: str,
+        sandbox: Sandbox | None,
+        clients: dict[str, ModelClient],
+        judge: ModelClient | None,
+        writer: Any,
+    ) -> int:
+        queue: Iterator[PlannedSample] = iter(pending)
+        finished = 0
+
+        async def worker() -> None:
+            nonlocal finished
+            for sample in queue:
+                record = await self._run_one(track, sample, run_id, sandbox, clients[sample.label], judge)
+                if record is None:
+                    continue
+                # Shielded: once a record is complete, Ctrl-C must not leave it half-written.
+                await asyncio.shield(asyncio.to_thread(writer.append, record))
+                finished += 1
+                self.progress.sample_finished(record)
+
+        loop = asyncio.get_running_loop()
+        self._workers = [
+            asyncio.create_task(worker())
+            for _ in range(min(self.config.max_concurrency, max(len(pending), 1)))
+        ]
+        handled: list[int] = []
+        if self.handle_signals:
+            for signum in (int(signal.SIGINT), int(signal.SIGTERM)):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(signum, self._interrupt, signum)
+                    handled.append(signum)
+        try:
+            results = await asyncio.gather(*self._workers, return_exceptions=True)
+        finally:
+            for signum in handled:
+                loop.remove_signal_handler(signum)
+        for outcome in results:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+                raise outcome
+        return finished
+
+    def _interrupt(self, signum: int) -> None:
+        """First Ctrl-C: stop cleanly (cancel in-flight samples, keep finished ones)."""
+        self.interrupted = True
+        loop = asyncio.get_running_loop()
+        # A second Ctrl-C falls through to Python's default handler and aborts at once.
+        loop.remove_signal_handler(signum)
+        for task in self._workers:
+            task.cancel()
+
+    async def _run_one(
+        self,
+        track: Track,
+        sample: PlannedSample,
+        run_id: str,
+        sandbox: Sandbox | None,
+        client: ModelClient,
+        judge: ModelClient | None,
+    ) -> SampleRecord | None:
+        ctx = SampleContext(
+            run_id=run_id,
+            model=client,
+            model_name=sample.label,
+            reasoning_effort=sample.model.reasoning_effort,
+            sandbox=sandbox,
+            config=self.config,
+            judge=judge,
+            events=self.progress,
+        )
+        started_at, started = utc_now(), time.monotonic()
+        self.progress.sample_started()
+        try:
+            record = await track.run_sample(sample.task, sample.trial, ctx)
+        except ModelError as exc:
+            record = _fallback_model_error(sample, run_id, track, exc, started_at, started)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # Not the model's fault and not a result: leave it unrecorded so --resume retries it.
+            what = f"{sample.label} {sample.task.id}#{sample.trial}"
+            self.harness_errors.append(f"{what}: {type(exc).__name__}: {exc}")
+            self.progress.sample_failed(what, exc)
+            return None
+        # The runner owns the identity of a sample; the track owns everything else.
+        return record.model_copy(
+            update={
+                "run_id": run_id,
+                "task_id": str(sample.task.id),
+                "trial": sample.trial,
+                "model": sample.label,
+                "reasoning_effort": record.reasoning_effort or sample.model.reasoning_effort,
+                "subject": record.subject
+                if record.subject is not None
+                else getattr(sample.task, "subject", None),
+            }
+        )
+
+
+async def execute_run(
+    config: RunConfig,
+    *,
+    progress: RunProgress,
+    config_file: Path | None = None,
+    handle_signals: bool = True,
+) -> RunResult:
+    return await Runner(
+        config, progress=progress, config_file=config_file, handle_signals=handle_signals
+    ).run()

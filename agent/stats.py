@@ -1,0 +1,99 @@
+"""Small, dependency-free statistics for run summaries: task-clustered means, SEs, bootstrap CIs.
+
+Samples of one task are not independent (same problem, several trials), so the unit of
+uncertainty is the task: the estimate is the mean of per-task means, its standard error
+is the spread of those task means, and the bootstrap resamples whole tasks.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+DEFAULT_RESAMPLES = 2000
+DEFAULT_SEED = 0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    mean: float
+    # Task-clustered standard error: sd(task means, ddof=1) / sqrt(tasks). None for one task.
+    se: float | None
+    # Standard error treating every sample as independent: sd(samples, ddof=1) / sqrt(n).
+    se_samples: float | None
+    ci95_low: float
+    ci95_high: float
+    n_samples: int
+    n_tasks: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values)
+
+
+def standard_error(values: Sequence[float]) -> float | None:
+    """sd(values, ddof=1) / sqrt(n); undefined (None) for fewer than two values."""
+    n = len(values)
+    if n < 2:
+        return None
+    centre = mean(values)
+    variance = math.fsum((v - centre) ** 2 for v in values) / (n - 1)
+    return math.sqrt(variance / n)
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float:
+    """Linear interpolation between closest ranks (numpy's default 'linear' method)."""
+    position = fraction * (len(sorted_values) - 1)
+    lower = math.floor(position)
+    upper = min(lower + 1, len(sorted_values) - 1)
+    weight = position - lower
+    return sorted_values[lower] * (1 - weight) + sorted_values[upper] * weight
+
+
+def bootstrap_ci(
+    task_means: Sequence[float],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    level: float = 0.95,
+) -> tuple[float, float]:
+    """Percentile CI of the mean of task means, resampling tasks with replacement.
+
+    A fresh ``random.Random(seed)`` per call makes every group's interval reproducible
+    and independent of the order in which groups are summarised.
+    """
+    rng = random.Random(seed)
+    count = len(task_means)
+    values = list(task_means)
+    stats = sorted(math.fsum(rng.choices(values, k=count)) / count for _ in range(resamples))
+    tail = (1 - level) / 2
+    return percentile(stats, tail), percentile(stats, 1 - tail)
+
+
+def clustered_estimate(
+    values_by_task: dict[str, list[float]],
+    *,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Estimate | None:
+    """Mean of per-task means with its task-level SE, per-sample SE and bootstrap CI."""
+    task_means = [mean(values) for values in values_by_task.values() if values]
+    if not task_means:
+        return None
+    samples = [v for values in values_by_task.values() for v in values]
+    low, high = bootstrap_ci(task_means, resamples=resamples, seed=seed)
+    return Estimate(
+        mean=mean(task_means),
+        se=standard_error(task_means),
+        se_samples=standard_error(samples),
+        ci95_low=low,
+        ci95_high=high,
+        n_samples=len(samples),
+        n_tasks=len(task_means),
+    )

@@ -1,0 +1,226 @@
+"""The run directory on disk: ``run.json`` (header), ``samples.jsonl`` (records), ``summary.json``.
+
+``samples.jsonl`` is append-only and is the source of truth: each finished sample is one
+line, written with a single ``write`` call, flushed and fsync'd before the runner moves on,
+so a crash can at worst leave one torn final line, which :func:`load_samples` cuts away.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent.errors import UserError
+from agent.records import SampleRecord
+
+RUN_HEADER = "run.json"
+SAMPLES = "samples.jsonl"
+SUMMARY = "summary.json"
+
+SampleKey = tuple[str, str, int]  # (model, task_id, trial)
+
+
+def sample_key(record: SampleRecord) -> SampleKey:
+    """Resume identity. The model is part of it: one run may hold several models."""
+    return (record.model, record.task_id, record.trial)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_json_atomically(path: Path, data: Any) -> None:
+    """Replace ``path`` in one step so readers never see half a file, even after a crash."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=2, sort_keys=False, default=str)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: not found") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object")
+    return data
+
+
+@dataclass
+class LoadedSamples:
+    records: list[SampleRecord]
+    # Bytes cut from the end of the file: the torn last line of a crashed writer.
+    torn_bytes: int = 0
+    duplicates: list[SampleKey] = field(default_factory=list)
+
+
+def _parse_record(path: Path, line_number: int, line: bytes) -> SampleRecord:
+    try:
+        return SampleRecord.model_validate_json(line)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ())) or "record"
+        raise UserError(f"{path}: line {line_number}: field '{where}': {first.get('msg')}") from None
+
+
+def load_samples(path: Path, *, repair: bool = False) -> LoadedSamples:
+    """Read every complete record; a torn final line is ignored (and cut off when ``repair``).
+
+    Only the last line can be torn, because every record is written by one ``write`` call
+    and the file is only ever appended to; a bad line anywhere else is real corruption
+    and is reported with its line number rather than silently dropped.
+    """
+    if not path.exists():
+        return LoadedSamples(records=[])
+    data = path.read_bytes()
+    cut = data.rfind(b"\n") + 1
+    complete, tail = data[:cut], data[cut:]
+    torn = 0
+    if tail.strip():
+        # A tail that is a whole record minus its newline is kept; anything else was torn.
+        try:
+            SampleRecord.model_validate_json(tail)
+            complete, tail = data + b"\n", b""
+            if repair:
+                with path.open("ab") as handle:
+                    handle.write(b"\n")
+                    handle.flush()
+                    os.fsync(handle.fileno())
+        except ValidationError:
+            torn = len(tail)
+    elif tail:
+        torn = len(tail)
+    if torn and repair:
+        with path.open("r+b") as handle:
+            handle.truncate(cut)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    records: list[SampleRecord] = []
+    seen: set[SampleKey] = set()
+    duplicates: list[SampleKey] = []
+    for number, line in enumerate(complete.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        record = _parse_record(path, number, line)
+        key = sample_key(record)
+        if key in seen:
+            # Cannot happen with one writer; if it ever does, the first record wins.
+            duplicates.append(key)
+            continue
+        seen.add(key)
+        records.append(record)
+    return LoadedSamples(records=records, torn_bytes=torn, duplicates=duplicates)
+
+
+class SampleWriter:
+    """Appends finished records to ``samples.jsonl``; safe to call from worker threads.
+
+    The lock keeps lines from interleaving; fsync makes "finished" mean "on disk".
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._handle = path.open("ab")
+
+    def append(self, record: SampleRecord) -> None:
+        line = record.model_dump_json().encode("utf-8") + b"\n"
+        with self._lock:
+            self._handle.write(line)
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        with self._lock:
+            self._handle.close()
+
+
+# Config fields that change what a score means; a resumed run must keep them all.
+_RESUME_INVARIANTS = ("track", "budget", "track_options", "task_filter")
+
+
+def resume_conflicts(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Differences between two run headers that make mixing their samples meaningless."""
+    conflicts: list[str] = []
+    old_config, new_config = previous.get("config", {}), current.get("config", {})
+    for name in _RESUME_INVARIANTS:
+        if old_config.get(name) != new_config.get(name):
+            conflicts.append(f"{name} was {old_config.get(name)!r}, now {new_config.get(name)!r}")
+    old_tasks, new_tasks = previous.get("tasks_file", {}), current.get("tasks_file", {})
+    if old_tasks.get("sha256") != new_tasks.get("sha256"):
+        conflicts.append(
+            f"tasks file {new_tasks.get('path')} differs from the one this run used "
+            f"({old_tasks.get('path')}, sha256 {str(old_tasks.get('sha256'))[:12]}…)"
+        )
+    if previous.get("prompt_template_sha256") != current.get("prompt_template_sha256"):
+        conflicts.append("the prompt template changed")
+    old_judge = (old_config.get("judge") or {}).get("name")
+    new_judge = (new_config.get("judge") or {}).get("name")
+    if old_judge != new_judge:
+        conflicts.append(f"judge was {old_judge!r}, now {new_judge!r}")
+    return conflicts
+
+
+class RunStore:
+    """One run directory. Create it fresh or reopen it for ``--resume``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.header_path = directory / RUN_HEADER
+        self.samples_path = directory / SAMPLES
+        self.summary_path = directory / SUMMARY
+        self._writer: SampleWriter | None = None
+
+    def holds_samples(self) -> bool:
+        return self.samples_path.exists() and self.samples_path.stat().st_size > 0
+
+    def read_header(self) -> dict[str, Any]:
+        return read_json(self.header_path)
+
+    def write_header(self, header: dict[str, Any]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        write_json_atomically(self.header_path, header)
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        write_json_atomically(self.summary_path, summary)
+
+    def load(self, *, repair: bool) -> LoadedSamples:
+        return load_samples(self.samples_path, repair=repair)
+
+    def open_writer(self) -> SampleWriter:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._writer = SampleWriter(self.samples_path)
+        return self._writer
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+def records_from(directory: Path) -> list[SampleRecord]:
+    """Every finished record of a run directory (for reports; never modifies the file)."""
+    return load_samples(directory / SAMPLES).records
+
+
+def keys_of(records: Iterable[SampleRecord]) -> set[SampleKey]:
+    return {sample_key(record) for record in records}

@@ -1,0 +1,213 @@
+"""Aggregate finished records into ``summary.json``: pure functions, reused by the report.
+
+Definitions (also in docs/runs.md):
+
+* **accuracy** (primary): over samples whose outcome is *not* an error outcome
+  (``judge_error``, ``model_error``, ``verify_error``: they say nothing about the model),
+  the mean over tasks of each task's mean ``success``. With the same number of trials per
+  task this equals the plain mean over samples.
+* **accuracy_errors_as_failures**: the same over *all* samples, error outcomes counted as
+  failures: the pessimistic reading, shown beside the primary one, never instead of it.
+* **se**: task-clustered standard error, sd(task means, ddof=1)/sqrt(tasks). ``se_samples``
+  treats samples as independent; both coincide when every task has one trial.
+* **ci95**: percentile bootstrap over tasks (resampled with replacement), seeded.
+* **points** (tracks whose records carry judge points, e.g. research): mean points with the
+  same estimators; ``accuracy`` there is the success rate at the track's threshold.
+* **eed**: mean EED score over samples that have one.
+* **cost_usd**: input tokens x input price + output tokens x output price per million, per
+  model, where the model config sets prices (output tokens include reasoning tokens, as
+  providers report them).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from agent.records import ERROR_OUTCOMES, Outcome, SampleRecord
+from agent.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, clustered_estimate
+
+# (input, output) USD per million tokens, keyed by the record's model label.
+Prices = Mapping[str, tuple[float | None, float | None]]
+
+NO_SUBJECT = "(none)"
+NO_EFFORT = "(default)"
+
+
+def is_error(record: SampleRecord) -> bool:
+    return record.outcome in ERROR_OUTCOMES
+
+
+def _by_task(
+    records: Iterable[SampleRecord], value: Callable[[SampleRecord], float]
+) -> dict[str, list[float]]:
+    grouped: dict[str, list[float]] = defaultdict(list)
+    for record in records:
+        grouped[record.task_id].append(value(record))
+    return grouped
+
+
+def _estimate(
+    records: Sequence[SampleRecord], value: Callable[[SampleRecord], float], resamples: int, seed: int
+) -> dict[str, Any] | None:
+    estimate = clustered_estimate(_by_task(records, value), resamples=resamples, seed=seed)
+    return None if estimate is None else estimate.to_dict()
+
+
+def _sandbox_calls(record: SampleRecord) -> tuple[int, float]:
+    """Sandbox executions of one sample (python tool, answer(), verify()) and their seconds."""
+    calls, seconds = 0, 0.0
+    for call in record.tool_calls:
+        if call.sandbox is not None:
+            calls += 1
+            seconds += call.duration_s
+    if record.submission is not None:
+        for exec_result in (record.submission.answer_exec, record.submission.verify_exec):
+            if exec_result is not None:
+                calls += 1
+                seconds += float(exec_result.get("duration_s") or 0.0)
+    return calls, seconds
+
+
+def _cost(records: Sequence[SampleRecord], prices: Prices | None) -> float | None:
+    if not prices:
+        return None
+    total, priced = 0.0, False
+    for record in records:
+        input_price, output_price = prices.get(record.model, (None, None))
+        if input_price is not None:
+            total += record.input_tokens * input_price / 1e6
+            priced = True
+        if output_price is not None:
+            total += record.output_tokens * output_price / 1e6
+            priced = True
+    return total if priced else None
+
+
+def summarize_group(
+    records: Sequence[SampleRecord],
+    *,
+    prices: Prices | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> dict[str, Any]:
+    """Every statistic for one slice of a run (overall, one subject, one model, ...)."""
+    scored = [r for r in records if not is_error(r)]
+    outcomes = Counter(r.outcome.value for r in records)
+    errors = {o.value: outcomes.get(o.value, 0) for o in sorted(ERROR_OUTCOMES)}
+    sandbox = [_sandbox_calls(r) for r in records]
+    group: dict[str, Any] = {
+        "samples": len(records),
+        "tasks": len({r.task_id for r in records}),
+        "scored_samples": len(scored),
+        "outcomes": {o.value: outcomes.get(o.value, 0) for o in Outcome if outcomes.get(o.value)},
+        "errors": {**errors, "total": sum(errors.values())},
+        "accuracy": _estimate(scored, lambda r: float(r.success), resamples, seed),
+        "accuracy_errors_as_failures": _estimate(
+            records, lambda r: 0.0 if is_error(r) else float(r.success), resamples, seed
+        ),
+        "tokens": {
+            "input": sum(r.input_tokens for r in records),
+            "output": sum(r.output_tokens for r in records),
+            "reasoning": sum(r.reasoning_tokens for r in records),
+            "total": sum(r.total_tokens for r in records),
+            "estimated_samples": sum(1 for r in records if r.tokens_estimated),
+            "mean_per_sample": (
+                math.fsum(r.total_tokens for r in records) / len(records) if records else 0.0
+            ),
+        },
+        "turns": sum(len(r.turns) for r in records),
+        "forced_submissions": sum(1 for r in records if r.forced_submission_turn is not None),
+        "cap_reached": sum(1 for r in records if r.cap_reached),
+        "tool_calls": sum(len(r.tool_calls) for r in records),
+        "sandbox_calls": sum(calls for calls, _ in sandbox),
+        "sandbox_seconds": math.fsum(seconds for _, seconds in sandbox),
+        "model_retries": sum(r.retries for r in records),
+        "sample_seconds": math.fsum(r.duration_s for r in records),
+        "cost_usd": _cost(records, prices),
+    }
+    with_points = [r for r in scored if r.judge is not None and r.judge.points is not None]
+    if with_points:
+        group["points"] = _estimate(with_points, lambda r: float(r.score), resamples, seed)
+    with_eed = [r for r in records if r.eed is not None]
+    if with_eed:
+        group["eed"] = _estimate(with_eed, lambda r: float(r.eed.score if r.eed else 0.0), resamples, seed)
+    return group
+
+
+def _breakdown(
+    records: Sequence[SampleRecord],
+    key: Callable[[SampleRecord], str],
+    **options: Any,
+) -> dict[str, dict[str, Any]]:
+    grouped: dict[str, list[SampleRecord]] = defaultdict(list)
+    for record in records:
+        grouped[key(record)].append(record)
+    return {name: summarize_group(grouped[name], **options) for name in sorted(grouped)}
+
+
+def summarize(
+    records: Sequence[SampleRecord],
+    *,
+    header: Mapping[str, Any] | None = None,
+    prices: Prices | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    planned_samples: int | None = None,
+) -> dict[str, Any]:
+    """The whole ``summary.json``: overall and broken down by model, subject, effort."""
+    options: dict[str, Any] = {"prices": prices, "resamples": resamples, "seed": seed}
+    header = header or {}
+    by_model_subject = {
+        model: _breakdown(group, lambda r: r.subject or NO_SUBJECT, **options)
+        for model, group in _group(records, lambda r: r.model).items()
+    }
+    return {
+        "run_id": header.get("run_id"),
+        "tracks": sorted({r.track for r in records}),
+        "status": header.get("status"),
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "planned_samples": planned_samples,
+        "finished_samples": len(records),
+        "wall_seconds": wall_seconds(header),
+        "bootstrap": {"unit": "task", "resamples": resamples, "seed": seed, "level": 0.95},
+        "error_outcomes": sorted(o.value for o in ERROR_OUTCOMES),
+        "overall": summarize_group(records, **options),
+        "by_model": _breakdown(records, lambda r: r.model, **options),
+        "by_subject": _breakdown(records, lambda r: r.subject or NO_SUBJECT, **options),
+        "by_reasoning_effort": _breakdown(records, lambda r: r.reasoning_effort or NO_EFFORT, **options),
+        "by_model_subject": by_model_subject,
+    }
+
+
+def _group(
+    records: Sequence[SampleRecord], key: Callable[[SampleRecord], str]
+) -> dict[str, list[SampleRecord]]:
+    grouped: dict[str, list[SampleRecord]] = defaultdict(list)
+    for record in records:
+        grouped[key(record)].append(record)
+    return dict(sorted(grouped.items()))
+
+
+def wall_seconds(header: Mapping[str, Any]) -> float | None:
+    """Wall time of the run: the sum over its sessions (a resumed run has several)."""
+    sessions = header.get("sessions") or []
+    total, known = 0.0, False
+    for session in sessions:
+        start, end = session.get("started_at"), session.get("ended_at")
+        if start and end:
+            total += (dt.datetime.fromisoformat(end) - dt.datetime.fromisoformat(start)).total_seconds()
+            known = True
+    return total if known else None
+
+
+def prices_from_config(labelled_models: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """Model label -> (input, output) USD per million tokens, from ``(label, ModelConfig)`` pairs."""
+    prices: dict[str, tuple[float | None, float | None]] = {}
+    for label, model in labelled_models:
+        if model.input_price_per_mtok is not None or model.output_price_per_mtok is not None:
+            prices[label] = (model.input_price_per_mtok, model.output_price_per_mtok)
+    return prices
