@@ -1,0 +1,223 @@
+"""Judge tracks through the real openai SDK against scripted servers on 127.0.0.1.
+
+The answering model and the judge sit at two different endpoints, as a run may configure them.
+Retries are counted at the judge's server, not inferred from the record.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agent.config import ModelConfig
+from agent.model.factory import make_client
+from agent.model.retry import RetryPolicy
+from agent.records import Outcome, SampleRecord
+from agent.tracks.olympiad import OlympiadTrack
+from agent.tracks.research import ResearchTrack
+from agent.tracks.science_tasks import ScienceTask
+from tests.judge.support import make_ctx
+from tests.support.scripted_server import HttpError, Reply, ReportedUsage, ScriptedServer, Step
+
+FAST = RetryPolicy(max_retries=2, base_delay_s=0.001, max_delay_s=0.01)
+OLYMPIAD_TASK = ScienceTask(
+    id="o1", question=r"A block slides... Find $v$ in m/s.", answer=r"`\( 6.7 \)`", subject="physics"
+)
+RESEARCH_TASK = ScienceTask(
+    id="r1",
+    question="Propose a mechanism.",
+    answer="Points: 4, Item: names the intermediate. Points: 6, Item: derives the rate law.",
+    subject="chemistry",
+)
+
+
+async def run_sample(
+    track: OlympiadTrack | ResearchTrack,
+    task: ScienceTask,
+    model_script: list[Step],
+    judge_script: list[Step],
+) -> tuple[SampleRecord, ScriptedServer, ScriptedServer]:
+    with ScriptedServer(model_script) as model_server, ScriptedServer(judge_script) as judge_server:
+        model = make_client(
+            ModelConfig(name="openai/answerer", base_url=model_server.base_url), retry_policy=FAST
+        )
+        judge = make_client(
+            ModelConfig(name="openai/grader", base_url=judge_server.base_url, reasoning_effort="high"),
+            retry_policy=FAST,
+        )
+        try:
+            record = await track.run_sample(task, 0, make_ctx(model, judge))
+        finally:
+            await model.aclose()
+            await judge.aclose()
+    return record, model_server, judge_server
+
+
+def judge_prompts(server: ScriptedServer) -> list[str]:
+    prompts = []
+    for body in server.bodies("/chat/completions"):
+        (message,) = body["messages"]
+        assert message["role"] == "user"
+        prompts.append(message["content"])
+    return prompts
+
+
+ANSWER_WRONG = [Reply(content="v = sqrt(2gh)\nFINAL ANSWER: 7.9", usage=ReportedUsage(200, 40, 12))]
+
+
+@pytest.mark.parametrize(
+    ("judge_reply", "outcome"),
+    [("They match.\nVERDICT: CORRECT", Outcome.CORRECT), ("No.\nVERDICT: INCORRECT", Outcome.INCORRECT)],
+)
+async def test_olympiad_judge_verdicts(judge_reply: str, outcome: Outcome) -> None:
+    record, model_server, judge_server = await run_sample(
+        OlympiadTrack(),
+        OLYMPIAD_TASK,
+        ANSWER_WRONG,
+        [Reply(content=judge_reply, usage=ReportedUsage(900, 60))],
+    )
+    assert record.outcome is outcome
+    assert record.success is (outcome is Outcome.CORRECT)
+    assert judge_server.call_count == 1 and model_server.call_count == 1
+    (prompt,) = judge_prompts(judge_server)
+    assert prompt.startswith("You are grading an attempted answer to a science olympiad problem.")
+    assert "The problem: A block slides... Find $v$ in m/s.\n***" in prompt
+    assert "The reference answer: `\\( 6.7 \\)`\n***" in prompt
+    assert "The attempted answer: v = sqrt(2gh)\nFINAL ANSWER: 7.9\n***" in prompt
+    assert judge_server.requests[0].json["model"] == "grader"
+    assert judge_server.requests[0].json["reasoning_effort"] == "high"
+    assert record.judge is not None
+    assert record.judge.replies == [judge_reply]
+    assert (record.judge.input_tokens, record.judge.output_tokens) == (900, 60)
+    # The sample's own tokens are the answering model's only.
+    assert (record.input_tokens, record.output_tokens, record.reasoning_tokens) == (200, 40, 12)
+
+
+BAD_BINARY_REPLIES: list[tuple[str, list[str | None]]] = [
+    ("malformed", ["The answer is correct.", "VERDICT: correct", "**VERDICT: CORRECT**"]),
+    ("multi_verdict", ["VERDICT: CORRECT\nVERDICT: INCORRECT\nHmm.", "VERDICT: CORRECT\nok", "VERDICT: X"]),
+    ("empty", ["", None, "   \n  "]),
+]
+
+
+@pytest.mark.parametrize(("case", "replies"), BAD_BINARY_REPLIES, ids=[c for c, _ in BAD_BINARY_REPLIES])
+async def test_olympiad_unparseable_judge_retries_then_judge_error(
+    case: str, replies: list[str | None]
+) -> None:
+    record, _, judge_server = await run_sample(
+        OlympiadTrack({"judge_retries": 2}), OLYMPIAD_TASK, ANSWER_WRONG, [Reply(content=r) for r in replies]
+    )
+    assert judge_server.call_count == 3  # one try and two retries, counted at the server
+    assert record.outcome is Outcome.JUDGE_ERROR, case
+    assert record.outcome is not Outcome.INCORRECT and not record.success and record.score == 0.0
+    assert record.judge is not None and record.judge.replies == [r or "" for r in replies]
+    assert record.judge.verdict is None
+    assert len(judge_prompts(judge_server)) == 3 and len(set(judge_prompts(judge_server))) == 1
+
+
+async def test_multi_verdict_ending_in_a_verdict_takes_the_last_line() -> None:
+    reply = "VERDICT: CORRECT\nWait, the sign is wrong.\nVERDICT: INCORRECT"
+    record, _, judge_server = await run_sample(
+        OlympiadTrack(), OLYMPIAD_TASK, ANSWER_WRONG, [Reply(content=reply)]
+    )
+    assert record.outcome is Outcome.INCORRECT and judge_server.call_count == 1
+
+
+async def test_a_parse_error_then_a_verdict_recovers() -> None:
+    record, _, judge_server = await run_sample(
+        OlympiadTrack(), OLYMPIAD_TASK, ANSWER_WRONG, [Reply(content=""), Reply(content="VERDICT: CORRECT")]
+    )
+    assert record.outcome is Outcome.CORRECT and judge_server.call_count == 2
+    assert record.judge is not None and record.judge.replies == ["", "VERDICT: CORRECT"]
+
+
+async def test_retry_count_is_configurable() -> None:
+    record, _, judge_server = await run_sample(
+        OlympiadTrack({"judge_retries": 0}), OLYMPIAD_TASK, ANSWER_WRONG, [Reply(content="dunno")]
+    )
+    assert record.outcome is Outcome.JUDGE_ERROR and judge_server.call_count == 1
+
+
+async def test_judge_endpoint_down_is_judge_error_after_transport_retries() -> None:
+    record, _, judge_server = await run_sample(
+        OlympiadTrack(), OLYMPIAD_TASK, ANSWER_WRONG, [HttpError(500, "boom")] * 3
+    )
+    assert judge_server.call_count == 3  # the client's own transport retries (max_retries=2)
+    assert record.outcome is Outcome.JUDGE_ERROR
+    assert record.error is not None and record.error.startswith("judge model failed")
+
+
+async def test_precheck_settles_6_69_without_any_judge_request() -> None:
+    record, _, judge_server = await run_sample(
+        OlympiadTrack(), OLYMPIAD_TASK, [Reply(content="So v is about 6.69.\nFINAL ANSWER: 6.69")], []
+    )
+    assert judge_server.call_count == 0
+    assert record.outcome is Outcome.CORRECT
+    assert record.judge is not None and record.judge.decided_by == "precheck" and record.judge.replies == []
+
+
+async def test_clearly_different_answer_goes_to_the_judge() -> None:
+    record, _, judge_server = await run_sample(
+        OlympiadTrack(),
+        OLYMPIAD_TASK,
+        [Reply(content="FINAL ANSWER: 13.4")],
+        [Reply(content="13.4 is twice the reference.\nVERDICT: INCORRECT")],
+    )
+    assert judge_server.call_count == 1
+    assert record.outcome is Outcome.INCORRECT
+    assert record.judge is not None and record.judge.decided_by == "judge"
+
+
+async def test_answering_model_down_is_model_error_and_the_judge_is_not_asked() -> None:
+    record, model_server, judge_server = await run_sample(
+        OlympiadTrack(), OLYMPIAD_TASK, [HttpError(401, "bad key")], []
+    )
+    assert record.outcome is Outcome.MODEL_ERROR and "bad key" in (record.error or "")
+    assert model_server.call_count == 1 and judge_server.call_count == 0
+
+
+@pytest.mark.parametrize(
+    ("reply", "points", "success"), [("VERDICT: 7", 7.0, True), ("VERDICT: 2.5", 2.5, False)]
+)
+async def test_research_points(reply: str, points: float, success: bool) -> None:
+    record, _, judge_server = await run_sample(
+        ResearchTrack(),
+        RESEARCH_TASK,
+        [Reply(content="A radical chain.")],
+        [Reply(content=f"Item 1...\n{reply}")],
+    )
+    assert (record.score, record.success) == (points, success)
+    assert record.outcome is (Outcome.CORRECT if success else Outcome.INCORRECT)
+    (prompt,) = judge_prompts(judge_server)
+    assert prompt.startswith("You are grading a science exam.\n")
+    assert f"The rubric: {RESEARCH_TASK.rubric}\n***\nThe attempted answer: A radical chain.\n***" in prompt
+
+
+RESEARCH_BAD: list[tuple[str, list[str | None]]] = [
+    ("out_of_range", ["VERDICT: 11", "VERDICT: -1", "VERDICT: 10.5"]),
+    ("malformed", ["VERDICT: 7/10", "Total: 7", "VERDICT: seven"]),
+    ("multi_verdict", ["VERDICT: 3\nVERDICT: 4\nthat's all", "VERDICT: 5 points", "VERDICT: 5\n(rounded)"]),
+    ("empty", ["", None, ""]),
+]
+
+
+@pytest.mark.parametrize(("case", "replies"), RESEARCH_BAD, ids=[c for c, _ in RESEARCH_BAD])
+async def test_research_unparseable_is_judge_error(case: str, replies: list[str | None]) -> None:
+    record, _, judge_server = await run_sample(
+        ResearchTrack(), RESEARCH_TASK, [Reply(content="An answer.")], [Reply(content=r) for r in replies]
+    )
+    assert judge_server.call_count == 3, case
+    assert record.outcome is Outcome.JUDGE_ERROR and record.score == 0.0 and not record.success
+    assert record.judge is not None and record.judge.points is None and len(record.judge.replies) == 3
+
+
+async def test_olympiad_request_shape_without_tools() -> None:
+    _, model_server, _ = await run_sample(
+        OlympiadTrack(), OLYMPIAD_TASK, [Reply(content="FINAL ANSWER: 6.7")], []
+    )
+    body: dict[str, Any] = model_server.requests[0].json
+    assert "tools" not in body
+    (message,) = body["messages"]
+    assert message["content"].startswith("A block slides... Find $v$ in m/s.\n\n")
+    assert message["content"].rstrip().endswith("FINAL ANSWER: <your answer>")
