@@ -11,41 +11,14 @@ re-tokenised, so accounting costs the same at turn 2 and at turn 2,000.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from agent.model.base import Usage
 from agent.records import TurnUsage
 
-# Chat formats wrap every message in a few tokens of role and separators.
-MESSAGE_OVERHEAD_TOKENS = 4
 # The tokenizer used for estimates is rarely the provider's own; keep a margin so that a
 # slightly larger real prompt still cannot carry the conversation past the cap.
 ESTIMATE_MARGIN = 0.02
-
-
-def estimate_message_tokens(message: Mapping[str, Any], count_tokens: Callable[[str], int]) -> int:
-    """Tokens one chat message adds to the prompt: its text, tool calls and framing."""
-    total = MESSAGE_OVERHEAD_TOKENS
-    content = message.get("content")
-    if isinstance(content, str):
-        total += count_tokens(content)
-    elif isinstance(content, list):
-        total += sum(count_tokens(str(part.get("text", ""))) for part in content if isinstance(part, dict))
-    for call in message.get("tool_calls") or ():
-        function = call.get("function", {})
-        total += MESSAGE_OVERHEAD_TOKENS + count_tokens(str(function.get("name", "")))
-        total += count_tokens(str(function.get("arguments", "")))
-    if message.get("tool_call_id"):
-        total += MESSAGE_OVERHEAD_TOKENS
-    return total
-
-
-def estimate_tools_tokens(tools: list[dict[str, Any]], count_tokens: Callable[[str], int]) -> int:
-    """Tool schemas travel with every request; count them once, up front."""
-    return count_tokens(json.dumps(tools, separators=(",", ":"))) if tools else 0
 
 
 @dataclass(frozen=True)
@@ -125,7 +98,8 @@ class TokenBudget:
             return self._stop(
                 prompt, force, f"token cap reached: {self.used:,} of {self.token_cap:,} tokens used"
             )
-        room = self.token_cap - self.used - prompt
+        # A reply counts only if it ends strictly under the cap, so leave one token of room.
+        room = self.token_cap - self.used - prompt - 1
         if room < 1:
             return self._stop(
                 prompt,

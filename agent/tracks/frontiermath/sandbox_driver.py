@@ -117,7 +117,7 @@ def _encode_library_value(value: Any, depth: int) -> dict[str, Any]:
 def decode(tagged: dict[str, Any]) -> Any:
     """Inverse of :func:`encode`; sympy values are rebuilt with sympy's own namespace."""
     tag = tagged["t"]
-    value = tagged.get("v")
+    value: Any = tagged.get("v")
     if tag == "none":
         return None
     if tag == "bool":

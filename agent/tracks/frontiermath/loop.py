@@ -1,0 +1,266 @@
+"""One FrontierMath conversation: prompt, tool turns under the token budget, until a submission.
+
+The conversation ends when an answer is accepted for grading (submit_answer), when the
+forced-submission turn passes without one, when the token cap is reached (at once), when
+the model endpoint fails for good, or after ``max_turns`` as a last safety bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.budget import TokenBudget
+from agent.model.base import ChatResponse, ModelError
+from agent.records import Outcome, SubmissionRecord, ToolCallRecord
+from agent.tokens import estimate_message_tokens, estimate_tools_tokens
+from agent.tracks.base import SampleContext
+from agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
+from agent.tracks.frontiermath.submission import SubmissionResult, SubmissionRunner
+from agent.tracks.frontiermath.tasks import FrontierMathTask
+from agent.tracks.frontiermath.tools import (
+    PYTHON_TOOL,
+    SUBMIT_TOOL,
+    ParsedCall,
+    forced_tool_choice,
+    format_python_result,
+    parse_tool_call,
+    tool_schemas,
+)
+from sandbox import SandboxError
+
+NUDGE = (
+    "Your message did not call a tool. Continue working on the problem with the python tool, or, "
+    "once you are confident in your answer, submit it with the submit_answer tool. Only an answer "
+    "submitted with submit_answer is graded."
+)
+SUBMITTED = "Your answer has been submitted for grading."
+DEFAULT_MAX_TURNS = 1000
+
+
+def forced_submission_notice(used: int, force_at: int, cap: int) -> str:
+    return (
+        f"You have now used {used:,} tokens, which reaches the {force_at:,}-token threshold "
+        f"(the absolute limit is {cap:,}). As the instructions say, you must submit your answer now: "
+        "call the submit_answer tool in your next message."
+    )
+
+
+@dataclass
+class ConversationResult:
+    outcome: Outcome
+    error: str | None
+    budget: TokenBudget
+    transcript: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[ToolCallRecord] = field(default_factory=list)
+    submission: SubmissionRecord | None = None
+    retries: int = 0
+
+
+@dataclass
+class _TurnResult:
+    accepted: SubmissionResult | None = None
+    rejected: SubmissionResult | None = None
+
+
+class Conversation:
+    def __init__(
+        self,
+        task: FrontierMathTask,
+        ctx: SampleContext,
+        prompt: str,
+        *,
+        reject_invalid: bool = True,
+        max_turns: int = DEFAULT_MAX_TURNS,
+        count_message: Callable[[dict[str, Any]], int] = estimate_message_tokens,
+    ) -> None:
+        if ctx.sandbox is None:
+            raise ValueError("the FrontierMath track needs a sandbox")
+        self.task = task
+        self.ctx = ctx
+        self.sandbox = ctx.sandbox
+        self.config = ctx.config
+        self.reject_invalid = reject_invalid
+        self.max_turns = max_turns
+        self.count_message = count_message
+        sandbox_config = self.config.sandbox
+        self.tools = tool_schemas(sandbox_config.timeout_s, sandbox_config.answer_timeout_s)
+        budget_config = self.config.budget
+        self.budget = TokenBudget(
+            token_cap=budget_config.token_cap,
+            force_submit_at=budget_config.force_submit_at,
+            max_output_tokens=budget_config.max_output_tokens,
+            fixed_prompt_tokens=estimate_tools_tokens(self.tools),
+        )
+        self.submissions = SubmissionRunner(self.sandbox, sandbox_config, ctx.events)
+        self.messages: list[dict[str, Any]] = []
+        self.transcript: list[dict[str, Any]] = []
+        self.tool_records: list[ToolCallRecord] = []
+        self.retries = 0
+        self._append({"role": "user", "content": prompt}, turn=0, kind="prompt")
+
+    def _append(self, message: dict[str, Any], *, turn: int, count: bool = True, **extra: Any) -> None:
+        self.messages.append(message)
+        self.transcript.append({**message, "turn": turn, **extra})
+        if count:
+            # Incremental: only the new message is tokenised, never the history.
+            self.budget.add_message_tokens(self.count_message(message))
+
+    def _finish(
+        self, outcome: Outcome, error: str | None, submission: SubmissionResult | None = None
+    ) -> ConversationResult:
+        return ConversationResult(
+            outcome=outcome,
+            error=error,
+            budget=self.budget,
+            transcript=self.transcript,
+            tool_calls=self.tool_records,
+            submission=submission.record if submission else None,
+            retries=self.retries,
+        )
+
+    def _no_answer(self, reason: str, rejected: SubmissionResult | None) -> ConversationResult:
+        if rejected is not None:
+            return self._finish(
+                Outcome.INVALID_SUBMISSION,
+                f"{reason}; the last submission was rejected: {rejected.error}",
+                rejected,
+            )
+        return self._finish(Outcome.NO_SUBMISSION, reason)
+
+    async def run(self) -> ConversationResult:
+        rejected: SubmissionResult | None = None
+        notice_sent = False
+        for turn in range(1, self.max_turns + 1):
+            if self.budget.submission_due and not notice_sent:
+                notice = forced_submission_notice(
+                    self.budget.used, self.budget.force_submit_at, self.budget.token_cap
+                )
+                self._append({"role": "user", "content": notice}, turn=turn, kind="forced_submission")
+                notice_sent = True
+            plan = self.budget.plan_request()
+            if not plan.send:
+                return self._no_answer(plan.stop_reason or "token cap reached", rejected)
+            try:
+                response = await self.ctx.model.complete(
+                    self.messages,
+                    tools=self.tools,
+                    tool_choice=forced_tool_choice() if plan.force_submission else "auto",
+                    max_output_tokens=plan.max_output_tokens,
+                )
+            except ModelError as exc:
+                return self._finish(Outcome.MODEL_ERROR, f"model error: {exc}")
+            self._record_reply(response, turn, plan.force_submission)
+            if self.budget.exhausted:
+                # At the cap the conversation ends at once; this reply's tool calls are not run.
+                return self._no_answer(self.budget.stop_reason or "token cap reached", rejected)
+            if not response.tool_calls:
+                if plan.force_submission:
+                    return self._no_answer(
+                        "the model did not call submit_answer on the forced turn", rejected
+                    )
+                self._append({"role": "user", "content": NUDGE}, turn=turn, kind="nudge")
+                continue
+            result = await self._run_tool_calls(response, turn)
+            if result.accepted is not None:
+                return self._finish(result.accepted.outcome, result.accepted.error, result.accepted)
+            rejected = result.rejected or rejected
+            if plan.force_submission:
+                return self._no_answer("the model did not submit a valid answer on the forced turn", rejected)
+        return self._no_answer(f"stopped after {self.max_turns} turns without a submission", rejected)
+
+    def _record_reply(self, response: ChatResponse, turn: int, forced: bool) -> None:
+        self.retries += response.retries
+        usage = self.budget.record_response(response.usage, forced=forced)
+        self.ctx.events.tokens_used(response.usage.total)
+        extra: dict[str, Any] = {"usage": usage.model_dump(), "finish_reason": response.finish_reason}
+        if forced:
+            extra["forced_submission"] = True
+        if response.reasoning:
+            extra["reasoning"] = response.reasoning
+        # The reply's size is already in the provider's count: not re-estimated.
+        self._append(response.as_message(), turn=turn, count=False, **extra)
+
+    async def _run_tool_calls(self, response: ChatResponse, turn: int) -> _TurnResult:
+        parsed = [parse_tool_call(call) for call in response.tool_calls]
+        submit_index = next(
+            (i for i, p in enumerate(parsed) if p.call.name == SUBMIT_TOOL and p.error is None), None
+        )
+        jobs = [self._run_one(p, turn, is_submission=(i == submit_index)) for i, p in enumerate(parsed)]
+        # Concurrently; results come back (and are appended) in call order.
+        outcomes = await asyncio.gather(*jobs)
+        result = _TurnResult()
+        for record, submission in outcomes:
+            self.tool_records.append(record)
+            message = {"role": "tool", "tool_call_id": record.call_id, "content": record.result}
+            self._append(
+                message,
+                turn=turn,
+                name=record.name,
+                duration_s=record.duration_s,
+                truncated=record.truncated,
+                error=record.error,
+            )
+            if submission is None:
+                continue
+            if submission.outcome is Outcome.INVALID_SUBMISSION and self.reject_invalid:
+                result.rejected = submission
+            else:
+                result.accepted = submission
+        return result
+
+    async def _run_one(
+        self, parsed: ParsedCall, turn: int, *, is_submission: bool
+    ) -> tuple[ToolCallRecord, SubmissionResult | None]:
+        call = parsed.call
+        record = ToolCallRecord(turn=turn, call_id=call.id, name=call.name, raw_arguments=call.arguments)
+        started = time.monotonic()
+        submission: SubmissionResult | None = None
+        if parsed.error is not None:
+            record.error = record.result = parsed.error
+        elif call.name == PYTHON_TOOL:
+            await self._run_python(parsed.code or "", record)
+        elif is_submission:
+            submission = await self.submissions.evaluate(
+                parsed.code or "", self.task, turn=turn, enforce_checks=self.reject_invalid
+            )
+            record.sandbox = {"outcome": submission.outcome.value}
+            if submission.outcome is Outcome.INVALID_SUBMISSION and self.reject_invalid:
+                record.error = submission.error
+                record.result = (
+                    f"Your submission was rejected: {submission.error}. Fix these problems and call "
+                    "submit_answer again."
+                )
+            else:
+                record.result = SUBMITTED
+        else:
+            record.result = (
+                "Ignored: this message already submitted an answer; only the first submission counts."
+            )
+        record.duration_s = time.monotonic() - started
+        return record, submission
+
+    async def _run_python(self, code: str, record: ToolCallRecord) -> None:
+        sandbox_config = self.config.sandbox
+        try:
+            result = await run_in_sandbox(
+                self.sandbox, self.ctx.events, code, timeout=sandbox_config.timeout_s
+            )
+        except SandboxError as exc:
+            # The sandbox failed, not the program: say so and let the model try again.
+            record.error = f"sandbox failure: {exc}"
+            record.result = f"Error: the sandbox failed to run this call ({exc}). Please try again."
+            return
+        reply = format_python_result(
+            result, timeout_s=sandbox_config.timeout_s, max_chars=sandbox_config.tool_output_chars
+        )
+        record.result = reply.text
+        record.truncated = reply.truncated
+        # The output itself is in ``result`` (as the model saw it); keep the rest, not a second copy.
+        details = result.to_dict()
+        details["stdout_chars"] = len(details.pop("stdout"))
+        details["stderr_chars"] = len(details.pop("stderr"))
+        record.sandbox = details

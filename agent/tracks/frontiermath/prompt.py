@@ -1,0 +1,49 @@
+"""The benchmark's published prompt, filled in for one task.
+
+Only the known ``{placeholders}`` are replaced: questions are full of LaTeX braces, which
+``str.format`` would choke on. The numbers come from the run's configuration, so a test
+run with small limits tells the model the limits that really apply.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from agent.config import RunConfig
+from agent.errors import UserError
+from agent.tracks.frontiermath.tasks import FrontierMathTask
+
+# configs/ sits next to the packages in a checkout; the template ships there.
+DEFAULT_TEMPLATE = Path(__file__).resolve().parents[3] / "configs" / "prompts" / "frontiermath.txt"
+PLACEHOLDERS = ("answer_type", "question", "token_cap", "force_submit_at", "answer_timeout", "python_timeout")
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+
+
+def load_template(path: Path | None) -> str:
+    template_path = path or DEFAULT_TEMPLATE
+    try:
+        text = template_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{template_path}: cannot read prompt template: {exc.strerror or exc}") from None
+    for required in ("answer_type", "question"):
+        if "{" + required + "}" not in text:
+            raise UserError(f"{template_path}: prompt template lacks the {{{required}}} placeholder")
+    return text
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g}"
+
+
+def render_prompt(template: str, task: FrontierMathTask, config: RunConfig) -> str:
+    values = {
+        "answer_type": task.answer_type,
+        "question": task.question,
+        "token_cap": f"{config.budget.token_cap:,}",
+        "force_submit_at": f"{config.budget.force_submit_at:,}",
+        "answer_timeout": _seconds(config.sandbox.answer_timeout_s),
+        "python_timeout": _seconds(config.sandbox.timeout_s),
+    }
+    # One pass, so text substituted in (the question) is never scanned for placeholders.
+    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)

@@ -1,0 +1,94 @@
+"""FrontierMathTrack: the runner's entry point for loading tasks and running one sample."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agent.records import Outcome, SampleRecord
+from agent.tracks.base import SampleContext, Track
+from agent.tracks.frontiermath.loop import DEFAULT_MAX_TURNS, Conversation
+from agent.tracks.frontiermath.prompt import load_template, render_prompt
+from agent.tracks.frontiermath.tasks import FrontierMathTask, load_frontiermath_tasks
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
+
+
+class FrontierMathTrack(Track):
+    """Options (``track_options``): ``reject_invalid_submissions`` (default true): a submission
+    that breaks the rules (syntax, signature, comments) is refused and the model may resubmit;
+    when false the problems are only recorded and the code runs anyway. ``max_turns``: a
+    safety bound on turns (default 1000); the token budget normally ends a conversation first."""
+
+    name: ClassVar[str] = "frontiermath"
+    needs_sandbox: ClassVar[bool] = True
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self.reject_invalid = bool(self.options.get("reject_invalid_submissions", True))
+        self.max_turns = int(self.options.get("max_turns", DEFAULT_MAX_TURNS))
+        self._templates: dict[Path | None, str] = {}
+
+    def load_tasks(self, path: Path) -> list[FrontierMathTask]:
+        return load_frontiermath_tasks(path)
+
+    def _template(self, path: Path | None) -> str:
+        if path not in self._templates:
+            self._templates[path] = load_template(path)
+        return self._templates[path]
+
+    async def run_sample(self, task: FrontierMathTask, trial: int, ctx: SampleContext) -> SampleRecord:
+        started_at, started = _now(), time.monotonic()
+        prompt = render_prompt(self._template(ctx.config.prompt_template), task, ctx.config)
+        conversation = Conversation(
+            task, ctx, prompt, reject_invalid=self.reject_invalid, max_turns=self.max_turns
+        )
+        result = await conversation.run()
+        budget = result.budget
+        correct = result.outcome is Outcome.CORRECT
+        return SampleRecord(
+            run_id=ctx.run_id,
+            track=self.name,
+            task_id=task.id,
+            trial=trial,
+            model=ctx.model_name,
+            subject=task.subject,
+            reasoning_effort=ctx.reasoning_effort,
+            outcome=result.outcome,
+            score=1.0 if correct else 0.0,
+            success=correct,
+            error=result.error,
+            input_tokens=budget.input_tokens,
+            output_tokens=budget.output_tokens,
+            reasoning_tokens=budget.reasoning_tokens,
+            total_tokens=budget.used,
+            tokens_estimated=budget.estimated,
+            turns=budget.turns,
+            forced_submission_turn=budget.forced_submission_turn,
+            cap_reached=budget.cap_reached,
+            transcript=result.transcript,
+            tool_calls=result.tool_calls,
+            submission=result.submission,
+            sandbox_image=_image_of(ctx),
+            retries=result.retries,
+            started_at=started_at,
+            finished_at=_now(),
+            duration_s=time.monotonic() - started,
+        )
+
+
+def _image_of(ctx: SampleContext) -> str | None:
+    if ctx.sandbox is None:
+        return None
+    described = ctx.sandbox.describe()
+    image = described.get("image_id") or described.get("image")
+    if image:
+        return str(image)
+    # The local backend has no image: name what ran the code instead.
+    version = described.get("python_version")
+    backend = str(described.get("backend", ctx.sandbox.backend))
+    return f"{backend} (host python {version})" if version else backend

@@ -1,0 +1,62 @@
+"""Dataset QA before spending tokens: run each task's reference_solution through the submission path."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from agent.config import SandboxConfig
+from agent.records import Outcome
+from agent.tracks.base import NullEvents, RunEvents
+from agent.tracks.frontiermath.submission import SubmissionRunner
+from agent.tracks.frontiermath.tasks import FrontierMathTask
+from sandbox import Sandbox
+
+
+@dataclass(frozen=True)
+class ReferenceCheck:
+    task_id: str
+    # None when the task has no reference_solution to check.
+    outcome: Outcome | None
+    error: str | None
+    value: str | None
+    duration_s: float
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome is Outcome.CORRECT
+
+    @property
+    def checked(self) -> bool:
+        return self.outcome is not None
+
+
+async def check_reference(task: FrontierMathTask, runner: SubmissionRunner) -> ReferenceCheck:
+    if task.reference_solution is None:
+        return ReferenceCheck(task.id, None, "no reference_solution", None, 0.0)
+    started = time.monotonic()
+    # Exactly the path a model's submission takes, checks included.
+    result = await runner.evaluate(task.reference_solution, task, enforce_checks=True)
+    return ReferenceCheck(
+        task.id, result.outcome, result.error, result.record.value_repr, time.monotonic() - started
+    )
+
+
+async def check_references(
+    tasks: list[FrontierMathTask],
+    sandbox: Sandbox,
+    config: SandboxConfig,
+    *,
+    concurrency: int = 2,
+    events: RunEvents | None = None,
+) -> list[ReferenceCheck]:
+    """Checks in task order; at most ``concurrency`` references run at once."""
+    runner = SubmissionRunner(sandbox, config, events or NullEvents())
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(task: FrontierMathTask) -> ReferenceCheck:
+        async with gate:
+            return await check_reference(task, runner)
+
+    return list(await asyncio.gather(*(one(task) for task in tasks)))
