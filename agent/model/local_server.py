@@ -62,6 +62,11 @@ def embedded_model_path(name: str = DEFAULT_MODEL) -> Path:
     return Path(module.assemble())
 
 
+def local_model_server(model_name: str) -> LocalLlamaServer:
+    """The server for a ``local/NAME`` model config name (unknown names fail on start)."""
+    return LocalLlamaServer(model_name.removeprefix("local/"))
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
         probe.bind(("127.0.0.1", 0))

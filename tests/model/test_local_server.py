@@ -149,3 +149,10 @@ async def test_a_server_that_never_answers_times_out_and_is_stopped() -> None:
     with pytest.raises(LocalServerError, match="did not answer within 1s"):
         await server.start()
     assert server._process is None and server.port is None
+
+
+@pytest.mark.usefixtures("no_module_check")
+async def test_local_model_server_resolves_config_names() -> None:
+    assert local_server.local_model_server("local/gemma3-270m").model == "gemma3-270m"
+    with pytest.raises(UserError, match="unknown local model 'local/llama-70b'"):
+        await local_server.local_model_server("local/llama-70b").start()
