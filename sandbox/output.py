@@ -29,6 +29,21 @@ class CappedBuffer:
         self._chunks.append(kept)
         self._kept += len(kept)
 
+    def drop_tail(self, count: int) -> None:
+        """Forget the last ``count`` bytes of the stream (a trailer that was never output)."""
+        self.total_bytes = max(0, self.total_bytes - count)
+        excess = self._kept - self.total_bytes
+        while excess > 0 and self._chunks:
+            last = self._chunks[-1]
+            if len(last) <= excess:
+                self._chunks.pop()
+                self._kept -= len(last)
+                excess -= len(last)
+            else:
+                self._chunks[-1] = last[: len(last) - excess]
+                self._kept -= excess
+                excess = 0
+
     def text(self) -> str:
         # A cut can land inside a multi-byte character; replacing it beats raising.
         return b"".join(self._chunks).decode("utf-8", errors="replace")

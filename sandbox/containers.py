@@ -1,0 +1,348 @@
+"""One sandbox container's life: create it locked down, hand it one program, read what it says.
+
+Every container starts a tiny *launcher* (``python3 -I -c LAUNCHER``) that waits on stdin for a
+length-prefixed JSON argv and then ``exec``s it, so the program replaces the launcher and runs
+as a brand-new process. This lets the warm pool start containers ahead of demand and still give
+each call a process and filesystem nobody used before; a per-call container uses the same path.
+
+All functions here block (the docker SDK is synchronous); callers run them in worker threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import secrets
+import selectors
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import docker
+from docker.errors import APIError, NotFound
+from docker.types import Ulimit
+
+from sandbox.api import Limits
+from sandbox.output import CappedBuffer
+
+WORKDIR = "/work"
+HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
+# The launcher reads exactly the header and request with os.read (never past them), so every
+# byte after is the program's stdin; it exits quietly when stdin closes first (pool teardown).
+# It spawns the program as a fresh process, waits for it, kills every process the program left
+# behind, then writes an exit report as the last bytes of BOTH streams. Each stream is ordered,
+# so the report proves all of the program's output has arrived: the host can answer without
+# waiting for the engine to notice the container stopping (about 50 ms here).
+LAUNCHER = """\
+import os, sys
+def take(n):
+    data = b''
+    while len(data) < n:
+        chunk = os.read(0, n - len(data))
+        if not chunk:
+            os._exit(0)
+        data += chunk
+    return data
+import json
+request = json.loads(take(int(take(10))))
+argv = request['argv']
+try:
+    pid = os.posix_spawnp(argv[0], argv, os.environ)
+except OSError as exc:
+    sys.stderr.write('sandbox: cannot run %r: %s\\n' % (argv[0], exc.strerror))
+    sys.stderr.flush()
+    code = 127
+else:
+    os.close(0)
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    code = 128 - code if code < 0 else code
+try:
+    os.kill(-1, 9)
+except OSError:
+    pass
+oom = 0
+for path, key in (('/sys/fs/cgroup/memory/memory.oom_control', 'oom_kill'),
+                  ('/sys/fs/cgroup/memory.events', 'oom_kill')):
+    try:
+        with open(path) as fh:
+            for line in fh:
+                name, _, value = line.partition(' ')
+                if name == key and int(value) > 0:
+                    oom = 1
+    except (OSError, ValueError):
+        pass
+report = ('\\0proctor-exit:%s:%d:%d\\0' % (request['nonce'], code, oom)).encode()
+os.write(1, report)
+os.write(2, report)
+os._exit(0)
+"""
+_RECV_BYTES = 256 * 1024
+_KILL_GRACE_S = 5.0
+_STREAM_STDOUT = 1
+_STREAM_STDERR = 2
+_REPORT = re.compile(rb"\x00proctor-exit:([0-9a-f]+):(-?\d+):([01])\x00$")
+_REPORT_MAX = 80
+
+
+@dataclass
+class RawRun:
+    """What came back from one container, before it becomes an ExecResult."""
+
+    exit_code: int | None
+    stdout: CappedBuffer
+    stderr: CappedBuffer
+    timed_out: bool
+    oom_killed: bool
+    duration_s: float
+
+
+def create_started_container(
+    api: docker.APIClient,
+    image: str,
+    limits: Limits,
+    labels: dict[str, str],
+    user: str,
+) -> str:
+    """Create and start one locked-down container running the launcher; return its ID."""
+    memory = limits.memory_bytes
+    tmpfs_opts = "rw,nosuid,nodev,mode=1777"
+    host_config = api.create_host_config(
+        network_mode="none",
+        read_only=True,
+        tmpfs={
+            "/tmp": f"{tmpfs_opts},size={limits.tmpfs_bytes}",
+            WORKDIR: f"{tmpfs_opts},size={limits.tmpfs_bytes}",
+        },
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        init=True,
+        pids_limit=limits.pids,
+        mem_limit=memory,
+        # Swap equal to memory means no swap at all: the OOM killer, not the disk, answers.
+        memswap_limit=memory,
+        nano_cpus=int(limits.cpus * 1e9),
+        shm_size=min(64 * 1024 * 1024, limits.tmpfs_bytes),
+        ulimits=[
+            Ulimit(name="nofile", soft=1024, hard=1024),
+            Ulimit(name="fsize", soft=limits.file_size_bytes, hard=limits.file_size_bytes),
+            Ulimit(name="core", soft=0, hard=0),
+        ],
+        ipc_mode="private",
+    )
+    threads = str(max(1, int(limits.cpus)))
+    created = api.create_container(
+        image,
+        command=["python3", "-I", "-c", LAUNCHER],
+        user=user,
+        working_dir=WORKDIR,
+        environment={
+            "HOME": WORKDIR,
+            "TMPDIR": "/tmp",
+            "LANG": "C.UTF-8",
+            "PYTHONIOENCODING": "utf-8",
+            "OMP_NUM_THREADS": threads,
+            "OPENBLAS_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+        },
+        labels=labels,
+        # Not detached + stdin open makes the SDK set StdinOnce: closing our side of the
+        # attached stdin closes the program's stdin.
+        detach=False,
+        stdin_open=True,
+        tty=False,
+        # Never copy proxy settings from the host's docker config into the sandbox.
+        use_config_proxy=False,
+        network_disabled=True,
+        host_config=host_config,
+    )
+    container_id: str = created["Id"]
+    try:
+        api.start(container_id)
+    except BaseException:
+        remove_container(api, container_id)
+        raise
+    return container_id
+
+
+def remove_container(api: docker.APIClient, container_id: str) -> None:
+    """Kill and remove; a container that is already gone counts as removed."""
+    with contextlib.suppress(NotFound):
+        try:
+            api.remove_container(container_id, force=True, v=True)
+        except APIError as exc:
+            # "removal already in progress" means someone else is finishing the job.
+            if "already in progress" not in str(exc):
+                raise
+
+
+def kill_container(api: docker.APIClient, container_id: str) -> None:
+    with contextlib.suppress(NotFound, APIError):
+        api.kill(container_id)
+
+
+def run_program(
+    api: docker.APIClient,
+    container_id: str,
+    argv: list[str],
+    stdin: bytes | None,
+    timeout: float,
+    output_cap: int,
+) -> RawRun:
+    """Hand ``argv`` to the waiting launcher and stream its output back, capped, until it exits.
+
+    The wall-clock limit kills the whole container: the program and every child die with it.
+    """
+    sock_io = api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+    sock: socket.socket = getattr(sock_io, "_sock", sock_io)
+    nonce = secrets.token_hex(16)
+    streams = {_STREAM_STDOUT: _Stream(output_cap, nonce), _STREAM_STDERR: _Stream(output_cap, nonce)}
+    request = json.dumps({"argv": argv, "nonce": nonce}).encode("utf-8")
+    outgoing = b"%0*d" % (HEADER_DIGITS, len(request)) + request + (stdin or b"")
+    started = time.monotonic()
+    try:
+        timed_out = _pump(
+            sock,
+            outgoing,
+            _FrameSplitter(streams),
+            started + timeout,
+            on_deadline=lambda: kill_container(api, container_id),
+        )
+    finally:
+        with contextlib.suppress(OSError):
+            sock.close()
+        with contextlib.suppress(Exception):
+            sock_io.close()
+    stdout, stderr = streams[_STREAM_STDOUT], streams[_STREAM_STDERR]
+    report = stdout.report if stdout.report is not None and stderr.report is not None else None
+    if report is not None and not timed_out:
+        exit_code, oom_killed = report
+    else:
+        # No report: the deadline struck, or the launcher itself died (OOM, or the program
+        # killed it). The engine's view of the stopped container is then the truth.
+        status = api.wait(container_id, timeout=int(_KILL_GRACE_S) + 5)
+        exit_code = int(status.get("StatusCode", -1))
+        oom_killed = bool(api.inspect_container(container_id).get("State", {}).get("OOMKilled"))
+    timed_out = timed_out and not oom_killed
+    return RawRun(
+        exit_code=None if timed_out else exit_code,
+        stdout=stdout.buffer,
+        stderr=stderr.buffer,
+        timed_out=timed_out,
+        oom_killed=oom_killed,
+        duration_s=time.monotonic() - started,
+    )
+
+
+def _pump(
+    sock: socket.socket,
+    outgoing: bytes,
+    splitter: _FrameSplitter,
+    deadline: float,
+    on_deadline: Callable[[], None],
+) -> bool:
+    """Write stdin and read frames until both exit reports or the end of the stream.
+
+    Returns True when the deadline struck (the container has then been killed).
+    """
+    sock.setblocking(False)
+    timed_out = False
+    hard_deadline = deadline + _KILL_GRACE_S
+    selector = selectors.DefaultSelector()
+    view = memoryview(outgoing)
+    selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+    try:
+        while not splitter.finished():
+            now = time.monotonic()
+            if not timed_out and now >= deadline:
+                timed_out = True
+                on_deadline()
+            if timed_out and now >= hard_deadline:
+                break  # the engine never closed the stream; the caller removes the container
+            wait_until = hard_deadline if timed_out else deadline
+            for _key, mask in selector.select(timeout=max(0.0, wait_until - now)):
+                if mask & selectors.EVENT_WRITE and view:
+                    view = _send_some(sock, view)
+                    if not view:
+                        with contextlib.suppress(OSError):
+                            sock.shutdown(socket.SHUT_WR)
+                        selector.modify(sock, selectors.EVENT_READ)
+                if mask & selectors.EVENT_READ:
+                    try:
+                        chunk = sock.recv(_RECV_BYTES)
+                    except (BlockingIOError, InterruptedError):
+                        continue
+                    except OSError:
+                        chunk = b""
+                    if not chunk:
+                        return timed_out
+                    splitter.feed(chunk)
+    finally:
+        selector.close()
+    return timed_out
+
+
+def _send_some(sock: socket.socket, view: memoryview) -> memoryview:
+    try:
+        sent = sock.send(view[:65536])
+    except (BlockingIOError, InterruptedError):
+        return view
+    except OSError:
+        return memoryview(b"")  # the program closed its stdin early; that is its business
+    return view[sent:]
+
+
+class _Stream:
+    """One output stream: a capped buffer plus a small tail that watches for the exit report."""
+
+    def __init__(self, cap: int, nonce: str) -> None:
+        self.buffer = CappedBuffer(cap)
+        self._nonce = nonce.encode()
+        self._tail = bytearray()
+        self.report: tuple[int, bool] | None = None
+
+    def feed(self, data: bytes) -> None:
+        self.buffer.feed(data)
+        self._tail += data[-_REPORT_MAX:]
+        del self._tail[:-_REPORT_MAX]
+        if data.endswith(b"\x00"):
+            match = _REPORT.search(self._tail)
+            if match is not None and match.group(1) == self._nonce:
+                self.report = (int(match.group(2)), match.group(3) == b"1")
+                self.buffer.drop_tail(len(match.group(0)))
+
+
+class _FrameSplitter:
+    """Docker's attach stream multiplexes stdout and stderr in frames: an 8-byte header
+    (stream id, 3 zero bytes, big-endian length) then the payload. Parsed incrementally, so
+    memory stays at one receive buffer however much the program prints."""
+
+    def __init__(self, streams: dict[int, _Stream]) -> None:
+        self._streams = streams
+        self._header = bytearray()
+        self._stream = 0
+        self._remaining = 0
+
+    def finished(self) -> bool:
+        return all(stream.report is not None for stream in self._streams.values())
+
+    def feed(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            if self._remaining == 0:
+                need = 8 - len(self._header)
+                self._header += view[:need]
+                view = view[need:]
+                if len(self._header) < 8:
+                    return
+                self._stream = self._header[0]
+                self._remaining = int.from_bytes(self._header[4:8], "big")
+                self._header.clear()
+                continue
+            part = view[: self._remaining]
+            view = view[self._remaining :]
+            self._remaining -= len(part)
+            stream = self._streams.get(self._stream)
+            if stream is not None:
+                stream.feed(bytes(part))

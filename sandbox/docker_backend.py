@@ -1,0 +1,271 @@
+"""The docker backend: every call in a fresh, locked-down container, served from a warm pool.
+
+The docker SDK is synchronous, so its calls run on this sandbox's own worker threads. Every
+container it makes is tracked from the moment it exists until it is removed: after each call
+(in the background, so the caller does not wait), on cancellation and Ctrl-C (shielded, awaited),
+in :meth:`DockerSandbox.aclose`, and at interpreter exit. ``proctor sandbox cleanup`` covers
+the one case left: a controlling process killed with SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import functools
+import logging
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import docker
+from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+
+from sandbox import labels
+from sandbox.api import ExecResult, Limits, SandboxError, SandboxUnavailable
+from sandbox.containers import RawRun, create_started_container, remove_container, run_program
+from sandbox.pool import WarmPool
+from sandbox.program import resolve_argv
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+NOBODY = "65534:65534"
+_API_TIMEOUT_S = 60
+_MAX_THREADS = 32
+_LIVE_SANDBOXES: weakref.WeakSet[DockerSandbox] = weakref.WeakSet()
+
+
+def connect_engine() -> docker.DockerClient:
+    """A client whose engine answered; :class:`SandboxUnavailable` otherwise."""
+    try:
+        client = docker.from_env(timeout=_API_TIMEOUT_S, max_pool_size=_MAX_THREADS)
+        client.ping()
+    except DockerException as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SandboxUnavailable(f"no Docker engine answers ({reason})") from None
+    return client
+
+
+def resolve_image(client: docker.DockerClient, image: str | None) -> tuple[str, str]:
+    """(reference, image ID) of the sandbox image; SandboxUnavailable when it is not built."""
+    if image is None:
+        from sandbox.image import find_image, image_tag
+
+        image = image_tag()
+        image_id = find_image(client, image)
+    else:
+        try:
+            image_id = client.images.get(image).id
+        except ImageNotFound:
+            image_id = None
+    if image_id is None:
+        raise SandboxUnavailable(f"sandbox image {image} is not built: run `proctor image build`")
+    return image, image_id
+
+
+def sandbox_user(client: docker.DockerClient, image_id: str) -> str:
+    """The image's own user unless that is root; then nobody. Never root."""
+    configured = (client.images.get(image_id).attrs.get("Config") or {}).get("User") or ""
+    name = configured.split(":", 1)[0]
+    return configured if name not in ("", "0", "root") else NOBODY
+
+
+class DockerSandbox:
+    backend = "docker"
+
+    def __init__(
+        self,
+        client: docker.DockerClient,
+        image: str,
+        image_id: str,
+        *,
+        pool_size: int = 2,
+        default_limits: Limits | None = None,
+        user: str | None = None,
+    ) -> None:
+        self.client = client
+        self.api: docker.APIClient = client.api
+        self.image = image
+        self.image_id = image_id
+        self.user = user or sandbox_user(client, image_id)
+        self.default_limits = default_limits or Limits()
+        self.run_id = labels.new_run_id()
+        self._executor = ThreadPoolExecutor(max_workers=_MAX_THREADS, thread_name_prefix="sandbox-docker")
+        self._live: set[str] = set()
+        self._live_lock = threading.Lock()
+        self._removals: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self.pool = WarmPool(self._create_pooled, self._remove, pool_size)
+        _LIVE_SANDBOXES.add(self)
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.pool.start()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.shield(self._close())
+
+    async def _close(self) -> None:
+        await self.pool.close()
+        if self._removals:
+            await asyncio.gather(*self._removals, return_exceptions=True)
+        # A container still being created on a worker thread registers itself when done.
+        await asyncio.to_thread(self._executor.shutdown, wait=True)
+        await asyncio.to_thread(self.remove_all_live)
+
+    async def settle(self, timeout: float = 60.0) -> bool:
+        """Wait until the pool is full and no removal is pending: an idle, warm sandbox."""
+        if self._removals:
+            await asyncio.wait(set(self._removals), timeout=timeout)
+        return await self.pool.wait_full(timeout)
+
+    def remove_all_live(self) -> None:
+        """Synchronous last resort (also run at interpreter exit)."""
+        with self._live_lock:
+            leftovers = list(self._live)
+        for container_id in leftovers:
+            with contextlib.suppress(DockerException):
+                remove_container(self.api, container_id)
+            self._forget(container_id)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "image": self.image,
+            "image_id": self.image_id,
+            "user": self.user,
+            "pool_size": self.pool.size,
+            "isolation": "container",
+            "notes": [
+                "one fresh container per call (warm pool: started ahead, used once, destroyed)",
+                "network none, read-only root, tmpfs /tmp and /work, cap-drop ALL, no-new-privileges",
+                "init process, pids/memory (no swap)/CPU limits, wall-clock kill of the whole container",
+            ],
+            "limits": self.default_limits.__dict__,
+            "run_id": self.run_id,
+        }
+
+    # -- one call --------------------------------------------------------------------------
+
+    async def exec(
+        self,
+        code: str | None = None,
+        *,
+        argv: Sequence[str] | None = None,
+        stdin: str | bytes | None = None,
+        timeout: float = 30.0,
+        limits: Limits | None = None,
+    ) -> ExecResult:
+        if self._closed:
+            raise SandboxError("this sandbox has been closed")
+        try:
+            program = resolve_argv(code, argv, "python3")
+        except ValueError as exc:
+            raise SandboxError(str(exc)) from exc
+        limits = limits or self.default_limits
+        stdin_bytes = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+        # Pool containers carry the default limits; other limits need a container of their own.
+        container_id = self.pool.take() if limits == self.default_limits else None
+        if container_id is None:
+            container_id = await self._create(limits, "call")
+        try:
+            raw = await self._blocking(
+                run_program, self.api, container_id, program, stdin_bytes, timeout, limits.output_bytes
+            )
+        except asyncio.CancelledError:
+            await asyncio.shield(self._remove(container_id))
+            raise
+        except (APIError, OSError) as exc:
+            await asyncio.shield(self._remove(container_id))
+            raise SandboxError(f"the docker sandbox failed: {exc}") from exc
+        self._remove_in_background(container_id)
+        return self._result(raw)
+
+    def _result(self, raw: RawRun) -> ExecResult:
+        return ExecResult(
+            exit_code=raw.exit_code,
+            stdout=raw.stdout.text(),
+            stderr=raw.stderr.text(),
+            timed_out=raw.timed_out,
+            oom_killed=raw.oom_killed,
+            stdout_truncated=raw.stdout.truncated,
+            stderr_truncated=raw.stderr.truncated,
+            duration_s=raw.duration_s,
+            backend=self.backend,
+            image=self.image,
+            extra={"image_id": self.image_id},
+        )
+
+    # -- containers ------------------------------------------------------------------------
+
+    async def _blocking(self, func: Callable[..., T], *args: Any) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, functools.partial(func, *args))
+
+    async def _create_pooled(self) -> str:
+        return await self._create(self.default_limits, "pool")
+
+    async def _create(self, limits: Limits, role: str) -> str:
+        try:
+            return await self._blocking(self._create_blocking, limits, role)
+        except (APIError, OSError) as exc:
+            raise SandboxError(f"could not start a sandbox container: {exc}") from exc
+
+    def _create_blocking(self, limits: Limits, role: str) -> str:
+        container_id = create_started_container(
+            self.api, self.image_id, limits, labels.container_labels(self.run_id, role), self.user
+        )
+        with self._live_lock:
+            self._live.add(container_id)
+        return container_id
+
+    async def _remove(self, container_id: str) -> None:
+        try:
+            await self._blocking(remove_container, self.api, container_id)
+        except RuntimeError:
+            # The executor is shut down (interpreter exiting): remove on this thread instead.
+            remove_container(self.api, container_id)
+        except (APIError, NotFound, OSError) as exc:
+            log.warning("sandbox: could not remove container %s: %s", container_id[:12], exc)
+            return
+        self._forget(container_id)
+
+    def _remove_in_background(self, container_id: str) -> None:
+        task = asyncio.create_task(self._remove(container_id), name="sandbox-remove")
+        self._removals.add(task)
+        task.add_done_callback(self._removals.discard)
+
+    def _forget(self, container_id: str) -> None:
+        with self._live_lock:
+            self._live.discard(container_id)
+
+
+@atexit.register
+def _remove_leftovers_at_exit() -> None:
+    for sandbox in list(_LIVE_SANDBOXES):
+        sandbox.remove_all_live()
+
+
+async def open_docker_sandbox(
+    *, image: str | None = None, pool_size: int = 2, default_limits: Limits | None = None
+) -> DockerSandbox:
+    """Connect, find the image, start the pool. SandboxUnavailable when any of that can't happen."""
+
+    def connect() -> tuple[docker.DockerClient, str, str, str]:
+        client = connect_engine()
+        reference, image_id = resolve_image(client, image)
+        return client, reference, image_id, sandbox_user(client, image_id)
+
+    client, reference, image_id, user = await asyncio.to_thread(connect)
+    sandbox = DockerSandbox(
+        client, reference, image_id, pool_size=pool_size, default_limits=default_limits, user=user
+    )
+    sandbox.start()
+    return sandbox
