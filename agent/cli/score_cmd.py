@@ -1,1 +1,116 @@
-"""Commands registered on agent.cli.app (being written)."""
+"""`proctor score eed`: PHYBench expression edit distance on one pair or a JSONL file of pairs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from agent.cli.app import score_app
+from agent.errors import UserError
+from agent.scoring.latex_preprocess import MODES
+
+_PAIRS_HELP = (
+    'JSONL file, one {"reference": ..., "answer": ...} per line (an "id" is copied through). '
+    "Prints one JSON result per line, in input order; a bad line prints an error object naming "
+    "the file and line, the other lines are still scored, and the command then exits 2."
+)
+
+
+@score_app.command("eed")
+def score_eed(
+    reference: Annotated[str | None, typer.Argument(help="Reference answer, LaTeX.")] = None,
+    answer: Annotated[str | None, typer.Argument(help="Answer to score, LaTeX.")] = None,
+    pairs: Annotated[Path | None, typer.Option("--pairs", help=_PAIRS_HELP)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the result as one JSON object.")] = False,
+    mode: Annotated[str, typer.Option("--mode", help="strict (published behaviour) or fixed.")] = "strict",
+    timeout: Annotated[float, typer.Option("--timeout", help="Hard time limit per pair, seconds.")] = 10.0,
+) -> None:
+    """Score an answer against a reference with EED (0-100; 100 = equivalent)."""
+    from agent.scoring.eed import eed_score
+
+    if mode not in MODES:
+        raise UserError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
+    if timeout <= 0:
+        raise UserError("--timeout must be a positive number of seconds")
+    if pairs is not None:
+        if reference is not None or answer is not None:
+            raise UserError("give either REFERENCE ANSWER or --pairs FILE, not both")
+        _score_pairs_file(pairs, mode, timeout)
+        return
+    if reference is None or answer is None:
+        raise UserError("give REFERENCE and ANSWER (LaTeX strings), or --pairs FILE.jsonl")
+    result = eed_score(reference, answer, mode=mode, timeout_s=timeout)
+    if as_json:
+        print(json.dumps(result.to_dict()))
+        return
+    print(f"score              {result.score:.2f}")
+    print(f"status             {result.status}")
+    if result.distance is not None:
+        print(f"distance           {result.distance:g}")
+        print(f"relative_distance  {result.relative_distance:.4f}")
+        print(f"reference_size     {result.reference_size}")
+        print(f"answer_size        {result.answer_size}")
+    if result.detail:
+        print(f"detail             {result.detail}")
+
+
+def _read_pairs(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
+    """Yield (line number, pair) or (line number, error message) for each non-blank line."""
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
+    with handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{number}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield number, f"{where}: invalid JSON ({exc.msg})"
+                continue
+            if not isinstance(row, dict):
+                yield number, f"{where}: expected a JSON object with reference and answer"
+                continue
+            missing = [key for key in ("reference", "answer") if not isinstance(row.get(key), str)]
+            if missing:
+                yield number, f"{where}: field {missing[0]!r} is missing or not a string"
+                continue
+            yield number, row
+
+
+def _score_pairs_file(path: Path, mode: str, timeout: float) -> None:
+    from agent.scoring.eed import eed_score
+    from agent.scoring.worker_pool import default_pool
+
+    rows = list(_read_pairs(path))
+    bad_lines: list[int] = []
+
+    def score(item: tuple[int, dict[str, Any] | str]) -> dict[str, Any]:
+        number, row = item
+        if isinstance(row, str):
+            return {"line": number, "status": "input_error", "error": row}
+        result = eed_score(row["reference"], row["answer"], mode=mode, timeout_s=timeout).to_dict()
+        output: dict[str, Any] = {"line": number}
+        if "id" in row:
+            output["id"] = row["id"]
+        output.update(result)
+        return output
+
+    # One thread per worker keeps every worker busy; results still print in input order.
+    with ThreadPoolExecutor(max_workers=default_pool().size) as executor:
+        for output in executor.map(score, rows):
+            if output.get("status") == "input_error":
+                bad_lines.append(output["line"])
+                print(f"proctor: error: {output['error']}", file=sys.stderr)
+            print(json.dumps(output), flush=True)
+    if bad_lines:
+        listed = ", ".join(str(n) for n in bad_lines[:10]) + (" ..." if len(bad_lines) > 10 else "")
+        raise UserError(f"{len(bad_lines)} bad line(s) in {path} (line {listed}); the others were scored")

@@ -1,0 +1,1 @@
+"""Deterministic scorers (PHYBench EED). Import from agent.scoring.eed."""

@@ -1,0 +1,183 @@
+"""The sympy side of EED: convert, simplify, test equivalence, build trees, measure distance.
+
+Runs inside the worker process (agent.scoring.eed_worker), never in the caller, because sympy
+steps can run for ever and only killing a process stops them. Before each step the pipeline calls
+``on_step(name)`` so the parent knows which step is running and can apply that step's own time
+limit (the published scorer limits simplify to 30 s and equals to 10 s and then carries on with
+the unsimplified expression / "not equal"). A step listed in ``skip`` is one whose limit already
+ran out in an earlier attempt: it is replaced by exactly that published fallback.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from agent.scoring.expr_tree import TreeNode, UnsupportedExpression, sympy_to_tree
+from agent.scoring.latex_preprocess import Mode, preprocess
+from agent.scoring.tree_edit import DISCOUNT_SLOPE, tree_edit_distance
+
+# Steps the published scorer guards with its own time limit, and the fallback it then uses.
+LIMITED_STEPS = ("simplify_reference", "simplify_answer", "simplify_difference", "equals")
+StepHook = Callable[[str], None]
+
+
+def convert_latex(text: str, mode: Mode) -> Any:
+    """LaTeX -> sympy exactly as the published ``master_convert`` configures latex2sympy2_extended."""
+    from latex2sympy2_extended import latex2sympy
+    from latex2sympy2_extended.latex2sympy2 import ConversionConfig
+    from latex2sympy2_extended.math_normalization import NormalizationConfig
+
+    normalization = NormalizationConfig(
+        basic_latex=True, units=False, malformed_operators=True, nits=True, boxed="all", equations=False
+    )
+    conversion = ConversionConfig(
+        interpret_as_mixed_fractions=False,
+        interpret_simple_eq_as_assignment=False,
+        interpret_contains_as_eq=True,
+        lowercase_symbols=False,
+    )
+    return latex2sympy(
+        preprocess(text, mode), normalization_config=normalization, conversion_config=conversion
+    )
+
+
+def score_from_distance(distance: float, reference_size: int) -> float:
+    """100 for distance 0, else max(0, 60 - 100 * d / size) computed in the published float order."""
+    if distance == 0.0:
+        return 100.0
+    return float(max(0.0, 100 * DISCOUNT_SLOPE - 100 * distance / reference_size))
+
+
+class _Clock:
+    """Accumulates seconds per category (convert, simplify, equals, other, tree, distance)."""
+
+    def __init__(self, on_step: StepHook) -> None:
+        self.seconds: dict[str, float] = {}
+        self._on_step = on_step
+
+    def run(self, step: str, category: str, action: Callable[[], Any]) -> Any:
+        self._on_step(step)
+        started = time.perf_counter()
+        try:
+            return action()
+        finally:
+            elapsed = time.perf_counter() - started
+            self.seconds[category] = self.seconds.get(category, 0.0) + elapsed
+
+
+def _result(status: str, clock: _Clock, **fields: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "status": status,
+        "score": 0.0,
+        "relative_distance": None,
+        "distance": None,
+        "reference_size": None,
+        "answer_size": None,
+        "detail": None,
+        "fallbacks": [],
+    }
+    base.update(fields)
+    base["timings"] = dict(clock.seconds)
+    return base
+
+
+def run_pipeline(
+    reference: str,
+    answer: str,
+    mode: Mode,
+    *,
+    skip: Iterable[str] = (),
+    on_step: StepHook = lambda _step: None,
+) -> dict[str, Any]:
+    """Score one pair that already passed the string gates. Returns a plain, JSON-able dict."""
+    import sympy
+
+    skipped = set(skip)
+    fallbacks = sorted(skipped)
+    clock = _Clock(on_step)
+
+    try:
+        reference_expr = clock.run("convert_reference", "convert", lambda: convert_latex(reference, mode))
+    except Exception as exc:
+        return _result("parse_error", clock, detail=f"reference: {type(exc).__name__}: {exc}")
+    try:
+        answer_expr = clock.run("convert_answer", "convert", lambda: convert_latex(answer, mode))
+    except Exception as exc:
+        return _result("parse_error", clock, detail=f"answer: {type(exc).__name__}: {exc}")
+
+    def simplified(step: str, expr: Any) -> Any:
+        if step in skipped:
+            return expr  # published fallback: keep the unsimplified expression
+        return clock.run(step, "simplify", lambda: sympy.simplify(expr))
+
+    try:
+        positive_reference, reference_symbols = clock.run(
+            "posify_reference", "other", lambda: sympy.posify(reference_expr)
+        )
+        positive_reference = simplified("simplify_reference", positive_reference)
+        positive_answer, answer_symbols = clock.run(
+            "posify_answer", "other", lambda: sympy.posify(answer_expr)
+        )
+        positive_answer = simplified("simplify_answer", positive_answer)
+        reference_expr = clock.run(
+            "restore_symbols", "other", lambda: positive_reference.subs(reference_symbols)
+        )
+        answer_expr = clock.run("restore_symbols", "other", lambda: positive_answer.subs(answer_symbols))
+        difference = clock.run(
+            "expand_difference", "other", lambda: sympy.expand(reference_expr - answer_expr)
+        )
+        difference = simplified("simplify_difference", difference)
+        if reference_expr == answer_expr or difference == 0:
+            return _result(
+                "equivalent",
+                clock,
+                score=100.0,
+                relative_distance=0.0,
+                distance=0.0,
+                fallbacks=fallbacks,
+                detail="simplified forms agree",
+            )
+        if "equals" not in skipped and clock.run(
+            "equals", "equals", lambda: reference_expr.equals(answer_expr)
+        ):
+            return _result(
+                "equivalent",
+                clock,
+                score=100.0,
+                relative_distance=0.0,
+                distance=0.0,
+                fallbacks=fallbacks,
+                detail="sympy equals() holds",
+            )
+    except MemoryError:
+        return _result(
+            "zero_gate:memory_limit",
+            clock,
+            fallbacks=fallbacks,
+            detail="the worker's memory limit was reached during simplification",
+        )
+    except Exception as exc:
+        return _result(
+            "zero_gate:simplify_error", clock, fallbacks=fallbacks, detail=f"{type(exc).__name__}: {exc}"
+        )
+
+    try:
+        reference_tree: TreeNode = clock.run("build_trees", "tree", lambda: sympy_to_tree(reference_expr))
+        answer_tree: TreeNode = clock.run("build_trees", "tree", lambda: sympy_to_tree(answer_expr))
+    except (UnsupportedExpression, RecursionError) as exc:
+        return _result("zero_gate:unsupported_expression", clock, fallbacks=fallbacks, detail=str(exc))
+
+    distance = clock.run("distance", "distance", lambda: tree_edit_distance(answer_tree, reference_tree))
+    size = reference_tree.size
+    return _result(
+        "ok",
+        clock,
+        score=score_from_distance(distance, size),
+        relative_distance=distance / size,
+        distance=distance,
+        reference_size=size,
+        answer_size=answer_tree.size,
+        fallbacks=fallbacks,
+    )
