@@ -45,7 +45,9 @@ class OlympiadTrack(Track):
 
     async def _answer(self, log: SampleLog, task: ScienceTask) -> str:
         if self.settings.python_tool:
-            raise ModelFailed("the olympiad python tool is not available yet")
+            from agent.tracks.science_tools import answer_with_python_tool
+
+            return await answer_with_python_tool(log, self.answer_prompt(task), self.settings.max_tool_turns)
         return await ask_model_once(log, self.answer_prompt(task))
 
     async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
