@@ -1,1 +1,72 @@
-"""Commands registered on agent.cli.app (being written)."""
+"""`proctor view` (offline HTML report of a run) and `proctor compare` (paired comparison)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agent.cli.app import app
+from agent.errors import UserError
+from agent.report.compare import compare_runs
+from agent.report.compare_view import print_comparison, render_comparison
+from agent.report.loader import load_run
+from agent.report.page import render_report
+from agent.report.serve import make_server
+
+
+def _write(path: Path, text: str) -> Path:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write the page ({exc.strerror or exc})") from None
+    return path
+
+
+@app.command("view")
+def view(
+    run_dir: Annotated[Path, typer.Argument(help="Run directory holding samples.jsonl and run.json.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Where to write the page [RUN_DIR/report.html].")
+    ] = None,
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Also serve the page on 127.0.0.1 until Ctrl-C.")
+    ] = False,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port for --serve; 0 picks a free one.")
+    ] = 8765,
+) -> None:
+    """Write a self-contained, offline HTML report of a run: summary, plots, transcripts."""
+    run = load_run(run_dir)
+    page = _write(out or run_dir / "report.html", render_report(run))
+    typer.echo(str(page))
+    if not serve:
+        return
+    try:
+        server = make_server(page, port)
+    except OSError as exc:
+        raise UserError(f"--port {port}: cannot listen on 127.0.0.1 ({exc.strerror or exc})") from None
+    # server_port is the bound one, which matters when --port 0 let the OS choose.
+    typer.echo(f"serving at http://127.0.0.1:{server.server_port}/ (Ctrl-C to stop)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+@app.command("compare")
+def compare(
+    run_dirs: Annotated[
+        list[Path], typer.Argument(help="Run directories; the first model of the first is the baseline.")
+    ],
+    html: Annotated[Path | None, typer.Option("--html", help="Also write the comparison as a page.")] = None,
+) -> None:
+    """Compare models or runs side by side, per task and per subject, with paired differences."""
+    comparison = compare_runs([load_run(path) for path in run_dirs])
+    print_comparison(comparison)
+    if html is not None:
+        typer.echo(str(_write(html, render_comparison(comparison))))

@@ -1,0 +1,127 @@
+"""Show a :class:`Comparison` as rich tables in the terminal or as a self-contained page."""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+from rich.console import Console
+from rich.table import Table
+
+from agent.report.compare import Comparison, fmt_ci, fmt_pct, fmt_signed
+from agent.report.page import asset
+
+
+def _arm_rows(comparison: Comparison) -> list[list[str]]:
+    rows = []
+    for index, arm in enumerate(comparison.arms):
+        acc = arm.accuracy
+        assert acc is not None
+        rows.append(
+            [
+                arm.label + (" (baseline)" if index == 0 else ""),
+                arm.run_id,
+                str(len(arm.samples)),
+                str(len(arm.task_means)),
+                fmt_pct(acc.mean),
+                fmt_pct(acc.se),
+            ]
+        )
+    return rows
+
+
+def _paired_rows(comparison: Comparison) -> list[list[str]]:
+    return [
+        [
+            p.arm,
+            p.subject or "all tasks in common",
+            str(p.difference.n),
+            fmt_signed(p.difference.mean),
+            "—" if math.isnan(p.difference.se) else f"{p.difference.se * 100:.1f} pp",
+            fmt_ci(p.difference),
+        ]
+        for p in comparison.paired
+    ]
+
+
+def _task_rows(comparison: Comparison) -> list[list[str]]:
+    baseline = comparison.baseline
+    rows = []
+    for task in comparison.tasks:
+        row = [task, comparison.subject_of(task)]
+        row += [fmt_pct(arm.task_means.get(task)) for arm in comparison.arms]
+        for arm in comparison.arms[1:]:
+            if task in arm.task_means and task in baseline.task_means:
+                row.append(fmt_signed(arm.task_means[task] - baseline.task_means[task]))
+            else:
+                row.append("—")
+        rows.append(row)
+    return rows
+
+
+ARM_HEADERS = ["Arm", "Run", "Samples", "Tasks", "Accuracy", "± SE"]
+PAIRED_HEADERS = ["Arm − baseline", "Subset", "Tasks", "Mean difference", "SE", "95% paired bootstrap CI"]
+
+
+def _task_headers(comparison: Comparison) -> list[str]:
+    return (
+        ["Task", "Subject"]
+        + [arm.label for arm in comparison.arms]
+        + [f"{arm.label} − {comparison.baseline.label}" for arm in comparison.arms[1:]]
+    )
+
+
+def print_comparison(comparison: Comparison, console: Console | None = None) -> None:
+    console = console or Console()
+    for title, headers, rows in (
+        ("Arms (accuracy over each arm's own scored samples)", ARM_HEADERS, _arm_rows(comparison)),
+        ("Paired differences over tasks in common", PAIRED_HEADERS, _paired_rows(comparison)),
+        ("Per task (mean success over trials)", _task_headers(comparison), _task_rows(comparison)),
+    ):
+        table = Table(title=title, title_justify="left")
+        for index, header in enumerate(headers):
+            table.add_column(header, justify="left" if index < 2 else "right")
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
+
+
+def _html_table(headers: list[str], rows: list[list[str]], css: str) -> str:
+    head = "".join(f'<th class="{"num" if i >= 2 else ""}">{escape(h)}</th>' for i, h in enumerate(headers))
+    body = "".join(
+        "<tr>"
+        + "".join(f'<td class="{"num" if i >= 2 else ""}">{escape(c)}</td>' for i, c in enumerate(row))
+        + "</tr>"
+        for row in rows
+    )
+    return (
+        f'<div class="table-wrap"><table class="{css}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{body}</tbody></table></div>"
+    )
+
+
+def render_comparison(comparison: Comparison) -> str:
+    labels = ", ".join(arm.label for arm in comparison.arms)
+    note = (
+        "Differences are arm minus baseline (the first arm), in percentage points, over tasks both arms "
+        "scored. "
+        "SE is over per-task differences; the CI resamples tasks with both arms' results kept together."
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta http-equiv="Content-Security-Policy" '
+        "content=\"default-src 'none'; style-src 'unsafe-inline'\">"
+        f"<title>Proctor comparison · {escape(labels)}</title>"
+        f"<style>{asset('report.css')}</style></head><body>"
+        '<header class="top"><h1>Proctor comparison</h1><div class="facts">'
+        f"<span>arms: <b>{escape(labels)}</b>"
+        f"</span><span>baseline: <b>{escape(comparison.baseline.label)}</b></span></div></header><main>"
+        '<section class="card"><h2>Arms</h2>'
+        f"{_html_table(ARM_HEADERS, _arm_rows(comparison), 'arms')}</section>"
+        f'<section class="card"><h2>Paired differences</h2>'
+        f"{_html_table(PAIRED_HEADERS, _paired_rows(comparison), 'paired')}"
+        f'<p class="muted">{escape(note)}</p></section>'
+        f'<section class="card"><h2>Per task</h2>'
+        f"{_html_table(_task_headers(comparison), _task_rows(comparison), 'tasks')}</section>"
+        "</main></body></html>\n"
+    )

@@ -1,0 +1,215 @@
+"""Read a run directory into memory, checking it the way a person would want to be told.
+
+A run directory holds ``samples.jsonl`` (one :class:`SampleRecord` per line), ``run.json``
+(the header) and ``summary.json``. Only ``samples.jsonl`` is required: a crashed run still
+deserves a report. Every problem is reported as a :class:`UserError` naming file and line.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent.errors import UserError
+from agent.records import SampleRecord
+
+SAMPLES_FILE = "samples.jsonl"
+HEADER_FILE = "run.json"
+SUMMARY_FILE = "summary.json"
+
+DEFAULT_FORCE_SUBMIT_AT = 660_000
+DEFAULT_TOKEN_CAP = 1_000_000
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    input_per_mtok: float
+    output_per_mtok: float
+
+    def cost(self, input_tokens: int, output_tokens: int) -> float:
+        # Providers bill reasoning tokens as output; our output_tokens already include them.
+        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
+
+
+@dataclass
+class RunData:
+    run_dir: Path
+    samples: list[SampleRecord]
+    header: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] | None = None
+    # Things the reader should know about the files themselves (e.g. a torn last line).
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        run_id = self.header.get("run_id") or self.header.get("id")
+        if run_id:
+            return str(run_id)
+        if self.samples:
+            return self.samples[0].run_id
+        return self.run_dir.name
+
+    @property
+    def config(self) -> dict[str, Any]:
+        config = self.header.get("config")
+        return config if isinstance(config, dict) else {}
+
+    @property
+    def budget(self) -> tuple[int, int]:
+        """(force_submit_at, token_cap) from the run's config, else the protocol's defaults."""
+        budget = self.config.get("budget") or self.header.get("budget") or {}
+        force = _positive_int(budget.get("force_submit_at"), DEFAULT_FORCE_SUBMIT_AT)
+        cap = _positive_int(budget.get("token_cap"), DEFAULT_TOKEN_CAP)
+        return force, cap
+
+    @property
+    def tracks(self) -> list[str]:
+        names = sorted({s.track for s in self.samples})
+        if not names and self.config.get("track"):
+            names = [str(self.config["track"])]
+        return names
+
+    @property
+    def models(self) -> list[str]:
+        names = [s.model for s in self.samples]
+        configured = [str(m.get("name")) for m in self.config.get("models") or [] if isinstance(m, dict)]
+        return list(dict.fromkeys([*configured, *names]))
+
+    @property
+    def prices(self) -> dict[str, ModelPrice]:
+        prices: dict[str, ModelPrice] = {}
+        for model in self.config.get("models") or []:
+            if not isinstance(model, dict):
+                continue
+            input_price = model.get("input_price_per_mtok")
+            output_price = model.get("output_price_per_mtok")
+            if input_price is None and output_price is None:
+                continue
+            prices[str(model.get("name"))] = ModelPrice(float(input_price or 0.0), float(output_price or 0.0))
+        return prices
+
+    @property
+    def sandbox(self) -> dict[str, Any]:
+        """The sandbox as described in the header (backend, image ID), falling back to records."""
+        described = self.header.get("sandbox")
+        info: dict[str, Any] = dict(described) if isinstance(described, dict) else {}
+        if "backend" not in info:
+            for sample in self.samples:
+                backend = _first_backend(sample)
+                if backend:
+                    info["backend"] = backend
+                    break
+        if not (info.get("image_id") or info.get("image")):
+            images = {s.sandbox_image for s in self.samples if s.sandbox_image}
+            if images:
+                info["image_id"] = ", ".join(sorted(images))
+        return info
+
+    @property
+    def wall_time_s(self) -> float | None:
+        start = _parse_time(self.header.get("started_at") or self.header.get("start"))
+        end = _parse_time(self.header.get("finished_at") or self.header.get("end"))
+        if start is None or end is None:
+            starts = [t for t in (_parse_time(s.started_at) for s in self.samples) if t]
+            ends = [t for t in (_parse_time(s.finished_at) for s in self.samples) if t]
+            if not starts or not ends:
+                return None
+            start, end = min(starts), max(ends)
+        return max(0.0, (end - start).total_seconds())
+
+
+def load_run(run_dir: Path) -> RunData:
+    """Load and validate a run directory; raise UserError with file and line on bad input."""
+    run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise UserError(f"{run_dir}: no such run directory")
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: not a directory (expected a run directory holding {SAMPLES_FILE})")
+    samples_path = run_dir / SAMPLES_FILE
+    if not samples_path.is_file():
+        raise UserError(f"{run_dir}: not a run directory ({SAMPLES_FILE} is missing)")
+    warnings: list[str] = []
+    samples = _load_samples(samples_path, warnings)
+    header = _load_json_object(run_dir / HEADER_FILE, warnings, required=False) or {}
+    summary = _load_json_object(run_dir / SUMMARY_FILE, warnings, required=False)
+    return RunData(run_dir=run_dir, samples=samples, header=header, summary=summary, warnings=warnings)
+
+
+def _load_samples(path: Path, warnings: list[str]) -> list[SampleRecord]:
+    text = path.read_text(encoding="utf-8")
+    lines = text.split("\n")
+    by_key: dict[tuple[str, str, int], SampleRecord] = {}
+    for index, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        is_torn_tail = index == len(lines) and not text.endswith("\n")
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if is_torn_tail:
+                # A crash mid-append leaves an unterminated last line; that sample did not finish.
+                warnings.append(f"{path.name}:{index}: ignored an unfinished last line")
+                continue
+            raise UserError(f"{path}:{index}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        try:
+            record = SampleRecord.model_validate(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "(record)"
+            raise UserError(f"{path}:{index}: field {where}: {first['msg']}") from None
+        key = (record.model, record.task_id, record.trial)
+        if key in by_key:
+            warnings.append(
+                f"{path.name}:{index}: duplicate sample {record.task_id} trial {record.trial}; kept the last"
+            )
+        by_key[key] = record
+    return list(by_key.values())
+
+
+def _load_json_object(path: Path, warnings: list[str], *, required: bool) -> dict[str, Any] | None:
+    if not path.is_file():
+        if required:
+            raise UserError(f"{path}: missing")
+        warnings.append(f"{path.name} is missing; the header shows what the samples themselves record")
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: expected a JSON object at the top level")
+    return data
+
+
+def _first_backend(sample: SampleRecord) -> str | None:
+    for call in sample.tool_calls:
+        if call.sandbox and call.sandbox.get("backend"):
+            return str(call.sandbox["backend"])
+    if sample.submission and sample.submission.answer_exec:
+        backend = sample.submission.answer_exec.get("backend")
+        return str(backend) if backend else None
+    return None
+
+
+def _positive_int(value: Any, default: int) -> int:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return default
+    return number if number > 0 else default
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    # Naive stamps are taken as UTC so they compare with aware ones.
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
