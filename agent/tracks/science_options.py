@@ -42,7 +42,8 @@ class PhybenchOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     answer_prompt: str = "phybench_answer.txt"
-    eed_mode: str = "strict"
+    # "strict" reproduces the published scorer; "fixed" opts into its documented fixes.
+    eed_mode: Literal["strict", "fixed"] = "strict"
     eed_timeout_s: float = Field(default=10.0, gt=0)
 
 

@@ -1,0 +1,76 @@
+"""PHYBench: the model answers with a final ``\\boxed{...}`` expression, scored by EED.
+
+``score`` is the EED score (0..100); ``success`` means 100, i.e. the expressions are
+equivalent. Outcomes: ``correct`` (100), ``incorrect`` (below 100, including answers the scorer's
+zero-score gates reject), ``no_submission`` (no boxed expression in the final response), and
+``scorer_timeout`` (EED ran past its hard limit: a fact about the scorer, not the model).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
+from agent.records import EEDRecord, Outcome, SampleRecord
+from agent.scoring.eed import eed_score_async, extract_boxed
+from agent.tracks.base import SampleContext, Track
+from agent.tracks.science_common import ModelFailed, SampleLog, ask_model_once
+from agent.tracks.science_options import PhybenchOptions, parse_options
+from agent.tracks.science_tasks import ScienceTask, load_science_tasks
+
+TIMEOUT_STATUS = "timeout"
+# Statuses of a pair the scorer handled normally; any other status is recorded as the error.
+SCORED_STATUSES = frozenset({"ok", "equivalent"})
+
+
+class PhybenchTrack(Track):
+    name: ClassVar[str] = "phybench"
+    needs_sandbox: ClassVar[bool] = False
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        super().__init__(options)
+        self.settings = parse_options(PhybenchOptions, self.options, self.name)
+        self.answer_template = load_template(self.settings.answer_prompt, ANSWER_PLACEHOLDERS)
+
+    def load_tasks(self, path: Path) -> list[ScienceTask]:
+        return load_science_tasks(path, "phybench")
+
+    async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
+        log = SampleLog(self.name, task.id, trial, task.subject, ctx)
+        try:
+            response = await ask_model_once(
+                log, fill_template(self.answer_template, {"problem": task.question})
+            )
+        except ModelFailed as exc:
+            return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
+        boxed = extract_boxed(response)
+        if boxed is None or not boxed.strip():
+            return log.finish(
+                Outcome.NO_SUBMISSION,
+                error="no \\boxed{...} answer in the final response",
+                eed=EEDRecord(score=0.0, status="no_boxed_answer", extracted_answer=boxed),
+            )
+        result = await eed_score_async(
+            task.answer, boxed, mode=self.settings.eed_mode, timeout_s=self.settings.eed_timeout_s
+        )
+        eed = EEDRecord(
+            score=result.score,
+            relative_distance=result.relative_distance,
+            distance=result.distance,
+            reference_size=result.reference_size,
+            answer_size=result.answer_size,
+            status=result.status,
+            extracted_answer=boxed,
+        )
+        error = None if result.status in SCORED_STATUSES else f"EED {result.status}: {result.detail or '-'}"
+        if result.status == TIMEOUT_STATUS:
+            return log.finish(Outcome.SCORER_TIMEOUT, error=error, eed=eed)
+        equivalent = result.score >= 100.0
+        return log.finish(
+            Outcome.CORRECT if equivalent else Outcome.INCORRECT,
+            score=result.score,
+            success=equivalent,
+            error=error,
+            eed=eed,
+        )
