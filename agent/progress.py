@@ -62,7 +62,7 @@ class RunProgress:
         self.retries += 1
         self.last_retry_reason = reason
         if not self.use_live:
-            self.console.print(f"  retry: {reason}", markup=False, highlight=False)
+            self.console.print(f"  retry: {reason}", markup=False, highlight=False, soft_wrap=True)
 
     def tokens_used(self, count: int) -> None:
         self.live_tokens += count
@@ -79,7 +79,7 @@ class RunProgress:
             self._live.start()
         else:
             note = f", {self.resumed} already done" if self.resumed else ""
-            self.console.print(f"run {run_dir}: {total} samples{note}", markup=False, highlight=False)
+            self.console.print(f"run {run_dir}: {total} samples{note}", markup=False, highlight=False, soft_wrap=True)
 
     def sample_started(self) -> None:
         self.running += 1
@@ -101,7 +101,7 @@ class RunProgress:
             if record.error:
                 parts.append(f"error={record.error.splitlines()[0][:120]}")
             parts.append(f"acc={self.accuracy_text()}")
-            self.console.print(" ".join(parts), markup=False, highlight=False)
+            self.console.print(" ".join(parts), markup=False, highlight=False, soft_wrap=True)
 
     def sample_failed(self, what: str, error: BaseException) -> None:
         """The harness itself failed on a sample: nothing was recorded, resume will retry it."""
@@ -112,6 +112,7 @@ class RunProgress:
             f"{type(error).__name__}: {error}",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
 
     def end(self) -> None:
@@ -234,6 +235,6 @@ def outcome_line(summary: dict[str, Any]) -> str:
 
 def print_final(console: Console, summary: dict[str, Any], run_dir: str) -> None:
     console.print(summary_table(summary))
-    console.print(outcome_line(summary), markup=False, highlight=False)
-    console.print(f"run: {run_dir}", markup=False, highlight=False)
-    console.print(f"report: proctor view {run_dir}", markup=False, highlight=False)
+    console.print(outcome_line(summary), markup=False, highlight=False, soft_wrap=True)
+    console.print(f"run: {run_dir}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"report: proctor view {run_dir}", markup=False, highlight=False, soft_wrap=True)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from agent.records import ERROR_OUTCOMES, Outcome, SampleRecord
-from agent.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, clustered_estimate
+from agent.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_engine, clustered_estimate
 
 # (input, output) USD per million tokens, keyed by the record's model label.
 Prices = Mapping[str, tuple[float | None, float | None]]
@@ -173,7 +173,13 @@ def summarize(
         "planned_samples": planned_samples,
         "finished_samples": len(records),
         "wall_seconds": wall_seconds(header),
-        "bootstrap": {"unit": "task", "resamples": resamples, "seed": seed, "level": 0.95},
+        "bootstrap": {
+            "unit": "task",
+            "resamples": resamples,
+            "seed": seed,
+            "level": 0.95,
+            "engine": bootstrap_engine(),
+        },
         "error_outcomes": sorted(o.value for o in ERROR_OUTCOMES),
         "overall": summarize_group(records, **options),
         "by_model": _breakdown(records, lambda r: r.model, **options),

@@ -30,6 +30,9 @@ EXIT_FAILED = 1
 def run_and_report(config: RunConfig, *, config_file: Path | None = None) -> None:
     """Run, print the summary and where the run is, and exit with the run's status."""
     console = Console()
+    if not console.is_terminal:
+        # Logs have no width; the default 80 columns would squeeze the summary table.
+        console = Console(width=160)
     progress = RunProgress(console)
     try:
         result: RunResult = asyncio.run(execute_run(config, progress=progress, config_file=config_file))
@@ -43,6 +46,7 @@ def run_and_report(config: RunConfig, *, config_file: Path | None = None) -> Non
             f"resume with: {resume_hint}",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
         raise typer.Exit(EXIT_INTERRUPTED)
     if result.status == "failed":
@@ -51,6 +55,7 @@ def run_and_report(config: RunConfig, *, config_file: Path | None = None) -> Non
             f"(see {result.run_dir / RUN_HEADER}); after fixing the cause: {resume_hint}",
             markup=False,
             highlight=False,
+            soft_wrap=True,
         )
         raise typer.Exit(EXIT_FAILED)
 

@@ -1,0 +1,128 @@
+"""YAML + flags -> RunConfig; every bad input is one line naming the file and the field."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from agent.errors import UserError
+from agent.run_config_loader import RunFlags, load_run_config, parse_size
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def tasks(tmp_path: Path) -> Path:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"id": "t"}\n')
+    return path
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def test_file_fields_load_with_relative_tasks_read_from_the_files_directory(tmp_path: Path, tasks: Path):
+    sub = tmp_path / "configs"
+    sub.mkdir()
+    config_file = write(
+        sub / "run.yaml",
+        "tasks: ../tasks.jsonl\nmodels: [openai/a, {name: openai/b, "
+        "reasoning_effort: low}]\ntrials: 3\nbudget: {token_cap: 9000, force_submit_at: 5000}\n",
+    )
+    config = load_run_config(config_file, RunFlags())
+    assert config.tasks == tasks.resolve()
+    assert [m.name for m in config.models] == ["openai/a", "openai/b"]
+    assert config.models[1].reasoning_effort == "low"
+    assert (config.trials, config.budget.token_cap, config.budget.force_submit_at) == (3, 9000, 5000)
+
+
+def test_flags_override_the_file(tmp_path: Path, tasks: Path):
+    config_file = write(tmp_path / "run.yaml", f"tasks: {tasks}\nmodels: [openai/a]\ntrials: 3\n")
+    flags = RunFlags(
+        models=["openai/x", "openai/y"],
+        trials=5,
+        reasoning_effort="high",
+        token_cap=2000,
+        force_submit_at=1000,
+        backend="local",
+        judge="openai/j",
+        limit_tasks=2,
+        resume=True,
+    )
+    config = load_run_config(config_file, flags)
+    assert [m.name for m in config.models] == ["openai/x", "openai/y"]
+    assert {m.reasoning_effort for m in config.models} == {"high"}
+    assert config.trials == 5 and config.limit_tasks == 2 and config.resume
+    assert (config.budget.token_cap, config.budget.force_submit_at) == (2000, 1000)
+    assert config.sandbox.backend == "local" and config.judge is not None and config.judge.name == "openai/j"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "tasks: {tasks}\nmodels: [openai/a]\ntrails: 3\n",
+            "run.yaml: field 'trails': Extra inputs are not permitted",
+        ),
+        (
+            "tasks: {tasks}\nmodels: [{{reasoning_effort: low}}]\n",
+            "run.yaml: field 'models.0.name': Field required",
+        ),
+        (
+            "tasks: {tasks}\nmodels: [openai/a]\ntrials: 0\n",
+            "run.yaml: field 'trials': Input should be greater than",
+        ),
+        (
+            "tasks: {tasks}\nmodels: [openai/a]\nsandbox: {{backend: podman}}\n",
+            "run.yaml: field 'sandbox.backend'",
+        ),
+        (
+            "tasks: {tasks}\nmodels: [openai/a]\nsandbox: {{memory: lots}}\n",
+            "run.yaml: field 'sandbox.memory'",
+        ),
+        ("tasks: {tasks}\nmodels: [gpt-5]\n", "run.yaml: field 'models.0.name': expected PROVIDER/NAME"),
+        (
+            "tasks: {tasks}\nmodels: [openai/a]\nbudget: {{token_cap: 100}}\n",
+            "run.yaml: field 'budget.force_submit_at': 660000 must be below budget.token_cap (100)",
+        ),
+        ("tasks: missing.jsonl\nmodels: [openai/a]\n", "run.yaml: field 'tasks': no such file"),
+        ("models: [openai/a]\n", "run.yaml: field 'tasks': a task file is needed"),
+        ("tasks: {tasks}\nmodels: [openai/a\n", "run.yaml: line 3: not valid YAML"),
+        ("- just\n- a list\n", "run.yaml: expected a mapping"),
+    ],
+)
+def test_bad_config_is_one_line_naming_file_and_field(tmp_path: Path, tasks: Path, text: str, message: str):
+    config_file = write(tmp_path / "run.yaml", text.format(tasks=tasks))
+    with pytest.raises(UserError) as caught:
+        load_run_config(config_file, RunFlags())
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+    assert str(caught.value).startswith(str(config_file))
+
+
+def test_several_problems_are_counted_not_dumped(tmp_path: Path, tasks: Path):
+    config_file = write(tmp_path / "run.yaml", f"tasks: {tasks}\nmodels: [openai/a]\nfoo: 1\nbar: 2\n")
+    with pytest.raises(UserError, match=r"\(and 1 more problem\)$"):
+        load_run_config(config_file, RunFlags())
+
+
+def test_cli_prints_the_error_line_and_exits_2_without_traceback(tmp_path: Path, tasks: Path):
+    config_file = write(tmp_path / "run.yaml", f"tasks: {tasks}\nmodels: [openai/a]\nmax_concurency: 2\n")
+    result = subprocess.run(["proctor", "run", str(config_file)], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        f"proctor: error: {config_file}: field 'max_concurency': Extra inputs are not permitted"
+    )
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("512m", 512 << 20), ("1g", 1 << 30), ("1GiB", 1 << 30), ("2048", 2048), ("1.5k", 1536)],
+)
+def test_sizes_parse_as_docker_reads_them(text: str, expected: int):
+    assert parse_size(text) == expected
