@@ -31,16 +31,18 @@ async def open_sandbox(
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown sandbox backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    fallback_reason = None
     if backend in ("auto", "docker"):
         try:
             return await _open_docker(image, pool_size, default_limits)
         except SandboxUnavailable as exc:
             if backend == "docker":
                 raise
-            log.warning("%s; docker unavailable: %s", LOCAL_WARNING, exc)
+            fallback_reason = f"docker unavailable: {exc}"
+            log.warning("%s; %s", LOCAL_WARNING, fallback_reason)
     from sandbox.local_backend import LocalSandbox
 
-    return LocalSandbox(default_limits=default_limits)
+    return LocalSandbox(default_limits=default_limits, fallback_reason=fallback_reason)
 
 
 async def _open_docker(image: str | None, pool_size: int, default_limits: Limits | None) -> Sandbox:

@@ -202,8 +202,15 @@ class LocalSandbox:
 
     backend = "local"
 
-    def __init__(self, default_limits: Limits | None = None, python: str | None = None) -> None:
+    def __init__(
+        self,
+        default_limits: Limits | None = None,
+        python: str | None = None,
+        fallback_reason: str | None = None,
+    ) -> None:
         self.default_limits = default_limits or Limits()
+        # Why "auto" chose this backend instead of docker; None when it was asked for.
+        self.fallback_reason = fallback_reason
         self.python = python or sys.executable
         self.isolation = probe_isolation()
         self._closed = False
@@ -217,6 +224,7 @@ class LocalSandbox:
             "python_version": sys.version.split()[0],
             "isolation": "reduced",
             "notes": self.isolation.notes(),
+            "fallback_reason": self.fallback_reason,
             "limits": self.default_limits.__dict__,
         }
 

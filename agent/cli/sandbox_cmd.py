@@ -1,1 +1,176 @@
-"""Commands registered on agent.cli.app (being written)."""
+"""`proctor sandbox exec|cleanup` and `proctor bench sandbox`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from agent.cli.app import bench_app, sandbox_app
+from agent.errors import UserError
+from sandbox import ExecResult, Limits, Sandbox, SandboxError, SandboxUnavailable, open_sandbox
+from sandbox.factory import BACKENDS
+from sandbox.sizes import parse_size
+
+LOCAL_NOTE = (
+    "proctor: note: running on the LOCAL backend, which isolates less than docker "
+    "(host kernel, host Python and its libraries, not the pinned image)"
+)
+
+
+def parse_exec_limits(memory: str | None, cpus: float | None) -> Limits:
+    """Limits from the flags; UserError naming the flag when a value is bad."""
+    limits = Limits()
+    if memory is not None:
+        try:
+            limits = limits.replace(memory_bytes=parse_size(memory))
+        except ValueError as exc:
+            raise UserError(f"--memory: {exc}") from None
+        if limits.memory_bytes < 16 * 1024 * 1024:
+            raise UserError(f"--memory: {memory!r} is below the 16m minimum a Python process needs")
+    if cpus is not None:
+        available = os.cpu_count() or 1
+        if not 0 < cpus <= available:
+            raise UserError(f"--cpus: {cpus} is not between 0 (exclusive) and {available} (this machine)")
+        limits = limits.replace(cpus=cpus)
+    return limits
+
+
+def read_program(file: str) -> str:
+    if file == "-":
+        return sys.stdin.read()
+    path = Path(file)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{file}: no such file") from None
+    except IsADirectoryError:
+        raise UserError(f"{file}: is a directory, not a Python program") from None
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{file}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise UserError(f"{file}: cannot read ({exc.strerror})") from None
+
+
+async def _run_once(backend: str, image: str | None, code: str, timeout: float, limits: Limits) -> ExecResult:
+    # One call: a warm pool would only start containers nobody uses.
+    try:
+        sandbox: Sandbox = await open_sandbox(backend, image=image, pool_size=0, default_limits=limits)
+    except SandboxUnavailable as exc:
+        raise UserError(f"--backend {backend}: {exc}") from None
+    try:
+        if sandbox.backend == "local":
+            reason = getattr(sandbox, "fallback_reason", None)
+            print(LOCAL_NOTE + (f"; {reason}" if reason else ""), file=sys.stderr, flush=True)
+        return await sandbox.exec(code, timeout=timeout)
+    finally:
+        await sandbox.aclose()
+
+
+def status_line(result: ExecResult) -> str:
+    if result.timed_out:
+        outcome = "timed out"
+    elif result.oom_killed:
+        outcome = f"killed: out of memory (exit {result.exit_code})"
+    else:
+        outcome = f"exit {result.exit_code}"
+    flags = [f"{name} truncated" for name in ("stdout", "stderr") if getattr(result, f"{name}_truncated")]
+    details = "; ".join([f"{result.duration_s:.2f} s", *flags])
+    return f"[sandbox {result.backend}: {outcome}; {details}]"
+
+
+@sandbox_app.command("exec")
+def exec_program(
+    file: Annotated[str, typer.Argument(help="Python program to run, or - to read it from stdin.")],
+    backend: Annotated[str, typer.Option(help="auto, docker or local.")] = "auto",
+    timeout: Annotated[float, typer.Option(help="Wall-clock limit in seconds.")] = 30.0,
+    memory: Annotated[str | None, typer.Option(help="Memory limit, e.g. 512m or 2g (default 1g).")] = None,
+    cpus: Annotated[float | None, typer.Option(help="CPU quota in CPUs (default 1).")] = None,
+    image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the ExecResult as one JSON object.")] = False,
+) -> None:
+    """Run one Python program in a fresh sandbox and print what it did.
+
+    Exits 0 whenever the sandbox ran the program, whatever the program itself did.
+    """
+    if backend not in BACKENDS:
+        raise UserError(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+    if not 0 < timeout <= 24 * 3600:
+        raise UserError(f"--timeout: {timeout} must be a positive number of seconds (at most a day)")
+    limits = parse_exec_limits(memory, cpus)
+    code = read_program(file)
+    # The factory's own warning would repeat the note printed below.
+    logging.getLogger("sandbox.factory").setLevel(logging.ERROR)
+    try:
+        result = asyncio.run(_run_once(backend, image, code, timeout, limits))
+    except SandboxError as exc:
+        print(f"proctor: error: the sandbox failed: {exc}", file=sys.stderr)
+        raise typer.Exit(1) from None
+    if as_json:
+        print(json.dumps(result.to_dict(), sort_keys=True))
+        return
+    sys.stdout.write(result.stdout)
+    sys.stdout.flush()
+    sys.stderr.write(result.stderr)
+    print(status_line(result), file=sys.stderr)
+
+
+@sandbox_app.command("cleanup")
+def cleanup(
+    everything: Annotated[
+        bool, typer.Option("--all", help="Remove every sandbox container, live runs' included.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as one JSON object.")] = False,
+) -> None:
+    """Remove sandbox containers (and local-backend cgroups) left behind by crashed runs."""
+    from sandbox.cleanup import cleanup_containers, cleanup_local_cgroups
+    from sandbox.docker_backend import connect_engine
+
+    outcome: dict[str, Any] = {"engine": True}
+    try:
+        report = cleanup_containers(connect_engine(), everything=everything)
+    except SandboxUnavailable as exc:
+        outcome.update(engine=False, engine_error=str(exc), removed=[], kept_live=[], failed=[])
+    else:
+        outcome.update(removed=report.removed, kept_live=report.kept_live, failed=report.failed)
+    outcome["cgroups_removed"] = cleanup_local_cgroups(everything=everything)
+    if as_json:
+        print(json.dumps(outcome, sort_keys=True))
+    elif not outcome["engine"]:
+        print(f"no containers checked: {outcome['engine_error']}")
+    else:
+        kept = len(outcome["kept_live"])
+        print(
+            f"removed {len(outcome['removed'])} sandbox container(s)"
+            + (f"; kept {kept} of live runs (use --all to remove them too)" if kept else "")
+            + (f"; could not remove {len(outcome['failed'])}" if outcome["failed"] else "")
+        )
+    if outcome["failed"]:
+        raise typer.Exit(1)
+
+
+@bench_app.command("sandbox")
+def bench_sandbox(
+    calls: Annotated[int, typer.Option(help="Timed calls per way (after one warm-up).")] = 30,
+    image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
+) -> None:
+    """p50/p95 latency of a stateless print(1): per-call container, warm pool, local, bare host."""
+    from sandbox.bench import print_table, run_benchmark
+
+    if not 1 <= calls <= 10_000:
+        raise UserError(f"--calls: {calls} must be between 1 and 10000")
+    try:
+        report = asyncio.run(run_benchmark(calls=calls, image=image))
+    except SandboxUnavailable as exc:
+        raise UserError(f"bench sandbox needs docker and the image: {exc}") from None
+    if as_json:
+        print(json.dumps(report, sort_keys=True))
+    else:
+        print_table(report)

@@ -1,0 +1,151 @@
+"""`proctor bench sandbox`: what a stateless call costs, each way it can be made.
+
+Every figure is wall-clock latency of one complete call as the caller sees it, from the
+request to the returned result. "Warm" rows wait, before each timed call, until the pool
+is full and the previous container's removal has finished: that is the latency an agent
+sees between model turns. The back-to-back row does not wait, so it shows what a burst of
+calls costs when refills and removals compete with the call for the two cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import platform
+import shutil
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from sandbox.api import ExecResult, SandboxError
+from sandbox.docker_backend import DockerSandbox, open_docker_sandbox
+from sandbox.local_backend import LocalSandbox
+
+PRINT_ONE = "print(1)"
+IMPORT_LIBS = "import galois, sympy"
+_IMPORT_CALLS_MAX = 10
+
+
+def percentile(samples: list[float], fraction: float) -> float:
+    """Nearest-rank percentile: an observed value, never an interpolation between two."""
+    ordered = sorted(samples)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+async def _time_calls(
+    calls: int, call: Callable[[], Awaitable[None]], before: Callable[[], Awaitable[Any]] | None = None
+) -> list[float]:
+    await call()  # warm-up: page cache, image layers, first connection
+    samples = []
+    for _ in range(calls):
+        if before is not None:
+            await before()
+        started = time.perf_counter()
+        await call()
+        samples.append(time.perf_counter() - started)
+    return samples
+
+
+def _checked(result: ExecResult, expected_stdout: str) -> None:
+    if result.exit_code != 0 or result.stdout != expected_stdout:
+        raise SandboxError(f"benchmark call misbehaved: exit {result.exit_code}, stderr {result.stderr!r}")
+
+
+async def _host_python_once(python: str) -> None:
+    process = await asyncio.create_subprocess_exec(
+        python, "-c", PRINT_ONE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    stdout, _ = await process.communicate()
+    if process.returncode != 0 or stdout != b"1\n":
+        raise SandboxError("host python3 -c 'print(1)' failed")
+
+
+def _sandbox_call(
+    sandbox: DockerSandbox | LocalSandbox, code: str, expected: str
+) -> Callable[[], Awaitable[None]]:
+    async def call() -> None:
+        _checked(await sandbox.exec(code, timeout=60), expected)
+
+    return call
+
+
+async def run_benchmark(calls: int = 30, image: str | None = None) -> dict[str, Any]:
+    """Measure every way; raises SandboxUnavailable when docker or the image is missing."""
+    rows: dict[str, list[float]] = {}
+    host_python = shutil.which("python3") or sys.executable
+    rows["host python3 -c (floor)"] = await _time_calls(calls, lambda: _host_python_once(host_python))
+
+    local = LocalSandbox()
+    rows["local backend"] = await _time_calls(calls, _sandbox_call(local, PRINT_ONE, "1\n"))
+
+    per_call = await open_docker_sandbox(image=image, pool_size=0)
+    try:
+        rows["docker: new container per call"] = await _time_calls(
+            calls, _sandbox_call(per_call, PRINT_ONE, "1\n"), before=per_call.settle
+        )
+    finally:
+        await per_call.aclose()
+
+    pooled = await open_docker_sandbox(image=image, pool_size=2)
+    try:
+        rows["docker: warm pool"] = await _time_calls(
+            calls, _sandbox_call(pooled, PRINT_ONE, "1\n"), before=pooled.settle
+        )
+        rows["docker: warm pool, back-to-back"] = await _time_calls(
+            calls, _sandbox_call(pooled, PRINT_ONE, "1\n")
+        )
+        rows["docker: warm pool, import galois, sympy"] = await _time_calls(
+            min(calls, _IMPORT_CALLS_MAX), _sandbox_call(pooled, IMPORT_LIBS, ""), before=pooled.settle
+        )
+        description = pooled.describe()
+    finally:
+        await pooled.aclose()
+
+    floor = percentile(rows["host python3 -c (floor)"], 0.5)
+    return {
+        "calls": calls,
+        "image": description["image"],
+        "image_id": description["image_id"],
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_average_1m": os.getloadavg()[0],
+            "python": platform.python_version(),
+        },
+        "rows": [
+            {
+                "way": way,
+                "calls": len(samples),
+                "p50_ms": round(percentile(samples, 0.5) * 1000, 1),
+                "p95_ms": round(percentile(samples, 0.95) * 1000, 1),
+                "p50_vs_floor": round(percentile(samples, 0.5) / floor, 1),
+            }
+            for way, samples in rows.items()
+        ],
+    }
+
+
+def print_table(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"proctor bench sandbox ({report['calls']} calls; image {report['image']})")
+    for column in ("way", "calls", "p50 ms", "p95 ms", "p50 / floor"):
+        table.add_column(column, justify="left" if column == "way" else "right")
+    for row in report["rows"]:
+        table.add_row(
+            row["way"],
+            str(row["calls"]),
+            f"{row['p50_ms']:.1f}",
+            f"{row['p95_ms']:.1f}",
+            f"{row['p50_vs_floor']:.1f}x",
+        )
+    console = Console()
+    console.print(table)
+    machine = report["machine"]
+    console.print(
+        f"{machine['cpus']} CPUs, load average {machine['load_average_1m']:.2f} at the end, "
+        f"Python {machine['python']}"
+    )

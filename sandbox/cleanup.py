@@ -1,0 +1,114 @@
+"""Remove what crashed runs left behind: labelled containers and local-backend cgroups.
+
+A run removes its own containers even on errors, cancellation and Ctrl-C; only a controlling
+process killed outright (SIGKILL, power loss) leaves some. By default only containers whose
+owner process on this host is gone are removed, so cleaning up never disturbs a live run;
+``everything=True`` removes every sandbox container on the engine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import docker
+from docker.errors import DockerException
+
+from sandbox import labels
+from sandbox.containers import remove_container
+from sandbox.local_backend import CGROUP_PARENT, CGROUP_ROOT
+
+
+@dataclass
+class CleanupReport:
+    removed: list[str] = field(default_factory=list)
+    kept_live: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    cgroups_removed: int = 0
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def is_orphan(container_labels: dict[str, str]) -> bool:
+    """True when the container's owner process on this host no longer exists.
+
+    Containers owned by another host (a shared engine) are never orphans here: their owner's
+    liveness cannot be checked from this machine.
+    """
+    if container_labels.get(labels.OWNER_HOST) != socket.gethostname():
+        return False
+    try:
+        pid = int(container_labels.get(labels.OWNER_PID, ""))
+    except ValueError:
+        return True  # unreadable owner: nobody can be using it
+    return not pid_alive(pid)
+
+
+def cleanup_containers(client: docker.DockerClient, *, everything: bool = False) -> CleanupReport:
+    report = CleanupReport()
+    api = client.api
+    for summary in api.containers(all=True, filters={"label": labels.LABEL_FILTER}):
+        container_id: str = summary["Id"]
+        if not everything and not is_orphan(summary.get("Labels") or {}):
+            report.kept_live.append(container_id)
+            continue
+        try:
+            remove_container(api, container_id)
+        except DockerException:
+            report.failed.append(container_id)
+        else:
+            report.removed.append(container_id)
+    return report
+
+
+def cleanup_local_cgroups(*, everything: bool = False) -> int:
+    """Kill and remove per-call cgroups of dead local-backend owners; returns how many went."""
+    removed = 0
+    for controller in ("pids", "memory"):
+        parent = CGROUP_ROOT / controller / CGROUP_PARENT
+        if not parent.is_dir():
+            continue
+        for group in parent.glob("call-*"):
+            if not everything and pid_alive(_owner_pid(group)):
+                continue
+            if _kill_and_remove(group):
+                removed += 1
+    return removed
+
+
+def _owner_pid(group: Path) -> int:
+    # Named call-<owner pid>-<random>, see local_backend.CallCgroups.
+    try:
+        return int(group.name.split("-")[1])
+    except (IndexError, ValueError):
+        return 0
+
+
+def _kill_and_remove(group: Path) -> bool:
+    for _ in range(100):
+        try:
+            pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
+        except OSError:
+            break
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    try:
+        group.rmdir()
+    except OSError:
+        return False
+    return True
