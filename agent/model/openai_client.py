@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from openai.types.chat import ChatCompletion
+
 from agent import tokens
 from agent.config import ModelConfig
 from agent.model.base import ChatResponse, ToolCall, Usage
@@ -81,8 +83,8 @@ class OpenAIChatClient:
             request["reasoning_effort"] = self.cfg.reasoning_effort
         if self.cfg.temperature is not None:
             request["temperature"] = self.cfg.temperature
-        if self.cfg.extra_body:
-            request["extra_body"] = dict(self.cfg.extra_body)
+        # Provider-specific fields ride along verbatim (e.g. {"top_k": 20} for vLLM).
+        request.update(self.cfg.extra_body)
         return request
 
     async def complete(
@@ -98,7 +100,10 @@ class OpenAIChatClient:
 
         async def attempt() -> Any:
             async with semaphore:
-                return await self._sdk.chat.completions.create(**request)
+                # The SDK's generic post: same transport, errors and typed parsing as
+                # chat.completions.create, minus its per-field request transform, which costs
+                # ~0.5 ms per message and would grow each turn with the conversation.
+                return await self._sdk.post("/chat/completions", cast_to=ChatCompletion, body=request)
 
         completion, retries = await call_with_retries(
             attempt, policy=self.retry_policy, endpoint=self.endpoint.base_url, on_retry=self.on_retry

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from openai.types.responses import Response
+
 from agent import tokens
 from agent.config import ModelConfig
 from agent.model.base import ChatResponse, ToolCall
@@ -133,8 +135,7 @@ class OpenAIResponsesClient:
             request["reasoning"] = {"effort": self.cfg.reasoning_effort}
         if self.cfg.temperature is not None:
             request["temperature"] = self.cfg.temperature
-        if self.cfg.extra_body:
-            request["extra_body"] = dict(self.cfg.extra_body)
+        request.update(self.cfg.extra_body)
         return request
 
     async def complete(
@@ -150,7 +151,8 @@ class OpenAIResponsesClient:
 
         async def attempt() -> Any:
             async with semaphore:
-                return await self._sdk.responses.create(**request)
+                # Generic post, as in the chat client: no per-field transform of a long history.
+                return await self._sdk.post("/responses", cast_to=Response, body=request)
 
         response, retries = await call_with_retries(
             attempt, policy=self.retry_policy, endpoint=self.endpoint.base_url, on_retry=self.on_retry

@@ -76,7 +76,7 @@ async def test_malformed_tool_arguments_reach_the_caller_verbatim() -> None:
 
 async def test_reasoning_tokens_effort_and_output_cap() -> None:
     with ScriptedServer([Reply(content="ok", usage=ReportedUsage(50, 900, reasoning_tokens=850))]) as server:
-        client, _ = _client(server, reasoning_effort="high")
+        client, _ = _client(server, reasoning_effort="high", temperature=0.2, extra_body={"top_k": 20})
         response = await client.complete(QUESTION, max_output_tokens=1000)
         await client.aclose()
     assert response.usage.reasoning_tokens == 850
@@ -84,6 +84,7 @@ async def test_reasoning_tokens_effort_and_output_cap() -> None:
     assert response.usage.total == 950
     body = server.requests[0].json
     assert body["reasoning_effort"] == "high"
+    assert (body["temperature"], body["top_k"]) == (0.2, 20)
     assert body["max_completion_tokens"] == 1000
     assert "max_tokens" not in body
 
