@@ -329,8 +329,7 @@ def _data_blocks(samples: list[SampleRecord], force_at: int, cap: int) -> str:
     ]
     # One block per sample: the browser only parses the ones a reader opens (or searches).
     blocks += [
-        f'<script type="application/json" id="sample-{i}">'
-        f"{json_for_script(embedded_record(s))}</script>"
+        f'<script type="application/json" id="sample-{i}">{json_for_script(embedded_record(s))}</script>'
         for i, s in enumerate(samples)
     ]
     return "".join(blocks)

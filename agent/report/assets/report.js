@@ -139,7 +139,8 @@
   /* ---------- one sample's detail, built only when it is opened ---------- */
   function tokenChart(rec, meta) {
     var turns = rec.turns || [];
-    if (!turns.length) return null;
+    // One-turn, tool-free samples (judged tracks) gain nothing from a budget chart.
+    if (turns.length < 2 && rec.forced_submission_turn === null) return null;
     var W = 420, H = 150, L = 48, R = 10, T = 10, B = 24;
     var maxTurn = Math.max(1, turns[turns.length - 1].turn);
     var maxTok = Math.max(meta.token_cap, turns[turns.length - 1].cumulative_tokens) * 1.06;
@@ -490,8 +491,12 @@
     var hash = /^#sample-(\d+)$/.exec(window.location.hash);
     render();
     if (hash) openSample(Number(hash[1]));
-    window.__proctorReport = { ready: true, readyAt: performance.now(), open: openSample, samples: index.length };
+    var report = { ready: true, readyAt: performance.now(), paintedAt: null, open: openSample,
+      samples: index.length };
+    window.__proctorReport = report;
     document.body.setAttribute("data-ready", "1");
+    /* The first frame after the list is built: what "the page has opened" means to a reader. */
+    requestAnimationFrame(function () { setTimeout(function () { report.paintedAt = performance.now(); }, 0); });
   }
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", init);

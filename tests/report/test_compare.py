@@ -1,0 +1,129 @@
+"""Paired comparison math, checked against numbers worked out by hand, and the CLI."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.errors import UserError
+from agent.records import Outcome, SampleRecord
+from agent.report.compare import compare_runs
+from agent.report.compare_view import render_comparison
+from agent.report.loader import load_run
+from agent.report.stats import bootstrap_ci, paired_difference, standard_error
+from tests.report.run_factory import header, make_frontiermath_sample, write_run
+
+# (task, subject, outcomes per trial) for two models. Task t4 is only in A, t5 only in B,
+# and B's judge error on t3 is not a result, so t3 for B is 1 of 2 scored trials... see below.
+RUN_A = {
+    "t1": ("algebra", [Outcome.CORRECT, Outcome.INCORRECT]),  # 0.5
+    "t2": ("algebra", [Outcome.CORRECT, Outcome.CORRECT]),  # 1.0
+    "t3": ("geometry", [Outcome.INCORRECT, Outcome.INCORRECT]),  # 0.0
+    "t4": ("geometry", [Outcome.CORRECT]),
+}
+RUN_B = {
+    "t1": ("algebra", [Outcome.CORRECT, Outcome.CORRECT]),  # 1.0
+    "t2": ("algebra", [Outcome.CORRECT, Outcome.INCORRECT]),  # 0.5
+    "t3": ("geometry", [Outcome.CORRECT, Outcome.INCORRECT, Outcome.JUDGE_ERROR]),  # 0.5
+    "t5": ("geometry", [Outcome.INCORRECT]),
+}
+
+
+def _write(tmp_path: Path, name: str, model: str, plan: dict[str, tuple[str, list[Outcome]]]) -> Path:
+    rng = random.Random(5)
+    samples: list[SampleRecord] = []
+    for task, (subject, outcomes) in plan.items():
+        for trial, outcome in enumerate(outcomes):
+            base = make_frontiermath_sample(rng, 0, run_id=name, model=model, force_at=660_000, cap=10**6)
+            samples.append(
+                base.model_copy(
+                    update={
+                        "task_id": task,
+                        "trial": trial,
+                        "subject": subject,
+                        "outcome": outcome,
+                        "success": outcome == Outcome.CORRECT,
+                    }
+                )
+            )
+    head = header(
+        name, [model], track="frontiermath", force_at=660_000, cap=10**6, backend="docker", samples=samples
+    )
+    return write_run(tmp_path / name, samples, head)
+
+
+@pytest.fixture()
+def two_runs(tmp_path: Path) -> tuple[Path, Path]:
+    return _write(tmp_path, "run-a", "model-a", RUN_A), _write(tmp_path, "run-b", "model-b", RUN_B)
+
+
+def test_paired_differences_match_hand_computation(two_runs: tuple[Path, Path]) -> None:
+    comparison = compare_runs([load_run(p) for p in two_runs])
+    assert [arm.label for arm in comparison.arms] == ["model-a", "model-b"]
+    overall = next(p for p in comparison.paired if p.subject is None)
+    # Tasks in common t1, t2, t3; B - A = [+0.5, -0.5, +0.5].
+    assert overall.difference.n == 3
+    assert overall.difference.mean == pytest.approx(1 / 6)
+    # sd = sqrt(((1/3)^2 + (2/3)^2 + (1/3)^2) / 2) = sqrt(1/3); SE = sd / sqrt(3) = 1/3.
+    assert overall.difference.se == pytest.approx(1 / 3)
+    # Resampling 3 tasks: all three -0.5 has probability 1/27 > 2.5%, all +0.5 has 8/27.
+    assert (overall.difference.ci_low, overall.difference.ci_high) == (-0.5, 0.5)
+    by_subject = {p.subject: p.difference for p in comparison.paired if p.subject}
+    assert by_subject["algebra"].mean == pytest.approx(0.0)
+    assert by_subject["algebra"].se == pytest.approx(0.5)
+    assert by_subject["geometry"].mean == pytest.approx(0.5)
+    assert by_subject["geometry"].n == 1 and by_subject["geometry"].se == 0.0
+    # Each arm's own accuracy uses all its scored samples (judge errors left out).
+    arm_b = comparison.arms[1]
+    assert arm_b.task_means == {"t1": 1.0, "t2": 0.5, "t3": 0.5, "t5": 0.0}
+    assert comparison.tasks == ["t1", "t2", "t3", "t4", "t5"]
+
+
+def test_stats_primitives() -> None:
+    # variance = 4 * 0.25 / 3 = 1/3, so SE = sqrt(1/3) / sqrt(4).
+    assert standard_error([1.0, 0.0, 1.0, 0.0]) == pytest.approx((1 / 3) ** 0.5 / 2)
+    assert bootstrap_ci([2.0]) == (2.0, 2.0)
+    low, high = bootstrap_ci([0.0, 1.0] * 50)
+    assert 0.35 < low < 0.5 < high < 0.65
+    assert paired_difference([]).n == 0
+
+
+def test_one_arm_is_a_clear_error(two_runs: tuple[Path, Path]) -> None:
+    with pytest.raises(UserError, match="at least two"):
+        compare_runs([load_run(two_runs[0])])
+
+
+def test_same_model_in_two_runs_is_labelled_by_run(tmp_path: Path) -> None:
+    first = _write(tmp_path, "run-1", "same-model", RUN_A)
+    second = _write(tmp_path, "run-2", "same-model", RUN_B)
+    comparison = compare_runs([load_run(first), load_run(second)])
+    assert [arm.label for arm in comparison.arms] == ["run-1 · same-model", "run-2 · same-model"]
+
+
+def test_compare_cli_prints_tables_and_writes_page(two_runs: tuple[Path, Path], tmp_path: Path) -> None:
+    page = tmp_path / "cmp.html"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from agent.cli import main; main()",
+            "compare",
+            *map(str, two_runs),
+            "--html",
+            str(page),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "+16.7 pp" in result.stdout and "33.3 pp" in result.stdout
+    assert "[-50.0, +50.0] pp" in result.stdout
+    html = page.read_text()
+    assert "+16.7 pp" in html and "model-a" in html and "<script" not in html
+    assert render_comparison(compare_runs([load_run(p) for p in two_runs])) == html
