@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from agent.judge.caller import JudgeResult, ask_judge
 from agent.judge.precheck import PrecheckResult, precheck
 from agent.judge.prompts import fill_template
+from agent.judge.symbolic import symbolic_pair
 from agent.judge.verdict import BinaryVerdict, PointsVerdict, parse_binary_verdict, parse_points_verdict
 from agent.model.base import ModelClient
 from agent.records import JudgeRecord, Outcome
@@ -49,10 +50,16 @@ async def grade_olympiad(
     answer: str,
     final_answer: str | None,
     use_precheck: bool = True,
+    symbolic: bool = True,
+    symbolic_timeout_s: float = 5.0,
     parse_retries: int = 2,
 ) -> Grade:
     """``answer`` goes to the judge; ``final_answer`` (the marked one, if any) to the pre-check."""
-    checked: PrecheckResult | None = precheck(reference, final_answer) if use_precheck else None
+    checked: PrecheckResult | None = None
+    if use_precheck:
+        checked = precheck(reference, final_answer)
+        if not checked.settled_correct and symbolic:
+            checked = await _symbolic_precheck(reference, final_answer, symbolic_timeout_s) or checked
     if checked is not None and checked.settled_correct:
         record = JudgeRecord(decided_by="precheck", verdict="CORRECT", precheck=checked.describe())
         return Grade(Outcome.CORRECT, 1.0, True, record)
@@ -69,6 +76,18 @@ async def grade_olympiad(
     record.verdict = result.verdict.text
     correct = result.verdict.correct
     return Grade(Outcome.CORRECT if correct else Outcome.INCORRECT, float(correct), correct, record)
+
+
+async def _symbolic_precheck(reference: str, answer: str | None, timeout_s: float) -> PrecheckResult | None:
+    pair = symbolic_pair(reference, answer)
+    if pair is None:
+        return None
+    from agent.scoring.eed import eed_score_async
+
+    result = await eed_score_async(*pair, mode="fixed", timeout_s=timeout_s)
+    if result.status == "equivalent":
+        return PrecheckResult(True, "symbolic")
+    return PrecheckResult(False, f"no exact or numeric match; symbolic check: {result.status}")
 
 
 async def grade_research(

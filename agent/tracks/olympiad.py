@@ -68,6 +68,8 @@ class OlympiadTrack(Track):
             answer=for_judge,
             final_answer=final_answer,
             use_precheck=self.settings.precheck,
+            symbolic=self.settings.symbolic_precheck,
+            symbolic_timeout_s=self.settings.precheck_timeout_s,
             parse_retries=self.settings.judge_retries,
         )
         return log.finish(

@@ -26,6 +26,9 @@ class OlympiadOptions(_Options):
     python_tool: bool = False
     max_tool_turns: int = Field(default=20, ge=1)
     precheck: bool = True
+    # Part of the pre-check: plain-algebra answers compared with sympy (EED's equivalence step).
+    symbolic_precheck: bool = True
+    precheck_timeout_s: float = Field(default=5.0, gt=0)
     # "full": the judge sees the model's whole final response (the default: the judge decides
     # what the attempted answer is). "final": only the text after the last "FINAL ANSWER:"
     # marker, falling back to the whole response when there is none.

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from tests.judge.support import GOLD_DIR
@@ -44,6 +45,7 @@ def run_proctor(config: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     return records, json.loads((run_dir / "summary.json").read_text())
 
 
+@pytest.mark.slow
 def test_olympiad_run_counts_judge_errors_apart(tmp_path: Path) -> None:
     gold = gold_file("olympiad")
     tasks = tmp_path / "olympiad.jsonl"
@@ -86,6 +88,7 @@ def test_olympiad_run_counts_judge_errors_apart(tmp_path: Path) -> None:
     assert overall["accuracy_errors_as_failures"]["mean"] < 1.0
 
 
+@pytest.mark.slow
 def test_research_run_reports_points_and_success_rate(tmp_path: Path) -> None:
     gold = gold_file("research")
     tasks = tmp_path / "research.jsonl"
