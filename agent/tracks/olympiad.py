@@ -14,7 +14,7 @@ from agent.judge.grading import grade_olympiad
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, OLYMPIAD_PLACEHOLDERS, fill_template, load_template
 from agent.records import Outcome, SampleRecord
 from agent.tracks.base import SampleContext, Track
-from agent.tracks.science_common import ModelFailed, SampleLog, ask_model_once, marked_final_answer
+from agent.tracks.science_common import ModelFailed, SampleLog, ask_model_once, final_answer_of
 from agent.tracks.science_options import OlympiadOptions, parse_options
 from agent.tracks.science_tasks import ScienceTask, load_science_tasks
 
@@ -58,7 +58,7 @@ class OlympiadTrack(Track):
             return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
         if not response.strip():
             return log.finish(Outcome.NO_SUBMISSION, error="the model's final response is empty")
-        final_answer = marked_final_answer(response)
+        final_answer = final_answer_of(response)
         for_judge = final_answer if self.settings.judge_answer == "final" and final_answer else response
         grade = await grade_olympiad(
             judge=ctx.judge,

@@ -33,6 +33,17 @@ def marked_final_answer(response: str | None) -> str | None:
     return tail or None
 
 
+def final_answer_of(response: str | None) -> str | None:
+    """The answer the pre-check compares: the ``FINAL ANSWER:`` section, else the last ``\\boxed{}``."""
+    marked = marked_final_answer(response)
+    if marked is not None or not response:
+        return marked
+    from agent.scoring.eed import extract_boxed
+
+    boxed = extract_boxed(response)
+    return boxed.strip() or None if boxed is not None else None
+
+
 @dataclass
 class SampleLog:
     """Everything one sample produces before it is graded."""

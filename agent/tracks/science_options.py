@@ -30,8 +30,8 @@ class OlympiadOptions(_Options):
     symbolic_precheck: bool = True
     precheck_timeout_s: float = Field(default=5.0, gt=0)
     # "full": the judge sees the model's whole final response (the default: the judge decides
-    # what the attempted answer is). "final": only the text after the last "FINAL ANSWER:"
-    # marker, falling back to the whole response when there is none.
+    # what the attempted answer is). "final": only the marked answer (the text after the last
+    # "FINAL ANSWER:" marker, else the last \boxed{}), or the whole response when there is none.
     judge_answer: Literal["full", "final"] = "full"
 
 

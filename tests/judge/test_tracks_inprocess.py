@@ -171,3 +171,13 @@ def test_options_are_validated_and_python_tool_needs_a_sandbox() -> None:
     assert make_track("olympiad").needs_sandbox is False
     assert make_track("olympiad", {"python_tool": True}).needs_sandbox is True
     assert make_track("research").needs_sandbox is False
+
+
+@pytest.mark.parametrize(
+    "response",
+    [r"So $v = \boxed{6.69}$ m/s.", "Thus:\n\n**Final Answer:** 6.69", "final answer: 6.7"],
+)
+async def test_final_answer_markers_feed_the_precheck(response: str) -> None:
+    judge = ListClient([])
+    record = await OlympiadTrack().run_sample(PENDULUM, 0, make_ctx(ListClient([response]), judge))
+    assert record.outcome is Outcome.CORRECT and judge.requests == []
