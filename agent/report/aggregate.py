@@ -1,7 +1,8 @@
-"""Summary rows for the report: accuracy with uncertainty, outcomes, tokens, cost, time.
+"""Summary rows for the report, computed by ``agent.summary.summarize_group``.
 
-Accuracy is taken over *scored* samples only. Samples whose outcome says nothing about the
-model (judge, model or verifier errors) are counted in their own column, never as wrong.
+Using the run summary's own function keeps the page and ``summary.json`` identical in
+meaning: accuracy over scored samples only (judge, model and verifier errors are counted
+apart, never as wrong), task-clustered SE and bootstrap CI, cost from configured prices.
 """
 
 from __future__ import annotations
@@ -9,10 +10,11 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from agent.records import ERROR_OUTCOMES, Outcome, SampleRecord
-from agent.report.loader import ModelPrice
-from agent.report.stats import Estimate, estimate_by_cluster, mean
+from agent.report.stats import Estimate
+from agent.summary import NO_EFFORT, NO_SUBJECT, Prices, summarize_group
 
 # Display order for outcomes: good, bad, then the error kinds.
 OUTCOME_ORDER: tuple[Outcome, ...] = (
@@ -27,6 +29,8 @@ OUTCOME_ORDER: tuple[Outcome, ...] = (
     Outcome.MODEL_ERROR,
     Outcome.SCORER_TIMEOUT,
 )
+
+GroupKey = tuple[str, str, str | None, str | None]  # track, model, subject, effort
 
 
 @dataclass
@@ -60,71 +64,55 @@ def is_scored(sample: SampleRecord) -> bool:
 
 
 def summarise(
-    samples: list[SampleRecord],
-    key: Callable[[SampleRecord], tuple[str, str, str | None, str | None]],
-    prices: dict[str, ModelPrice],
+    samples: list[SampleRecord], key: Callable[[SampleRecord], GroupKey], prices: Prices
 ) -> list[GroupRow]:
-    groups: dict[tuple[str, str, str | None, str | None], list[SampleRecord]] = defaultdict(list)
+    groups: dict[GroupKey, list[SampleRecord]] = defaultdict(list)
     for sample in samples:
         groups[key(sample)].append(sample)
-    return [
-        _row(group_key, members, prices)
-        for group_key, members in sorted(groups.items(), key=lambda item: tuple(str(p) for p in item[0]))
-    ]
+    ordered = sorted(groups.items(), key=lambda item: tuple(str(p) for p in item[0]))
+    return [_row(group_key, members, prices) for group_key, members in ordered]
 
 
-def overall_rows(samples: list[SampleRecord], prices: dict[str, ModelPrice]) -> list[GroupRow]:
+def overall_rows(samples: list[SampleRecord], prices: Prices) -> list[GroupRow]:
     return summarise(samples, lambda s: (s.track, s.model, None, None), prices)
 
 
-def subject_rows(samples: list[SampleRecord], prices: dict[str, ModelPrice]) -> list[GroupRow]:
-    return summarise(samples, lambda s: (s.track, s.model, s.subject or "(none)", None), prices)
+def subject_rows(samples: list[SampleRecord], prices: Prices) -> list[GroupRow]:
+    return summarise(samples, lambda s: (s.track, s.model, s.subject or NO_SUBJECT, None), prices)
 
 
-def effort_rows(samples: list[SampleRecord], prices: dict[str, ModelPrice]) -> list[GroupRow]:
+def effort_rows(samples: list[SampleRecord], prices: Prices) -> list[GroupRow]:
     """Per reasoning effort, only when a run actually varied it."""
     if len({s.reasoning_effort for s in samples}) <= 1:
         return []
-    return summarise(samples, lambda s: (s.track, s.model, None, s.reasoning_effort or "default"), prices)
+    return summarise(samples, lambda s: (s.track, s.model, None, s.reasoning_effort or NO_EFFORT), prices)
 
 
 def outcome_counts(samples: Iterable[SampleRecord]) -> Counter[str]:
     return Counter(str(s.outcome) for s in samples)
 
 
-def _row(
-    group_key: tuple[str, str, str | None, str | None],
-    members: list[SampleRecord],
-    prices: dict[str, ModelPrice],
-) -> GroupRow:
+def _mean_of(estimate: dict[str, Any] | None) -> float | None:
+    return None if not estimate else float(estimate["mean"])
+
+
+def _row(group_key: GroupKey, members: list[SampleRecord], prices: Prices) -> GroupRow:
     track, model, subject, effort = group_key
-    by_task: dict[str, list[float]] = defaultdict(list)
-    for sample in members:
-        if is_scored(sample):
-            by_task[sample.task_id].append(1.0 if sample.success else 0.0)
-    points = [s.score for s in members if is_scored(s)]
-    # Points only mean something beyond 0/1 on graded tracks (Research: 0..10).
-    graded = any(p not in (0.0, 1.0) for p in points) or track.endswith("research")
-    eed_scores = [s.eed.score for s in members if s.eed is not None]
-    price = prices.get(model)
-    cost = None
-    if price is not None:
-        cost = sum(price.cost(s.input_tokens, s.output_tokens) for s in members)
+    group = summarize_group(members, prices=prices)
     return GroupRow(
         track=track,
         model=model,
         subject=subject,
         reasoning_effort=effort,
-        samples=len(members),
-        tasks=len({s.task_id for s in members}),
-        accuracy=estimate_by_cluster(dict(by_task)),
-        outcome_counts=outcome_counts(members),
-        error_samples=sum(1 for s in members if not is_scored(s)),
-        # The outcome is authoritative: a parse error the judge's retry fixed is not an error.
-        judge_errors=sum(1 for s in members if s.outcome == Outcome.JUDGE_ERROR),
-        mean_points=mean(points) if graded and points else None,
-        mean_eed=mean(eed_scores) if eed_scores else None,
-        total_tokens=sum(s.total_tokens for s in members),
-        cost_usd=cost,
-        sample_time_s=sum(s.duration_s for s in members),
+        samples=group["samples"],
+        tasks=group["tasks"],
+        accuracy=Estimate.from_summary(group["accuracy"]),
+        outcome_counts=Counter(group["outcomes"]),
+        error_samples=group["errors"]["total"],
+        judge_errors=group["errors"].get(Outcome.JUDGE_ERROR.value, 0),
+        mean_points=_mean_of(group.get("points")),
+        mean_eed=_mean_of(group.get("eed")),
+        total_tokens=group["tokens"]["total"],
+        cost_usd=group["cost_usd"],
+        sample_time_s=group["sample_seconds"],
     )

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from agent.errors import UserError
 from agent.records import SampleRecord
+from agent.summary import wall_seconds as summary_wall_seconds
 
 SAMPLES_FILE = "samples.jsonl"
 HEADER_FILE = "run.json"
@@ -24,16 +25,6 @@ SUMMARY_FILE = "summary.json"
 
 DEFAULT_FORCE_SUBMIT_AT = 660_000
 DEFAULT_TOKEN_CAP = 1_000_000
-
-
-@dataclass(frozen=True)
-class ModelPrice:
-    input_per_mtok: float
-    output_per_mtok: float
-
-    def cost(self, input_tokens: int, output_tokens: int) -> float:
-        # Providers bill reasoning tokens as output; our output_tokens already include them.
-        return (input_tokens * self.input_per_mtok + output_tokens * self.output_per_mtok) / 1e6
 
 
 @dataclass
@@ -70,28 +61,58 @@ class RunData:
     @property
     def tracks(self) -> list[str]:
         names = sorted({s.track for s in self.samples})
-        if not names and self.config.get("track"):
-            names = [str(self.config["track"])]
+        configured = self.header.get("track") or self.config.get("track")
+        if not names and configured:
+            names = [str(configured)]
         return names
 
     @property
     def models(self) -> list[str]:
-        names = [s.model for s in self.samples]
-        configured = [str(m.get("name")) for m in self.config.get("models") or [] if isinstance(m, dict)]
-        return list(dict.fromkeys([*configured, *names]))
+        """Model labels: the header's (in config order), then any only the records name."""
+        described = [m for m in self.header.get("models") or [] if isinstance(m, dict)]
+        configured = [str(m.get("label") or m.get("name")) for m in described] or [
+            str(m.get("name")) for m in self.config.get("models") or [] if isinstance(m, dict)
+        ]
+        return list(dict.fromkeys([*configured, *(s.model for s in self.samples)]))
 
     @property
-    def prices(self) -> dict[str, ModelPrice]:
-        prices: dict[str, ModelPrice] = {}
-        for model in self.config.get("models") or []:
-            if not isinstance(model, dict):
-                continue
-            input_price = model.get("input_price_per_mtok")
-            output_price = model.get("output_price_per_mtok")
-            if input_price is None and output_price is None:
-                continue
-            prices[str(model.get("name"))] = ModelPrice(float(input_price or 0.0), float(output_price or 0.0))
+    def prices(self) -> dict[str, tuple[float | None, float | None]]:
+        """Record label -> (input, output) USD per million tokens, for models that set prices.
+
+        Records carry the runner's model *label* (the name, plus "@effort" for twins); the
+        header's ``models`` list pairs labels with configs in order.
+        """
+        configs = [m for m in self.config.get("models") or [] if isinstance(m, dict)]
+        described = [m for m in self.header.get("models") or [] if isinstance(m, dict)]
+        labels = [str(m.get("label") or m.get("name")) for m in described]
+        if len(labels) != len(configs):
+            labels = [str(m.get("name")) for m in configs]
+        prices: dict[str, tuple[float | None, float | None]] = {}
+        for label, model in zip(labels, configs, strict=True):
+            input_price, output_price = model.get("input_price_per_mtok"), model.get("output_price_per_mtok")
+            if input_price is not None or output_price is not None:
+                prices[label] = (
+                    None if input_price is None else float(input_price),
+                    None if output_price is None else float(output_price),
+                )
         return prices
+
+    @property
+    def isolates_less(self) -> bool:
+        """Whether the sandbox was one that isolates less than Docker (the local backend)."""
+        if self.header.get("sandbox_isolates_less"):
+            return True
+        return str(self.sandbox.get("backend", "")).lower() == "local"
+
+    @property
+    def started_at(self) -> str | None:
+        value = self.header.get("started_at") or self.header.get("created_at")
+        return str(value) if value else None
+
+    @property
+    def ended_at(self) -> str | None:
+        value = self.header.get("ended_at") or self.header.get("finished_at")
+        return str(value) if value else None
 
     @property
     def sandbox(self) -> dict[str, Any]:
@@ -112,8 +133,11 @@ class RunData:
 
     @property
     def wall_time_s(self) -> float | None:
-        start = _parse_time(self.header.get("started_at") or self.header.get("start"))
-        end = _parse_time(self.header.get("finished_at") or self.header.get("end"))
+        """The run summary's wall time (summed over resumed sessions), else header or record stamps."""
+        sessions = summary_wall_seconds(self.header) if self.header.get("sessions") else None
+        if sessions is not None:
+            return sessions
+        start, end = _parse_time(self.started_at), _parse_time(self.ended_at)
         if start is None or end is None:
             starts = [t for t in (_parse_time(s.started_at) for s in self.samples) if t]
             ends = [t for t in (_parse_time(s.finished_at) for s in self.samples) if t]

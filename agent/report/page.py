@@ -25,6 +25,7 @@ from agent.report.aggregate import (
     subject_rows,
 )
 from agent.report.loader import RunData
+from agent.summary import Prices
 
 LOCAL_BACKEND_WARNING = (
     "This run used the local sandbox backend, which isolates less than Docker: programs ran as host "
@@ -77,19 +78,27 @@ def render_report(run: RunData) -> str:
 
 def _warnings(run: RunData) -> list[str]:
     warnings = []
-    if str(run.sandbox.get("backend", "")).lower() == "local":
-        warnings.append(LOCAL_BACKEND_WARNING)
+    if run.isolates_less:
+        reason = run.sandbox.get("fallback_reason")
+        warnings.append(LOCAL_BACKEND_WARNING + (f" Reason recorded: {reason}" if reason else ""))
     status = run.header.get("status")
-    if status and status not in ("finished", "complete", "completed", "done"):
+    if status and status != "finished":
         warnings.append(f"Run status is {status!r}: the run did not finish, so these results are partial.")
     return warnings + run.warnings
 
 
 def _header(run: RunData) -> str:
     sandbox = run.sandbox
-    image = sandbox.get("image_id") or sandbox.get("image") or "—"
+    backend = sandbox.get("backend")
+    image = sandbox.get("image_id") or sandbox.get("image") or "none"
     if sandbox.get("image") and sandbox.get("image_id") and sandbox["image"] != sandbox["image_id"]:
         image = f"{sandbox['image']} ({sandbox['image_id']})"
+    if not backend:
+        sandbox_text = "none (no sandbox was used)"
+    elif run.isolates_less:
+        sandbox_text = f"{backend} (isolates less) · python {sandbox.get('python_version') or '?'}"
+    else:
+        sandbox_text = f"{backend} · image {image}"
     versions = run.header.get("versions")
     version_text = ", ".join(f"{k} {v}" for k, v in versions.items()) if isinstance(versions, dict) else "—"
     force_at, cap = run.budget
@@ -98,10 +107,10 @@ def _header(run: RunData) -> str:
         ("run", run.run_id),
         ("track", ", ".join(run.tracks) or "—"),
         ("model", ", ".join(run.models) or "—"),
-        ("sandbox", f"{sandbox.get('backend', '—')} · image {image}"),
+        ("sandbox", sandbox_text),
         ("budget", f"force submit at {force_at:,} · cap {cap:,} tokens"),
-        ("started", run.header.get("started_at") or "—"),
-        ("finished", run.header.get("finished_at") or "—"),
+        ("started", run.started_at or "—"),
+        ("ended", run.ended_at or "—"),
         ("wall time", _duration(wall) if wall is not None else "—"),
         ("status", run.header.get("status") or "—"),
         ("versions", version_text),
@@ -188,7 +197,7 @@ def _outcome_table(samples: list[SampleRecord]) -> str:
     return "".join(out)
 
 
-def _summary_section(samples: list[SampleRecord], prices: dict[str, Any], run: RunData) -> str:
+def _summary_section(samples: list[SampleRecord], prices: Prices, run: RunData) -> str:
     parts = ['<section class="card" id="summary"><h2>Summary</h2>']
     if not samples:
         parts.append('<p class="muted">This run has no finished samples yet.</p></section>')

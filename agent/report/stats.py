@@ -1,89 +1,82 @@
-"""The one place the report gets its uncertainty math from.
+"""The one place the report gets its uncertainty math from: ``agent.stats``.
 
-Aggregation belongs to ``agent.summary`` (written with the runner). Until its pure
-functions are importable, the small fallbacks below stand in, so swapping is a one-file
-change and the report and ``proctor compare`` never disagree with the run summary.
+The run summary (``agent.summary``) and this report share those functions, so the page,
+``summary.json`` and ``proctor compare`` can never disagree about a mean or an interval.
+This module only adapts them to one shape with NaN for "undefined" (one task has no SE).
 """
 
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-BOOTSTRAP_RESAMPLES = 2000
-CI_LEVEL = 0.95
-# A fixed seed keeps a report byte-identical when it is rebuilt from the same run.
-BOOTSTRAP_SEED = 20261130
+from agent import stats as shared
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """A mean with its standard error and a percentile bootstrap interval."""
+    """A mean with its standard error and a 95% percentile bootstrap interval (NaN: undefined)."""
 
     mean: float
     se: float
     ci_low: float
     ci_high: float
     n: int
+    tasks: int = 0
+
+    @classmethod
+    def empty(cls) -> Estimate:
+        return cls(math.nan, math.nan, math.nan, math.nan, 0, 0)
+
+    @classmethod
+    def from_summary(cls, data: dict[str, Any] | None) -> Estimate:
+        """From an estimate dict as ``agent.summary`` writes it into summary.json."""
+        if not data:
+            return cls.empty()
+        se = data.get("se")
+        return cls(
+            mean=float(data["mean"]),
+            se=math.nan if se is None else float(se),
+            ci_low=float(data["ci95_low"]),
+            ci_high=float(data["ci95_high"]),
+            n=int(data.get("n_samples", 0)),
+            tasks=int(data.get("n_tasks", 0)),
+        )
 
 
 def mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else math.nan
+    return shared.mean(values) if values else math.nan
 
 
 def standard_error(values: Sequence[float]) -> float:
-    """Sample standard deviation over sqrt(n); 0 for a single value, NaN for none."""
-    n = len(values)
-    if n == 0:
-        return math.nan
-    if n == 1:
-        return 0.0
-    m = mean(values)
-    variance = sum((v - m) ** 2 for v in values) / (n - 1)
-    return math.sqrt(variance / n)
+    se = shared.standard_error(values)
+    return math.nan if se is None else se
 
 
-def bootstrap_ci(
-    values: Sequence[float],
-    *,
-    resamples: int = BOOTSTRAP_RESAMPLES,
-    level: float = CI_LEVEL,
-    seed: int = BOOTSTRAP_SEED,
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean of ``values`` (resampled with replacement)."""
-    n = len(values)
-    if n == 0:
+def bootstrap_ci(values: Sequence[float]) -> tuple[float, float]:
+    if not values:
         return (math.nan, math.nan)
-    if n == 1:
-        return (values[0], values[0])
-    rng = random.Random(seed)
-    data = list(values)
-    means = sorted(sum(rng.choices(data, k=n)) / n for _ in range(resamples))
-    tail = (1.0 - level) / 2.0
-    low_index = math.floor(tail * (resamples - 1))
-    high_index = math.ceil((1.0 - tail) * (resamples - 1))
-    return (means[low_index], means[high_index])
+    return shared.bootstrap_ci(values)
 
 
 def estimate_by_cluster(values_by_cluster: dict[str, list[float]]) -> Estimate:
-    """Mean over all values; SE and bootstrap CI over per-cluster (per-task) means.
-
-    Trials of one task are correlated, so the uncertainty is taken over tasks, not samples.
-    With one trial per task this is the ordinary per-sample estimate.
-    """
-    all_values = [v for values in values_by_cluster.values() for v in values]
-    cluster_means = [mean(values) for values in values_by_cluster.values() if values]
-    if not all_values:
-        return Estimate(math.nan, math.nan, math.nan, math.nan, 0)
-    low, high = bootstrap_ci(cluster_means)
-    return Estimate(mean(all_values), standard_error(cluster_means), low, high, len(all_values))
+    """Mean of per-task means, task-level SE and a bootstrap CI that resamples tasks."""
+    estimate = shared.clustered_estimate(values_by_cluster)
+    if estimate is None:
+        return Estimate.empty()
+    return Estimate.from_summary(estimate.to_dict())
 
 
 def paired_difference(differences: Sequence[float]) -> Estimate:
-    """Mean of per-task paired differences, its SE over tasks and a paired bootstrap CI."""
+    """Mean of per-task paired differences, its SE over tasks and a paired bootstrap CI.
+
+    Resampling the per-task differences is resampling tasks with both arms kept together.
+    """
     if not differences:
-        return Estimate(math.nan, math.nan, math.nan, math.nan, 0)
+        return Estimate.empty()
     low, high = bootstrap_ci(differences)
-    return Estimate(mean(differences), standard_error(differences), low, high, len(differences))
+    return Estimate(
+        mean(differences), standard_error(differences), low, high, len(differences), len(differences)
+    )

@@ -318,6 +318,7 @@ def header(
     samples: list[SampleRecord],
     prices: bool = True,
 ) -> dict[str, Any]:
+    """A run.json laid out as agent.runner writes it."""
     model_configs = []
     for name in models:
         config: dict[str, Any] = {"name": name, "reasoning_effort": "high"}
@@ -325,8 +326,27 @@ def header(
             config.update(input_price_per_mtok=1.25, output_price_per_mtok=10.0)
         model_configs.append(config)
     end = max((s.finished_at for s in samples), default=START.isoformat())
+    if backend == "docker":
+        sandbox: dict[str, Any] = {
+            "backend": "docker",
+            "image": "proctor/frontiermath-python:abc123",
+            "image_id": IMAGE_ID,
+            "isolation": "container",
+        }
+    else:
+        sandbox = {
+            "backend": "local",
+            "image": None,
+            "image_id": None,
+            "python_version": "3.11.7",
+            "isolation": "reduced",
+            "fallback_reason": "no Docker engine answered",
+        }
     return {
         "run_id": run_id,
+        "track": track,
+        "status": "finished",
+        "created_at": START.isoformat(),
         "config": {
             "track": track,
             "tasks": "configs/tasks/sample.jsonl",
@@ -335,15 +355,15 @@ def header(
             "budget": {"token_cap": cap, "force_submit_at": force_at},
             "sandbox": {"backend": backend},
         },
+        "models": [
+            {"label": name, "name": name, "reasoning_effort": "high", "api": "chat"} for name in models
+        ],
+        "sessions": [{"started_at": START.isoformat(), "ended_at": end, "status": "finished"}],
         "versions": {"proctor": "0.1.0", "python": "3.11.7", "openai": "1.60.0"},
-        "sandbox": {
-            "backend": backend,
-            "image_id": IMAGE_ID if backend == "docker" else None,
-            "image": "proctor/frontiermath-python:abc123" if backend == "docker" else None,
-        },
+        "sandbox": sandbox,
+        "sandbox_isolates_less": backend != "docker",
         "started_at": START.isoformat(),
-        "finished_at": end,
-        "status": "finished",
+        "ended_at": end,
     }
 
 

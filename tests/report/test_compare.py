@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import subprocess
 import sys
@@ -76,7 +77,8 @@ def test_paired_differences_match_hand_computation(two_runs: tuple[Path, Path]) 
     assert by_subject["algebra"].mean == pytest.approx(0.0)
     assert by_subject["algebra"].se == pytest.approx(0.5)
     assert by_subject["geometry"].mean == pytest.approx(0.5)
-    assert by_subject["geometry"].n == 1 and by_subject["geometry"].se == 0.0
+    # One task has no spread: its SE is undefined (shown as a dash), not zero.
+    assert by_subject["geometry"].n == 1 and math.isnan(by_subject["geometry"].se)
     # Each arm's own accuracy uses all its scored samples (judge errors left out).
     arm_b = comparison.arms[1]
     assert arm_b.task_means == {"t1": 1.0, "t2": 0.5, "t3": 0.5, "t5": 0.0}
