@@ -3,7 +3,9 @@
 Only plain algebra is tried: both sides must use a whitelisted set of characters and LaTeX
 commands (fractions, roots, powers, Greek letters, elementary functions). Anything that could
 carry meaning the algebra would drop goes to the judge instead: vectors and hats, units in
-``\\text``, relations and ``\\approx``, absolute values, several answers separated by commas.
+``\\text``, relations and ``\\approx``, absolute values, several answers separated by commas,
+and words (three or more letters in a row outside a command), which sympy would read as
+products of one-letter symbols.
 
 Equivalence itself is the EED scorer's: sympy conversion, simplification and ``equals`` in a
 killable worker under a hard time limit, in its ``fixed`` mode (without the published
@@ -80,6 +82,7 @@ FUNCTIONS = (
 SAFE_COMMANDS = frozenset({"frac", "sqrt", "cdot", "times", "hbar", *GREEK, *FUNCTIONS})
 
 _COMMAND = re.compile(r"\\([A-Za-z]+)")
+_WORD = re.compile(r"[A-Za-z]{3,}")
 _SAFE_CHARACTERS = re.compile(r"[A-Za-z0-9+\-*/^_{}(). \\]+")
 MAX_LENGTH = 300
 
@@ -87,8 +90,12 @@ MAX_LENGTH = 300
 def is_plain_algebra(text: str) -> bool:
     if not text or len(text) > MAX_LENGTH or not _SAFE_CHARACTERS.fullmatch(text):
         return False
-    if not re.search(r"[A-Za-z]", _COMMAND.sub("", text)) and "\\pi" not in text:
+    plain = _COMMAND.sub(" ", text)
+    if not re.search(r"[A-Za-z]", plain) and "\\pi" not in text:
         return False  # pure numbers are the numeric rule's business
+    if _WORD.search(plain):
+        # Words parse as products of one-letter symbols, so "iron oxide" would equal "oxide iron".
+        return False
     return all(name in SAFE_COMMANDS for name in _COMMAND.findall(text))
 
 

@@ -23,6 +23,8 @@ TEMPLATE = load_template("olympiad_judge.txt", OLYMPIAD_PLACEHOLDERS)
         (r"\frac{1}{3}", "0.333", None),  # pure numbers: the numeric rule's business
         (r"\frac{a}{b}, \frac{c}{d}", r"\frac{a}{b}", None),  # several answers
         (r"|x|", "x", None),
+        ("iron oxide", "oxide iron", None),  # words would read as products of letters
+        (r"\frac{mfL}{2}", r"\frac{fLm}{2}", None),
         (r"x \approx 2y", "2y", None),
         (r"E = 3k_BT \text{ J}", "3k_BT", None),
     ],
@@ -58,7 +60,7 @@ async def test_inequivalent_expression_goes_to_the_judge() -> None:
         judge=judge,
         template=TEMPLATE,
         problem="P",
-        reference=r"\frac{mfL_xL_y^2}{2MR^2}",
+        reference=r"\frac{m f L_x L_y^2}{2 M R^2}",
         answer="resp",
         final_answer=r"\frac{m f L_y L_x^{2}}{2 M R^{2}}",
     )
