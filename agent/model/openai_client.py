@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from openai.types.chat import ChatCompletion
@@ -22,8 +23,8 @@ def usage_from_counts(
     completion_tokens: int | None,
     reasoning_tokens: int | None,
     *,
-    estimate_input: Any,
-    estimate_output: Any,
+    estimate_input: Callable[[], int],
+    estimate_output: Callable[[], int],
 ) -> Usage:
     """Provider-reported usage where present; tiktoken estimates (flagged) for what is missing.
 

@@ -124,6 +124,9 @@ class OpenAIResponsesClient:
         request: dict[str, Any] = {
             "model": api_model_name(self.cfg.name),
             "input": messages_to_input(messages),
+            # Stateless: the whole history goes with each request, so nothing needs keeping
+            # server-side, and eval transcripts should not be retained by the provider.
+            "store": False,
         }
         if tools:
             request["tools"] = tools_to_responses(tools)

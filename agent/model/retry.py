@@ -144,7 +144,9 @@ async def call_with_retries(
                     f"{endpoint}: gave up after {retries} retries; last failure: {transient.reason} ({error})"
                 ) from error
             if transient.retry_after_s is not None:
-                wait = min(transient.retry_after_s, policy.max_retry_after_s)
+                # At least what the server asked, plus up to 10% so a crowd of samples told
+                # the same wait does not return in one burst.
+                wait = min(transient.retry_after_s, policy.max_retry_after_s) * random.uniform(1.0, 1.1)
             else:
                 wait = policy.backoff(retries)
             retries += 1

@@ -308,6 +308,7 @@ async def test_responses_api_round_trip_with_tool_call() -> None:
     assert body["tool_choice"] == {"type": "function", "name": "python"}
     assert body["max_output_tokens"] == 500
     assert body["reasoning"] == {"effort": "medium"}
+    assert body["store"] is False
 
     assert response.content == "I'll print it."
     assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [
