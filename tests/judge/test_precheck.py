@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.judge.precheck import normalize_answer, precheck
+from agent.tracks.olympiad import OlympiadTrack
 
 
 @pytest.mark.parametrize(
@@ -61,3 +62,19 @@ def test_normalisation() -> None:
     assert normalize_answer(r"\cos x") == r"\cos x"  # a meaningful space survives
     assert normalize_answer("&lt;IUPAC&gt;Furan&lt;/IUPAC&gt;") == "<IUPAC>Furan</IUPAC>"
     assert normalize_answer(r"\omega\_{\rm sum}") == r"\omega_{\rm sum}"
+
+
+def test_gold_references_match_themselves_and_not_each_other() -> None:
+    """Over the real gold set: each reference settles against itself, and distinct references
+    settle against each other only where the prompt's rounding rule says so."""
+    from tests.judge.test_science_tasks import gold_file
+
+    references = [t.answer for t in OlympiadTrack().load_tasks(gold_file("olympiad"))]
+    assert all(precheck(ref, ref).settled_correct for ref in references)
+    crossed = {
+        (ref, other)
+        for ref in references
+        for other in references
+        if ref != other and precheck(ref, other).settled_correct
+    }
+    assert crossed == {("6.98", "7")}  # 7 = 7.0, which is 6.98 rounded to one decimal place
