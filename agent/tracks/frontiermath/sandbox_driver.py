@@ -62,9 +62,9 @@ def encode(value: Any, depth: int = 0) -> dict[str, Any]:
     if isinstance(value, int):
         return {"t": "int", "v": str(int(value))}
     if isinstance(value, float):
-        return {"t": "float", "v": repr(value)}
+        return {"t": "float", "v": repr(float(value))}
     if isinstance(value, complex):
-        return {"t": "complex", "v": [repr(value.real), repr(value.imag)]}
+        return {"t": "complex", "v": [repr(float(value.real)), repr(float(value.imag))]}
     if isinstance(value, str):
         return {"t": "str", "v": value}
     if isinstance(value, Fraction):

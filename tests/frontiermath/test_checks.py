@@ -1,0 +1,40 @@
+"""The static submission rules: parses, answer() with no parameters, no comments."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.tracks.frontiermath.checks import check_submission_code
+
+
+def test_clean_submission_passes() -> None:
+    code = "import sympy\n\ndef helper(n):\n    return n * 2\n\ndef answer():\n    return helper(21)\n"
+    assert check_submission_code(code) == []
+
+
+def test_hash_inside_a_string_is_not_a_comment() -> None:
+    assert check_submission_code('def answer():\n    return "#1 # not a comment"\n') == []
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        ("def answer():\n    return 1  # the answer\n", "comments (line 2)"),
+        ("# header\ndef answer():\n    # body\n    return 1\n", "comments (lines 1, 3)"),
+        ("def answer(n):\n    return n\n", "must take no arguments, but it takes: n"),
+        ("def answer(*args, **kw):\n    return 1\n", "takes: *args, **kw"),
+        ("def answer(*, k=1):\n    return k\n", "takes: k"),
+        ("def solve():\n    return 1\n", "does not define a top-level function named 'answer'"),
+        ("class A:\n    def answer(self):\n        return 1\n", "does not define a top-level function"),
+        ("async def answer():\n    return 1\n", "not 'async def'"),
+        ("def answer(:\n    return 1\n", "syntax error"),
+    ],
+)
+def test_rule_violations_are_reported(code: str, expected: str) -> None:
+    problems = check_submission_code(code)
+    assert problems and expected in " ".join(problems)
+
+
+def test_several_problems_are_all_reported() -> None:
+    problems = check_submission_code("def answer(x):\n    return x  # no\n")
+    assert len(problems) == 2

@@ -1,0 +1,321 @@
+"""The agent loop end to end: the real openai SDK and our client against a scripted server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from agent.config import RunConfig
+from agent.records import Outcome, SampleRecord
+from agent.tokens import estimate_prompt_tokens
+from agent.tracks.frontiermath.loop import NUDGE
+from agent.tracks.frontiermath.tasks import FrontierMathTask
+from agent.tracks.frontiermath.track import FrontierMathTrack
+from sandbox import Sandbox, open_sandbox
+from tests.frontiermath.support import RecordingEvents, context, integer_task, run_config, scripted_client
+from tests.support.scripted_server import HttpError, Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
+
+FORCED = {"type": "function", "function": {"name": "submit_answer"}}
+
+
+def python_call(code: str) -> ToolCallSpec:
+    return ToolCallSpec("python", json.dumps({"code": code}))
+
+
+def submit(code: str) -> ToolCallSpec:
+    return ToolCallSpec("submit_answer", json.dumps({"code": code}))
+
+
+RIGHT = "def answer():\n    return 6 * 7\n"
+
+
+def warm_up(turns: int = 6) -> list[Step]:
+    """Turns of a long conversation: 111k tokens each, so six of them pass the 660k threshold."""
+    return [
+        Reply(tool_calls=[python_call("print(1)")], usage=ReportedUsage(110_000, 1_000)) for _ in range(turns)
+    ]
+
+
+WRONG = "def answer():\n    return 41\n"
+
+
+@pytest.fixture
+async def sandbox() -> AsyncIterator[Sandbox]:
+    box = await open_sandbox("local")
+    try:
+        yield box
+    finally:
+        await box.aclose()
+
+
+async def run_sample(
+    script: list[Step] | Callable[[dict[str, Any], int], Step],
+    sandbox: Sandbox,
+    config: RunConfig | None = None,
+    task: FrontierMathTask | None = None,
+    events: RecordingEvents | None = None,
+) -> tuple[SampleRecord, ScriptedServer]:
+    config = config or run_config()
+    with ScriptedServer(script) as server:
+        client = scripted_client(server.base_url)
+        try:
+            track = FrontierMathTrack(config.track_options)
+            record = await track.run_sample(
+                task or integer_task(), 0, context(client, sandbox, config, events)
+            )
+        finally:
+            await client.aclose()
+    return record, server
+
+
+def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
+    return [m for m in request["messages"] if m["role"] == "tool"]
+
+
+async def test_right_submission_after_a_python_call(sandbox: Sandbox) -> None:
+    events = RecordingEvents()
+    record, server = await run_sample(
+        [
+            Reply(content="Let me compute.", tool_calls=[python_call("print(6 * 7)")]),
+            Reply(content="It is 42.", tool_calls=[submit(RIGHT)], usage=ReportedUsage(200, 30, 10)),
+        ],
+        sandbox,
+        events=events,
+    )
+    assert record.outcome is Outcome.CORRECT and record.success and record.score == 1.0
+    assert record.total_tokens == 15 + 230 and record.reasoning_tokens == 10
+    assert [t.cumulative_tokens for t in record.turns] == [15, 245]
+    assert record.forced_submission_turn is None and not record.cap_reached
+    # The model saw the python output; the grading verdict is never revealed to it.
+    assert tool_messages(server.requests[1].json)[0]["content"] == "42"
+    assert record.submission is not None and record.submission.code == RIGHT and record.submission.turn == 2
+    assert [c.name for c in record.tool_calls] == ["python", "submit_answer"]
+    assert all(c.duration_s > 0 for c in record.tool_calls)
+    tool_entries = [m for m in record.transcript if m["role"] == "tool"]
+    assert tool_entries[-1]["content"] == "Your answer has been submitted for grading."
+    assert all("duration_s" in m for m in tool_entries)
+    assert record.transcript[0]["role"] == "user" and "Python int" in record.transcript[0]["content"]
+    assert events.tokens == [15, 230] and events.sandbox_started == 3  # python, answer(), compare
+    assert record.sandbox_image and record.sandbox_image.startswith("local")
+    first = server.requests[0].json
+    assert first["tool_choice"] == "auto" and {t["function"]["name"] for t in first["tools"]} == {
+        "python",
+        "submit_answer",
+    }
+
+
+async def test_wrong_submission(sandbox: Sandbox) -> None:
+    record, _ = await run_sample([Reply(tool_calls=[submit(WRONG)])], sandbox)
+    assert record.outcome is Outcome.INCORRECT and not record.success and record.score == 0.0
+    assert record.submission is not None and "got int 41" in (record.error or "")
+
+
+async def test_never_submitting_model_is_forced_and_never_crosses_the_cap(sandbox: Sandbox) -> None:
+    """The model only ever runs python; its prompt grows each turn and it uses all output allowed."""
+    cap, force_at = 6_000, 3_960
+    seen: list[tuple[int, int, Any]] = []
+
+    def script(request: dict[str, Any], index: int) -> Step:
+        prompt = estimate_prompt_tokens(request["messages"], request.get("tools"))
+        completion = int(request["max_completion_tokens"])
+        seen.append((prompt, completion, request.get("tool_choice")))
+        # Disobedient even when forced: keeps calling python.
+        return Reply(
+            content="x" * 50,
+            tool_calls=[python_call("print('still thinking')")],
+            usage=ReportedUsage(prompt, min(completion, 400)),
+        )
+
+    record, server = await run_sample(script, sandbox, run_config(token_cap=cap, force_submit_at=force_at))
+    assert record.outcome is Outcome.NO_SUBMISSION
+    assert "forced turn" in (record.error or "")
+    cumulative = 0
+    for prompt, completion, _choice in seen:
+        # Never a request whose prompt alone, or prompt + allowed output, could cross the cap.
+        assert cumulative + prompt + completion < cap
+        cumulative += prompt + min(completion, 400)
+    assert record.total_tokens == cumulative < cap
+    forced = [i for i, (_, _, choice) in enumerate(seen) if choice == FORCED]
+    assert len(forced) == 1 and forced[0] == len(seen) - 1
+    assert record.turns[forced[0] - 1].cumulative_tokens >= force_at
+    assert record.turns[forced[0] - 2].cumulative_tokens < force_at if forced[0] >= 2 else True
+    assert record.forced_submission_turn == forced[0] + 1
+    last_messages = server.requests[-1].json["messages"]
+    assert (
+        last_messages[-1]["role"] == "user"
+        and "you must submit your answer now" in last_messages[-1]["content"]
+    )
+
+
+async def test_text_only_model_burns_tokens_until_the_cap_stops_it(sandbox: Sandbox) -> None:
+    """Reported usage is large and the prompt keeps growing; forcing is disabled (threshold = cap)."""
+    cap = 20_000
+    requests: list[tuple[int, int]] = []
+
+    def script(request: dict[str, Any], index: int) -> Step:
+        prompt = estimate_prompt_tokens(request["messages"], request.get("tools"))
+        requests.append((prompt, int(request["max_completion_tokens"])))
+        return Reply(
+            content="thinking " * 300, usage=ReportedUsage(prompt, int(request["max_completion_tokens"]))
+        )
+
+    config = run_config(token_cap=cap, force_submit_at=cap, max_output_tokens=1_000)
+    record, _ = await run_sample(script, sandbox, config)
+    assert record.outcome is Outcome.NO_SUBMISSION and record.cap_reached
+    assert "token cap" in (record.error or "")
+    assert all(completion <= 1_000 for _, completion in requests)
+    assert record.total_tokens < cap
+    # Each nudge counted as a turn and was sent back to the model.
+    assert sum(1 for m in record.transcript if m.get("kind") == "nudge") == len(record.turns)
+    assert all(m["content"] == NUDGE for m in record.transcript if m.get("kind") == "nudge")
+
+
+async def test_reported_usage_crossing_660k_then_1m(sandbox: Sandbox) -> None:
+    """Default numbers: 666k reported -> forced turn; the forced reply reports past 1M -> ends at once."""
+    events = RecordingEvents()
+    # The provider over-reports on the forced turn (more output than it was allowed).
+    script = [*warm_up(), Reply(tool_calls=[submit(RIGHT)], usage=ReportedUsage(115_000, 230_000))]
+    record, server = await run_sample(script, sandbox, run_config(), events=events)
+    assert [r.json["tool_choice"] for r in server.requests] == ["auto"] * 6 + [FORCED]
+    assert record.forced_submission_turn == 7
+    assert record.turns[5].cumulative_tokens == 666_000
+    assert record.turns[6].cumulative_tokens == 1_011_000
+    # At the cap the conversation ends at once: the submission in that reply is not graded.
+    assert record.outcome is Outcome.NO_SUBMISSION and record.cap_reached and record.submission is None
+    assert events.sandbox_started == 6
+    # The forced request itself asked for no more output than the cap leaves room for.
+    forced = server.requests[-1].json
+    prompt_estimate = estimate_prompt_tokens(forced["messages"], forced["tools"])
+    assert prompt_estimate < 115_000
+    assert 666_000 + 111_000 + int(forced["max_completion_tokens"]) < 1_000_000
+
+
+async def test_forced_turn_submission_is_graded(sandbox: Sandbox) -> None:
+    script = [*warm_up(), Reply(tool_calls=[submit(RIGHT)], usage=ReportedUsage(112_000, 100))]
+    record, server = await run_sample(script, sandbox)
+    assert server.requests[-1].json["tool_choice"] == FORCED
+    assert record.outcome is Outcome.CORRECT and record.forced_submission_turn == 7
+    assert record.turns[6].forced_submission and not any(t.forced_submission for t in record.turns[:6])
+    notice = server.requests[-1].json["messages"][-1]
+    assert (
+        notice["role"] == "user" and "666,000 tokens" in notice["content"] and "660,000" in notice["content"]
+    )
+
+
+async def test_malformed_tool_calls_get_errors_and_the_run_goes_on(sandbox: Sandbox) -> None:
+    malformed = [
+        ToolCallSpec("python", '{ "code": "python math.round(x)\n}\n\n'),
+        ToolCallSpec("shell", '{"code": "ls"}'),
+        ToolCallSpec("python", "{}"),
+        ToolCallSpec("submit_answer", '{"code": "def answer(): return 1", "note": 1}'),
+    ]
+    record, server = await run_sample(
+        [Reply(tool_calls=malformed), Reply(tool_calls=[submit(RIGHT)])], sandbox
+    )
+    assert record.outcome is Outcome.CORRECT
+    replies = [m["content"] for m in tool_messages(server.requests[1].json)]
+    assert len(replies) == 4
+    assert "not valid JSON" in replies[0]
+    assert "unknown tool 'shell'" in replies[1]
+    assert "missing required argument 'code'" in replies[2]
+    assert "unexpected argument(s) 'note'" in replies[3]
+    assert all(c.error for c in record.tool_calls[:4])
+    assert record.tool_calls[0].raw_arguments == '{ "code": "python math.round(x)\n}\n\n'
+
+
+async def test_tool_calls_in_one_message_run_concurrently_and_reply_in_order(sandbox: Sandbox) -> None:
+    events = RecordingEvents()
+    calls = [python_call(f"import time\ntime.sleep(1.0)\nprint('call {i}')") for i in range(3)]
+    record, server = await run_sample(
+        [Reply(tool_calls=calls), Reply(tool_calls=[submit(RIGHT)])], sandbox, events=events
+    )
+    assert record.outcome is Outcome.CORRECT
+    assert events.max_in_flight == 3
+    replies = tool_messages(server.requests[1].json)
+    assert [m["content"] for m in replies] == ["call 0", "call 1", "call 2"]
+    sent_ids = [c["id"] for c in server.requests[1].json["messages"][1]["tool_calls"]]
+    assert [m["tool_call_id"] for m in replies] == sent_ids
+
+
+async def test_python_tool_is_stateless_reminds_to_print_and_caps_output(sandbox: Sandbox) -> None:
+    config = run_config(tool_output_chars=200)
+    calls = [python_call("x = 5"), python_call("print(x)"), python_call("print('y' * 5000)")]
+    record, server = await run_sample(
+        [Reply(tool_calls=calls), Reply(tool_calls=[submit(RIGHT)])], sandbox, config
+    )
+    silent, stateless, flood = (m["content"] for m in tool_messages(server.requests[1].json))
+    assert "printed nothing" in silent and "print()" in silent
+    assert "NameError" in stateless
+    assert "output truncated" in flood and len(flood) < 400
+    assert record.tool_calls[2].truncated and not record.tool_calls[0].truncated
+
+
+async def test_invalid_submission_is_rejected_and_may_be_fixed(sandbox: Sandbox) -> None:
+    script = [
+        Reply(tool_calls=[submit("def answer():\n    return 42  # done\n")]),
+        Reply(tool_calls=[submit(RIGHT)]),
+    ]
+    record, server = await run_sample(script, sandbox)
+    rejection = tool_messages(server.requests[1].json)[0]["content"]
+    assert rejection.startswith("Your submission was rejected") and "comments" in rejection
+    assert record.outcome is Outcome.CORRECT
+
+
+async def test_invalid_submission_on_the_forced_turn_is_the_outcome(sandbox: Sandbox) -> None:
+    script = [*warm_up(), Reply(tool_calls=[submit("def answer(n):\n    return n\n")])]
+    record, _ = await run_sample(script, sandbox)
+    assert record.outcome is Outcome.INVALID_SUBMISSION
+    assert "must take no arguments" in (record.error or "")
+    assert record.submission is not None and record.submission.check_problems
+
+
+async def test_invalid_submission_only_recorded_when_configured(sandbox: Sandbox) -> None:
+    config = run_config(track_options={"reject_invalid_submissions": False})
+    record, _ = await run_sample(
+        [Reply(tool_calls=[submit("def answer():\n    return 42  # done\n")])], sandbox, config
+    )
+    assert record.outcome is Outcome.CORRECT
+    assert record.submission is not None and any("comments" in p for p in record.submission.check_problems)
+
+
+async def test_forced_turn_without_submit_answer_is_no_submission(sandbox: Sandbox) -> None:
+    script = [*warm_up(), Reply(content="I refuse to submit.")]
+    record, server = await run_sample(script, sandbox)
+    assert server.requests[-1].json["tool_choice"] == FORCED
+    assert record.outcome is Outcome.NO_SUBMISSION and record.forced_submission_turn == 7
+    assert not record.cap_reached
+
+
+async def test_answer_error_and_timeout_outcomes_through_the_loop(sandbox: Sandbox) -> None:
+    raising, _ = await run_sample(
+        [Reply(tool_calls=[submit("def answer():\n    return int('x')\n")])], sandbox
+    )
+    assert raising.outcome is Outcome.ANSWER_ERROR and "ValueError" in (raising.error or "")
+    config = run_config(answer_timeout_s=1)
+    slow, _ = await run_sample(
+        [Reply(tool_calls=[submit("def answer():\n    while True:\n        pass\n")])], sandbox, config
+    )
+    assert slow.outcome is Outcome.ANSWER_TIMEOUT
+
+
+async def test_model_error_ends_the_sample_with_a_record(sandbox: Sandbox) -> None:
+    record, _ = await run_sample(
+        [Reply(tool_calls=[python_call("print(1)")]), HttpError(401, "invalid api key")], sandbox
+    )
+    assert record.outcome is Outcome.MODEL_ERROR and "invalid api key" in (record.error or "")
+    assert len(record.turns) == 1 and record.tool_calls[0].result == "1"
+
+
+async def test_missing_usage_is_estimated_and_flagged(sandbox: Sandbox) -> None:
+    record, _ = await run_sample([Reply(tool_calls=[submit(RIGHT)], usage=None)], sandbox)
+    assert record.outcome is Outcome.CORRECT
+    assert record.tokens_estimated and record.turns[0].estimated and record.total_tokens > 0
+
+
+async def test_configured_output_ceiling_is_sent(sandbox: Sandbox) -> None:
+    config = run_config(max_output_tokens=777)
+    _, server = await run_sample([Reply(tool_calls=[submit(RIGHT)])], sandbox, config)
+    assert server.requests[0].json["max_completion_tokens"] == 777

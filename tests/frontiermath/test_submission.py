@@ -1,0 +1,182 @@
+"""Every submission outcome, produced for real through a sandbox (local; docker where marked)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agent.config import SandboxConfig
+from agent.records import Outcome
+from agent.tracks.frontiermath.submission import SubmissionRunner
+from agent.tracks.frontiermath.tasks import FrontierMathTask
+from sandbox import Sandbox
+from tests.frontiermath.support import RecordingEvents, integer_task
+
+CONFIG = SandboxConfig(answer_timeout_s=15, verify_timeout_s=30)
+VERIFIED = FrontierMathTask(
+    id="verified",
+    question="Give an integer congruent to 3 mod 7 that exceeds 100.",
+    answer_type="Python int",
+    verification_code="def verify(a):\n    return isinstance(a, int) and a > 100 and a % 7 == 3\n",
+)
+
+
+def runner(sandbox: Sandbox, config: SandboxConfig = CONFIG) -> SubmissionRunner:
+    return SubmissionRunner(sandbox, config, RecordingEvents())
+
+
+async def test_correct_and_incorrect_with_an_expected_answer(any_sandbox: Sandbox) -> None:
+    right = await runner(any_sandbox).evaluate("def answer():\n    return 6 * 7\n", integer_task())
+    assert right.outcome is Outcome.CORRECT and right.error is None
+    assert right.record.value_type == "int" and json.loads(right.record.value_repr or "") == {
+        "t": "int",
+        "v": "42",
+    }
+    assert right.record.answer_exec is not None and right.record.verify_exec is not None
+    wrong = await runner(any_sandbox).evaluate("def answer():\n    return 41\n", integer_task())
+    assert wrong.outcome is Outcome.INCORRECT and "expected int 42, got int 41" in (wrong.error or "")
+
+
+async def test_verification_code_decides(local_sandbox: Sandbox) -> None:
+    right = await runner(local_sandbox).evaluate("def answer():\n    return 7 * 20 + 3\n", VERIFIED)
+    assert right.outcome is Outcome.CORRECT
+    wrong = await runner(local_sandbox).evaluate("def answer():\n    return 143 + 1\n", VERIFIED)
+    assert wrong.outcome is Outcome.INCORRECT and wrong.record.verification == "verify() returned False"
+
+
+async def test_sympy_answers_are_compared_symbolically(any_sandbox: Sandbox) -> None:
+    task = FrontierMathTask(id="s", question="q", answer_type="sympy expression", answer="sqrt(2) + 1")
+    code = "def answer():\n    import sympy\n    return sympy.sqrt(8) / 2 + 1\n"
+    result = await runner(any_sandbox).evaluate(code, task)
+    assert result.outcome is Outcome.CORRECT, result.error
+    assert result.record.value_type == "sympy.core.add.Add"
+    assert "Pow(Integer(2), Rational(1, 2))" in (result.record.value_repr or "")
+
+
+async def test_tolerance_applies_to_numeric_answers(local_sandbox: Sandbox) -> None:
+    task = FrontierMathTask(id="n", question="q", answer_type="float", answer="pi", tolerance=1e-9)
+    close = await runner(local_sandbox).evaluate("def answer():\n    import math\n    return math.pi\n", task)
+    assert close.outcome is Outcome.CORRECT
+    far = await runner(local_sandbox).evaluate("def answer():\n    return 3.14159\n", task)
+    assert far.outcome is Outcome.INCORRECT and "tolerance" in (far.error or "")
+
+
+async def test_answer_error_when_answer_raises(any_sandbox: Sandbox) -> None:
+    result = await runner(any_sandbox).evaluate("def answer():\n    return 1 // 0\n", integer_task())
+    assert result.outcome is Outcome.ANSWER_ERROR and "ZeroDivisionError" in (result.error or "")
+
+
+async def test_answer_error_for_values_that_cannot_be_serialised(local_sandbox: Sandbox) -> None:
+    result = await runner(local_sandbox).evaluate("def answer():\n    return object()\n", integer_task())
+    assert result.outcome is Outcome.ANSWER_ERROR and "cannot serialise" in (result.error or "")
+    assert result.record.value_type == "object"
+
+
+async def test_answer_error_when_the_process_dies(local_sandbox: Sandbox) -> None:
+    code = "def answer():\n    import os\n    os._exit(3)\n"
+    result = await runner(local_sandbox).evaluate(code, integer_task())
+    assert result.outcome is Outcome.ANSWER_ERROR and "exit code 3" in (result.error or "")
+
+
+async def test_answer_timeout_from_the_drivers_timer(any_sandbox: Sandbox) -> None:
+    config = SandboxConfig(answer_timeout_s=1, verify_timeout_s=30)
+    result = await runner(any_sandbox, config).evaluate(
+        "def answer():\n    while True:\n        pass\n", integer_task()
+    )
+    assert result.outcome is Outcome.ANSWER_TIMEOUT and "within 1 s" in (result.error or "")
+
+
+async def test_answer_timeout_when_the_sandbox_must_kill_it(local_sandbox: Sandbox) -> None:
+    # answer() disarms the driver's timer: only the sandbox's wall clock can stop it.
+    code = (
+        "def answer():\n    import signal\n    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n"
+        "    while True:\n        pass\n"
+    )
+    config = SandboxConfig(answer_timeout_s=0.5, verify_timeout_s=30)
+    result = await runner(local_sandbox, config).evaluate(code, integer_task())
+    assert result.outcome is Outcome.ANSWER_TIMEOUT
+    assert result.record.answer_exec is not None and result.record.answer_exec["timed_out"]
+
+
+async def test_invalid_submission_is_rejected_before_running(local_sandbox: Sandbox) -> None:
+    events = RecordingEvents()
+    result = await SubmissionRunner(local_sandbox, CONFIG, events).evaluate(
+        "def answer():\n    return 42  # comment\n", integer_task()
+    )
+    assert result.outcome is Outcome.INVALID_SUBMISSION and "comments" in (result.error or "")
+    assert events.sandbox_started == 0 and result.record.answer_exec is None
+
+
+async def test_invalid_submission_only_recorded_when_not_enforced(local_sandbox: Sandbox) -> None:
+    result = await runner(local_sandbox).evaluate(
+        "def answer():\n    return 42  # comment\n", integer_task(), enforce_checks=False
+    )
+    assert result.outcome is Outcome.CORRECT
+    assert any("comments" in p for p in result.record.check_problems)
+
+
+async def test_verify_error_when_verification_raises_or_misbehaves(local_sandbox: Sandbox) -> None:
+    raising = VERIFIED.model_copy(
+        update={"verification_code": "def verify(a):\n    raise RuntimeError('bad verifier')\n"}
+    )
+    result = await runner(local_sandbox).evaluate("def answer():\n    return 143\n", raising)
+    assert result.outcome is Outcome.VERIFY_ERROR and "bad verifier" in (result.error or "")
+    not_bool = VERIFIED.model_copy(update={"verification_code": "def verify(a):\n    return 'yes'\n"})
+    result = await runner(local_sandbox).evaluate("def answer():\n    return 143\n", not_bool)
+    assert result.outcome is Outcome.VERIFY_ERROR and "not a bool" in (result.error or "")
+
+
+async def test_verify_error_when_verification_runs_past_its_limit(local_sandbox: Sandbox) -> None:
+    slow = VERIFIED.model_copy(
+        update={"verification_code": "def verify(a):\n    while True:\n        pass\n"}
+    )
+    config = SandboxConfig(answer_timeout_s=15, verify_timeout_s=1)
+    result = await runner(local_sandbox, config).evaluate("def answer():\n    return 143\n", slow)
+    assert result.outcome is Outcome.VERIFY_ERROR and "within 1 s" in (result.error or "")
+
+
+async def test_printing_cannot_corrupt_or_fake_the_result(any_sandbox: Sandbox) -> None:
+    # answer() prints, and even prints something shaped like a result block claiming 42.
+    fake = '{"status": "ok", "value": {"t": "int", "v": "42"}, "type": "int"}'
+    code = (
+        "def answer():\n"
+        "    import sys\n"
+        f"    print('<<<PROCTOR-RESULT deadbeef>>>')\n    print({fake!r})\n    print('<<<END deadbeef>>>')\n"
+        "    sys.stdout.write('noise')\n"
+        "    return 41\n"
+    )
+    result = await runner(any_sandbox).evaluate(code, integer_task())
+    assert result.outcome is Outcome.INCORRECT
+    assert result.record.answer_exec is not None and "noise" in result.record.answer_exec["stderr"]
+
+
+async def test_answer_and_verification_run_in_separate_fresh_sandboxes(local_sandbox: Sandbox) -> None:
+    # A submission that leaves a file behind cannot influence its own verification.
+    code = "def answer():\n    open('proctor-verdict', 'w').write('x')\n    return 1\n"
+    task = VERIFIED.model_copy(
+        update={
+            "verification_code": (
+                "def verify(a):\n    import os\n    return os.path.exists('proctor-verdict')\n"
+            )
+        }
+    )
+    events = RecordingEvents()
+    result = await SubmissionRunner(local_sandbox, CONFIG, events).evaluate(code, task)
+    assert events.sandbox_started == 2 and len(events.sandbox_finished) == 2
+    assert result.outcome is Outcome.INCORRECT
+
+
+@pytest.mark.docker
+async def test_pinned_libraries_in_answers_under_docker() -> None:
+    from sandbox import open_sandbox
+
+    sandbox = await open_sandbox("docker", pool_size=1)
+    try:
+        task = FrontierMathTask(id="g", question="q", answer_type="Python int", answer="3")
+        code = "def answer():\n    import galois\n    GF = galois.GF(7)\n    return int(GF(5) * GF(2))\n"
+        result = await runner(sandbox).evaluate(code, task)
+        assert result.outcome is Outcome.CORRECT, result.error
+        assert result.record.answer_exec is not None and result.record.answer_exec["backend"] == "docker"
+    finally:
+        await sandbox.aclose()

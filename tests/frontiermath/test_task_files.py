@@ -1,0 +1,134 @@
+"""Task files: every format loads, and every error names the file, the line and the field."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.errors import UserError
+from agent.tasks import TaskFileError
+from agent.tracks.frontiermath.tasks import load_frontiermath_tasks
+
+GOOD = {"id": "a", "question": "What is 1+1?", "answer_type": "Python int", "answer": "2"}
+
+
+def write_jsonl(path: Path, rows: list[dict[str, object]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def test_jsonl_missing_field_names_file_line_and_field(tmp_path: Path) -> None:
+    bad = {k: v for k, v in GOOD.items() if k != "answer_type"} | {"id": "b"}
+    path = write_jsonl(tmp_path / "tasks.jsonl", [GOOD, bad])
+    with pytest.raises(TaskFileError) as caught:
+        load_frontiermath_tasks(path)
+    assert str(caught.value) == f"{path}:2: field 'answer_type': field required"
+    assert isinstance(caught.value, UserError)
+
+
+def test_jsonl_line_numbers_count_blank_lines(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n\n\n" + json.dumps(GOOD | {"id": "c", "tolerance": -1}) + "\n")
+    with pytest.raises(TaskFileError, match=r"tasks\.jsonl:4: field 'tolerance'"):
+        load_frontiermath_tasks(path)
+
+
+def test_invalid_json_line_is_located(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n{not json\n")
+    with pytest.raises(TaskFileError, match=r"tasks\.jsonl:2: invalid JSON"):
+        load_frontiermath_tasks(path)
+
+
+def test_exactly_one_verification_method(tmp_path: Path) -> None:
+    both = GOOD | {"verification_code": "def verify(a):\n    return a == 2\n"}
+    neither = {k: v for k, v in GOOD.items() if k != "answer"}
+    for row in (both, neither):
+        path = write_jsonl(tmp_path / "t.jsonl", [row])
+        with pytest.raises(
+            TaskFileError, match=r"t\.jsonl:1: exactly one of 'verification_code' and 'answer'"
+        ):
+            load_frontiermath_tasks(path)
+
+
+def test_source_fields_are_checked_at_load(tmp_path: Path) -> None:
+    cases = {
+        "answer": (GOOD | {"answer": "1 +"}, "field 'answer': not a Python expression"),
+        "verification_code": (
+            {k: v for k, v in GOOD.items() if k != "answer"}
+            | {"verification_code": "def check(a): return 1"},
+            "field 'verification_code': must define a top-level function verify()",
+        ),
+        "reference_solution": (
+            GOOD | {"reference_solution": "def solve():\n    return 2\n"},
+            "field 'reference_solution': must define a top-level function answer()",
+        ),
+    }
+    for row, message in cases.values():
+        path = write_jsonl(tmp_path / "t.jsonl", [row])
+        with pytest.raises(TaskFileError) as caught:
+            load_frontiermath_tasks(path)
+        assert str(caught.value).startswith(f"{path}:1: {message}")
+
+
+def test_unknown_field_is_named(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "t.jsonl", [GOOD | {"anwser": "2"}])
+    with pytest.raises(TaskFileError, match=r"t\.jsonl:1: field 'anwser': extra inputs are not permitted"):
+        load_frontiermath_tasks(path)
+
+
+def test_duplicate_ids_are_an_error(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "t.jsonl", [GOOD, GOOD | {"question": "again"}])
+    with pytest.raises(
+        TaskFileError, match=r"t\.jsonl:2: field 'id': duplicate id 'a' \(first seen at .*t\.jsonl:1\)"
+    ):
+        load_frontiermath_tasks(path)
+
+
+def test_json_list_reports_entry_index_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.json"
+    path.write_text(
+        "[\n  " + json.dumps(GOOD) + ",\n\n  " + json.dumps({"id": "b", "question": "q"}) + "\n]\n"
+    )
+    with pytest.raises(TaskFileError) as caught:
+        load_frontiermath_tasks(path)
+    assert str(caught.value).startswith(f"{path}: entry 1 (line 4): field 'answer_type': field required")
+
+
+def test_yaml_list_reports_the_field_line(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.yaml"
+    path.write_text(
+        "- id: a\n  question: q\n  answer_type: Python int\n  answer: '2'\n"
+        "- id: b\n  question: q\n  answer_type: Python int\n  answer: '2'\n  tolerance: -3\n"
+    )
+    with pytest.raises(TaskFileError) as caught:
+        load_frontiermath_tasks(path)
+    assert str(caught.value).startswith(f"{path}: entry 1 (line 9): field 'tolerance'")
+
+
+def test_all_formats_load_the_same_tasks(tmp_path: Path) -> None:
+    rows = [GOOD, GOOD | {"id": 7, "answer": 3, "metadata": {"quickstart": True}}]
+    jsonl = write_jsonl(tmp_path / "a.jsonl", rows)
+    as_json = tmp_path / "a.json"
+    as_json.write_text(json.dumps(rows, indent=2))
+    as_yaml = tmp_path / "a.yaml"
+    import yaml
+
+    as_yaml.write_text(yaml.safe_dump(rows))
+    loaded = [load_frontiermath_tasks(p) for p in (jsonl, as_json, as_yaml)]
+    assert loaded[0] == loaded[1] == loaded[2]
+    assert [t.id for t in loaded[0]] == ["a", "7"]
+    assert loaded[0][1].answer == "3" and loaded[0][1].quickstart
+
+
+def test_missing_and_empty_files(tmp_path: Path) -> None:
+    with pytest.raises(TaskFileError, match="task file not found"):
+        load_frontiermath_tasks(tmp_path / "nope.jsonl")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(TaskFileError, match="no tasks"):
+        load_frontiermath_tasks(tmp_path / "empty.jsonl")
+    (tmp_path / "obj.json").write_text('{"id": "a"}')
+    with pytest.raises(TaskFileError, match="expected a JSON list"):
+        load_frontiermath_tasks(tmp_path / "obj.json")
