@@ -60,3 +60,14 @@ async def test_callable_script_and_responses_format() -> None:
     assert response.output_text == "0:gm"
     assert [item.type for item in response.output] == ["message", "function_call"]
     assert server.requests[0].path.endswith("/v1/responses")
+
+
+async def test_keep_last_bounds_the_record_but_counts_every_call() -> None:
+    with ScriptedServer(lambda request, index: Reply(content=str(index)), keep_last=2) as server:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="k", max_retries=0)
+        for turn in range(5):
+            await client.chat.completions.create(model="m", messages=[{"role": "user", "content": str(turn)}])
+        await client.close()
+    assert server.call_count == 5
+    assert [r.json["messages"][0]["content"] for r in server.requests] == ["3", "4"]
+    assert [r.call_index for r in server.requests] == [3, 4]

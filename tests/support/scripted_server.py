@@ -16,7 +16,8 @@ Steps:
 - ``Drop()``: close the connection without answering.
 - Any step takes ``delay_s`` (wait before answering) to simulate slow replies.
 
-Every request body is recorded in ``server.requests`` (path, parsed JSON, headers), and
+Every request body is recorded in ``server.requests`` (path, parsed JSON, headers; only the
+newest N with ``keep_last=N``), ``server.call_count`` counts them, and
 ``server.max_in_flight`` is the most requests the server was handling at once.
 
 Usage::
@@ -119,8 +120,18 @@ class RecordedRequest:
 class ScriptedServer:
     """Serves a script over HTTP on 127.0.0.1:<free port> in a background thread."""
 
-    def __init__(self, script: Script, *, model_ids: Sequence[str] = ("scripted-model",)) -> None:
+    def __init__(
+        self,
+        script: Script,
+        *,
+        model_ids: Sequence[str] = ("scripted-model",),
+        keep_last: int | None = None,
+    ) -> None:
+        """``keep_last`` bounds ``requests`` to the newest N (benchmarks with megabyte histories
+        would otherwise hold every body ever sent); ``call_count`` still counts them all."""
         self._script = script
+        self._keep_last = keep_last
+        self._calls = 0
         self._model_ids = list(model_ids)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -179,7 +190,7 @@ class ScriptedServer:
     @property
     def call_count(self) -> int:
         with self._lock:
-            return len(self.requests)
+            return self._calls
 
     def bodies(self, path_suffix: str = "") -> list[dict[str, Any]]:
         """Recorded request bodies, optionally only those whose path ends with ``path_suffix``."""
@@ -191,7 +202,10 @@ class ScriptedServer:
     def _record(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> int:
         with self._lock:
             index = next(self._call_counter)
+            self._calls += 1
             self.requests.append(RecordedRequest(path, body, headers, index, time.monotonic()))
+            if self._keep_last is not None and len(self.requests) > self._keep_last:
+                del self.requests[: len(self.requests) - self._keep_last]
             self._in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self._in_flight)
             return index
