@@ -171,6 +171,7 @@ def build_image(
         raise ImageBuildError(f"the build finished but {tag} is not in the engine")
     seconds = time.monotonic() - started
     log(f"built {tag} ({image_id}) in {seconds:.0f} s")
+    _remove_stale_images(client, tag, log)
     return ImageInfo(tag, image_id, base_ref, base_id, versions, built=True, build_seconds=seconds)
 
 
@@ -187,6 +188,17 @@ def _existing_info(client: docker.DockerClient, tag: str, versions: dict[str, st
         base_id=labels.get(f"{LABEL_PREFIX}.base-id"),
         versions=versions,
     )
+
+
+def _remove_stale_images(client: docker.DockerClient, current: str, log: Log) -> None:
+    """Drop earlier input-hash tags (about 800 MB each); one still in use is kept."""
+    for image in client.images.list(name=DEFAULT_IMAGE_NAME):
+        for stale in (t for t in image.tags if t != current and t.startswith(f"{DEFAULT_IMAGE_NAME}:")):
+            try:
+                client.images.remove(stale, noprune=False)
+                log(f"removed the stale image {stale}")
+            except docker.errors.APIError:
+                pass  # a container still uses it; a later build removes it
 
 
 def _assemble_context(context: Path, wheels: list[Path], wanted: set[str]) -> None:
