@@ -85,9 +85,8 @@ class SampleLog:
         if response.finish_reason:
             message["finish_reason"] = response.finish_reason
         self.transcript.append(message)
+        # Retries reach the progress display through the client's own on_retry callback.
         self.ctx.events.tokens_used(usage.total)
-        for _ in range(response.retries):
-            self.ctx.events.model_retry("model request retried")
 
     def finish(
         self,
