@@ -107,7 +107,11 @@ class OpenAIChatClient:
                 return await self._sdk.post("/chat/completions", cast_to=ChatCompletion, body=request)
 
         completion, retries = await call_with_retries(
-            attempt, policy=self.retry_policy, endpoint=self.endpoint.base_url, on_retry=self.on_retry
+            attempt,
+            policy=self.retry_policy,
+            endpoint=self.endpoint.base_url,
+            key_env=self.cfg.api_key_env,
+            on_retry=self.on_retry,
         )
         return self._to_response(completion, messages, tools, retries)
 

@@ -158,7 +158,11 @@ class OpenAIResponsesClient:
                 return await self._sdk.post("/responses", cast_to=Response, body=request)
 
         response, retries = await call_with_retries(
-            attempt, policy=self.retry_policy, endpoint=self.endpoint.base_url, on_retry=self.on_retry
+            attempt,
+            policy=self.retry_policy,
+            endpoint=self.endpoint.base_url,
+            key_env=self.cfg.api_key_env,
+            on_retry=self.on_retry,
         )
         return self._to_response(response, messages, tools, retries)
 

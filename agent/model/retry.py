@@ -100,7 +100,7 @@ def _server_message(error: openai.APIStatusError) -> str:
     return str(error.message)
 
 
-def classify(error: BaseException, endpoint: str) -> Transient:
+def classify(error: BaseException, endpoint: str, key_env: str = "the API key variable") -> Transient:
     """Return how to retry ``error``, or raise ModelError when it must not be retried."""
     if isinstance(error, openai.APITimeoutError):  # subclass of APIConnectionError: test first
         return Transient("timeout")
@@ -112,7 +112,7 @@ def classify(error: BaseException, endpoint: str) -> Transient:
     message = _server_message(error)
     if status in (401, 403):
         raise ModelError(
-            f"{endpoint} refused the credentials (HTTP {status}): {message}. Check the API key variable."
+            f"{endpoint} refused the credentials (HTTP {status}): {message}. Check {key_env}."
         ) from error
     if status == 429 and "insufficient_quota" in (_error_field(error, "code"), _error_field(error, "type")):
         raise ModelError(
@@ -129,6 +129,7 @@ async def call_with_retries(
     *,
     policy: RetryPolicy,
     endpoint: str,
+    key_env: str = "the API key variable",
     on_retry: RetryCallback | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> tuple[T, int]:
@@ -138,7 +139,7 @@ async def call_with_retries(
         try:
             return await attempt(), retries
         except (openai.APIConnectionError, openai.APIStatusError) as error:
-            transient = classify(error, endpoint)
+            transient = classify(error, endpoint, key_env)
             if retries >= policy.max_retries:
                 raise ModelError(
                     f"{endpoint}: gave up after {retries} retries; last failure: {transient.reason} ({error})"

@@ -200,7 +200,7 @@ async def test_dropped_connection_is_retried() -> None:
 async def test_auth_errors_are_never_retried(status: int) -> None:
     with ScriptedServer([HttpError(status, "invalid api key"), Reply(content="unreachable")]) as server:
         client, reasons = _client(server)
-        with pytest.raises(ModelError, match=rf"HTTP {status}.*invalid api key"):
+        with pytest.raises(ModelError, match=rf"HTTP {status}.*invalid api key.*OPENAI_API_KEY"):
             await client.complete(QUESTION)
         await client.aclose()
     assert server.call_count == 1 and reasons == []
