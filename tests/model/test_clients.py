@@ -179,8 +179,8 @@ async def test_server_errors_are_retried_until_success() -> None:
 
 
 async def test_slow_reply_past_the_timeout_is_retried() -> None:
-    with ScriptedServer([Reply(content="late", delay_s=3.0), Reply(content="on time")]) as server:
-        client, reasons = _client(server, request_timeout_s=0.3)
+    with ScriptedServer([Reply(content="late", delay_s=10.0), Reply(content="on time")]) as server:
+        client, reasons = _client(server, request_timeout_s=1.0)
         response = await client.complete(QUESTION)
         await client.aclose()
     assert response.content == "on time" and response.retries == 1
@@ -245,7 +245,7 @@ def test_retry_count_comes_from_config_by_default() -> None:
 
 
 async def test_connection_limit_is_shared_per_endpoint() -> None:
-    with ScriptedServer(lambda request, index: Reply(content=str(index), delay_s=0.15)) as server:
+    with ScriptedServer(lambda request, index: Reply(content=str(index), delay_s=0.3)) as server:
         first, _ = _client(server, max_connections=2)
         second, _ = _client(server, max_connections=2)
         replies = await asyncio.gather(*(c.complete(QUESTION) for c in [first, second] * 4))
