@@ -58,6 +58,17 @@ class Comparison:
     def baseline(self) -> Arm:
         return self.arms[0]
 
+    def subjects(self) -> list[str]:
+        return sorted({subject for arm in self.arms for subject in arm.task_subjects.values()})
+
+    def subject_accuracy(self, arm: Arm, subject: str) -> Estimate:
+        """One arm's accuracy over its own tasks of one subject (not only tasks in common)."""
+        values: dict[str, list[float]] = defaultdict(list)
+        for sample in arm.samples:
+            if (sample.subject or "(none)") == subject and is_scored(sample):
+                values[sample.task_id].append(1.0 if sample.success else 0.0)
+        return estimate_by_cluster(dict(values))
+
     def subject_of(self, task: str) -> str:
         for arm in self.arms:
             if task in arm.task_subjects:
@@ -127,4 +138,4 @@ def fmt_signed(value: float) -> str:
 def fmt_ci(estimate: Estimate) -> str:
     if math.isnan(estimate.ci_low):
         return "—"
-    return f"[{estimate.ci_low * 100:+.1f}, {estimate.ci_high * 100:+.1f}] pp"
+    return f"[{estimate.ci_low * 100:+.1f}, {estimate.ci_high * 100:+.1f}]"

@@ -44,6 +44,24 @@ def _paired_rows(comparison: Comparison) -> list[list[str]]:
     ]
 
 
+def _subject_rows(comparison: Comparison) -> list[list[str]]:
+    rows = []
+    for subject in comparison.subjects():
+        row = [subject]
+        for arm in comparison.arms:
+            estimate = comparison.subject_accuracy(arm, subject)
+            cell = fmt_pct(estimate.mean)
+            if estimate.n:
+                cell += f" ± {fmt_pct(estimate.se)} (n={estimate.n})"
+            row.append(cell)
+        rows.append(row)
+    return rows
+
+
+def _subject_headers(comparison: Comparison) -> list[str]:
+    return ["Subject"] + [arm.label for arm in comparison.arms]
+
+
 def _task_rows(comparison: Comparison) -> list[list[str]]:
     baseline = comparison.baseline
     rows = []
@@ -59,8 +77,10 @@ def _task_rows(comparison: Comparison) -> list[list[str]]:
     return rows
 
 
+# Columns of names rather than numbers: left-aligned.
+TEXT_COLUMNS = frozenset({"Arm", "Run", "Arm − baseline", "Subset", "Task", "Subject"})
 ARM_HEADERS = ["Arm", "Run", "Samples", "Tasks", "Accuracy", "± SE"]
-PAIRED_HEADERS = ["Arm − baseline", "Subset", "Tasks", "Mean difference", "SE", "95% paired bootstrap CI"]
+PAIRED_HEADERS = ["Arm − baseline", "Subset", "Tasks", "Mean diff.", "SE", "95% paired bootstrap CI (pp)"]
 
 
 def _task_headers(comparison: Comparison) -> list[str]:
@@ -75,22 +95,30 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
     console = console or Console()
     for title, headers, rows in (
         ("Arms (accuracy over each arm's own scored samples)", ARM_HEADERS, _arm_rows(comparison)),
+        (
+            "Per subject (each arm's own tasks; accuracy ± SE)",
+            _subject_headers(comparison),
+            _subject_rows(comparison),
+        ),
         ("Paired differences over tasks in common", PAIRED_HEADERS, _paired_rows(comparison)),
         ("Per task (mean success over trials)", _task_headers(comparison), _task_rows(comparison)),
     ):
         table = Table(title=title, title_justify="left")
-        for index, header in enumerate(headers):
-            table.add_column(header, justify="left" if index < 2 else "right")
+        for header in headers:
+            table.add_column(header, justify="left" if header in TEXT_COLUMNS else "right")
         for row in rows:
             table.add_row(*row)
         console.print(table)
 
 
 def _html_table(headers: list[str], rows: list[list[str]], css: str) -> str:
-    head = "".join(f'<th class="{"num" if i >= 2 else ""}">{escape(h)}</th>' for i, h in enumerate(headers))
+    numeric = [h not in TEXT_COLUMNS for h in headers]
+    head = "".join(
+        f'<th class="{"num" if numeric[i] else ""}">{escape(h)}</th>' for i, h in enumerate(headers)
+    )
     body = "".join(
         "<tr>"
-        + "".join(f'<td class="{"num" if i >= 2 else ""}">{escape(c)}</td>' for i, c in enumerate(row))
+        + "".join(f'<td class="{"num" if numeric[i] else ""}">{escape(c)}</td>' for i, c in enumerate(row))
         + "</tr>"
         for row in rows
     )
@@ -118,6 +146,8 @@ def render_comparison(comparison: Comparison) -> str:
         f"</span><span>baseline: <b>{escape(comparison.baseline.label)}</b></span></div></header><main>"
         '<section class="card"><h2>Arms</h2>'
         f"{_html_table(ARM_HEADERS, _arm_rows(comparison), 'arms')}</section>"
+        '<section class="card"><h2>Per subject</h2>'
+        f"{_html_table(_subject_headers(comparison), _subject_rows(comparison), 'subjects')}</section>"
         f'<section class="card"><h2>Paired differences</h2>'
         f"{_html_table(PAIRED_HEADERS, _paired_rows(comparison), 'paired')}"
         f'<p class="muted">{escape(note)}</p></section>'

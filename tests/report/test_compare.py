@@ -83,6 +83,10 @@ def test_paired_differences_match_hand_computation(two_runs: tuple[Path, Path]) 
     arm_b = comparison.arms[1]
     assert arm_b.task_means == {"t1": 1.0, "t2": 0.5, "t3": 0.5, "t5": 0.0}
     assert comparison.tasks == ["t1", "t2", "t3", "t4", "t5"]
+    # Side by side per subject, over each arm's own tasks: A algebra = mean(0.5, 1.0).
+    assert comparison.subjects() == ["algebra", "geometry"]
+    assert comparison.subject_accuracy(comparison.arms[0], "algebra").mean == pytest.approx(0.75)
+    assert comparison.subject_accuracy(comparison.arms[1], "geometry").mean == pytest.approx(0.25)
 
 
 def test_stats_primitives() -> None:
@@ -125,7 +129,8 @@ def test_compare_cli_prints_tables_and_writes_page(two_runs: tuple[Path, Path], 
     )
     assert result.returncode == 0, result.stderr
     assert "+16.7 pp" in result.stdout and "33.3 pp" in result.stdout
-    assert "[-50.0, +50.0] pp" in result.stdout
+    assert "[-50.0, +50.0]" in result.stdout
     html = page.read_text()
     assert "+16.7 pp" in html and "model-a" in html and "<script" not in html
+    assert "Per subject" in html and "75.0% ± 25.0% (n=4)" in html
     assert render_comparison(compare_runs([load_run(p) for p in two_runs])) == html

@@ -302,7 +302,13 @@
     var box = el("section", { cls: "panel judge" }, el("h4", { text: "Judge" }),
       el("div", { cls: "fields" }, field("decided by", judge.decided_by), field("judge model", judge.model),
         field("verdict", judge.verdict, "strong"), field("points", judge.points),
+        field("pre-check", judge.precheck),
+        field("judge tokens", judge.input_tokens || judge.output_tokens
+          ? judge.input_tokens + " in / " + judge.output_tokens + " out" : null),
         field("parse error", judge.parse_error, "bad")));
+    if (!(judge.replies || []).length && judge.decided_by === "precheck") {
+      box.appendChild(el("div", { cls: "muted", text: "Settled by the deterministic pre-check; the judge was not asked." }));
+    }
     (judge.replies || []).forEach(function (reply, i) {
       box.appendChild(el("div", { cls: "label", text: "reply " + (i + 1) + " of " + judge.replies.length }));
       box.appendChild(textBlock(reply, "text prose"));
