@@ -11,10 +11,16 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agent.judge.grading import grade_olympiad
-from agent.judge.prompts import ANSWER_PLACEHOLDERS, OLYMPIAD_PLACEHOLDERS, fill_template, load_template
+from agent.judge.prompts import ANSWER_PLACEHOLDERS, OLYMPIAD_PLACEHOLDERS, load_template
 from agent.records import Outcome, SampleRecord
 from agent.tracks.base import SampleContext, Track
-from agent.tracks.science_common import ModelFailed, SampleLog, ask_model_once, final_answer_of
+from agent.tracks.science_common import (
+    ModelFailed,
+    SampleLog,
+    ask_model_once,
+    final_answer_of,
+    render_answer_prompt,
+)
 from agent.tracks.science_options import OlympiadOptions, parse_options
 from agent.tracks.science_tasks import ScienceTask, load_science_tasks
 
@@ -38,17 +44,17 @@ class OlympiadTrack(Track):
     def load_tasks(self, path: Path) -> list[ScienceTask]:
         return load_science_tasks(path, "olympiad")
 
-    def answer_prompt(self, task: ScienceTask) -> str:
-        if self.answer_template is None:
-            return task.question
-        return fill_template(self.answer_template, {"problem": task.question})
+    def answer_prompt(self, task: ScienceTask, ctx: SampleContext) -> str:
+        return render_answer_prompt(task.question, self.answer_template, ctx)
 
     async def _answer(self, log: SampleLog, task: ScienceTask) -> str:
         if self.settings.python_tool:
             from agent.tracks.science_tools import answer_with_python_tool
 
-            return await answer_with_python_tool(log, self.answer_prompt(task), self.settings.max_tool_turns)
-        return await ask_model_once(log, self.answer_prompt(task))
+            return await answer_with_python_tool(
+                log, self.answer_prompt(task, log.ctx), self.settings.max_tool_turns
+            )
+        return await ask_model_once(log, self.answer_prompt(task, log.ctx))
 
     async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
         log = SampleLog(self.name, task.id, trial, task.subject, ctx)

@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
+from agent.judge.prompts import ANSWER_PLACEHOLDERS, load_template
 from agent.records import EEDRecord, Outcome, SampleRecord
 from agent.scoring.eed import eed_score_async, extract_boxed
 from agent.tracks.base import SampleContext, Track
-from agent.tracks.science_common import ModelFailed, SampleLog, ask_model_once
+from agent.tracks.science_common import ModelFailed, SampleLog, ask_model_once, render_answer_prompt
 from agent.tracks.science_options import PhybenchOptions, parse_options
 from agent.tracks.science_tasks import ScienceTask, load_science_tasks
 
@@ -39,9 +39,8 @@ class PhybenchTrack(Track):
     async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
         log = SampleLog(self.name, task.id, trial, task.subject, ctx)
         try:
-            response = await ask_model_once(
-                log, fill_template(self.answer_template, {"problem": task.question})
-            )
+            prompt = render_answer_prompt(task.question, self.answer_template, ctx)
+            response = await ask_model_once(log, prompt)
         except ModelFailed as exc:
             return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
         boxed = extract_boxed(response)

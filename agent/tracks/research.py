@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agent.judge.grading import grade_research
-from agent.judge.prompts import ANSWER_PLACEHOLDERS, RESEARCH_PLACEHOLDERS, fill_template, load_template
+from agent.judge.prompts import ANSWER_PLACEHOLDERS, RESEARCH_PLACEHOLDERS, load_template
 from agent.records import Outcome, SampleRecord
 from agent.tracks.base import SampleContext, Track
-from agent.tracks.science_common import ModelFailed, SampleLog, ask_model_once
+from agent.tracks.science_common import ModelFailed, SampleLog, ask_model_once, render_answer_prompt
 from agent.tracks.science_options import ResearchOptions, parse_options
 from agent.tracks.science_tasks import ScienceTask, load_science_tasks
 
@@ -35,15 +35,13 @@ class ResearchTrack(Track):
     def load_tasks(self, path: Path) -> list[ScienceTask]:
         return load_science_tasks(path, "research")
 
-    def answer_prompt(self, task: ScienceTask) -> str:
-        if self.answer_template is None:
-            return task.question
-        return fill_template(self.answer_template, {"problem": task.question})
+    def answer_prompt(self, task: ScienceTask, ctx: SampleContext) -> str:
+        return render_answer_prompt(task.question, self.answer_template, ctx)
 
     async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
         log = SampleLog(self.name, task.id, trial, task.subject, ctx)
         try:
-            response = await ask_model_once(log, self.answer_prompt(task))
+            response = await ask_model_once(log, self.answer_prompt(task, ctx))
         except ModelFailed as exc:
             return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
         if not response.strip():

@@ -8,12 +8,15 @@ happens: transcript, per-turn usage, retries, errors. ``finish`` turns it into a
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+from agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
 from agent.model.base import ChatResponse, ModelError, Usage
 from agent.records import EEDRecord, JudgeRecord, Outcome, SampleRecord, ToolCallRecord, TurnUsage
 from agent.tracks.base import SampleContext
@@ -31,6 +34,21 @@ def marked_final_answer(response: str | None) -> str | None:
     last = matches[-1]
     tail = (last.group(1) + response[last.end() :]).strip().strip("*").strip()
     return tail or None
+
+
+@functools.lru_cache(maxsize=8)
+def _run_template(path: str) -> str:
+    return load_template(Path(path), ANSWER_PLACEHOLDERS)
+
+
+def render_answer_prompt(question: str, track_template: str | None, ctx: SampleContext) -> str:
+    """The model's prompt: the run config's ``prompt_template`` if set, else the track's own.
+
+    Without any template the problem text alone is the prompt.
+    """
+    override = ctx.config.prompt_template
+    template = _run_template(str(override)) if override is not None else track_template
+    return question if template is None else fill_template(template, {"problem": question})
 
 
 def final_answer_of(response: str | None) -> str | None:

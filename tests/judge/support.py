@@ -54,7 +54,11 @@ class ListClient:
 
 
 def make_ctx(
-    model: ModelClient, judge: ModelClient | None, *, max_output_tokens: int | None = None
+    model: ModelClient,
+    judge: ModelClient | None,
+    *,
+    max_output_tokens: int | None = None,
+    prompt_template: Path | None = None,
 ) -> SampleContext:
     config = RunConfig.model_validate(
         {
@@ -62,6 +66,7 @@ def make_ctx(
             "tasks": "unused.jsonl",
             "models": [{"name": "openai/fake-model"}],
             "budget": {"max_output_tokens": max_output_tokens},
+            "prompt_template": prompt_template,
         }
     )
     return SampleContext(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from agent.errors import UserError
@@ -181,3 +183,15 @@ async def test_final_answer_markers_feed_the_precheck(response: str) -> None:
     judge = ListClient([])
     record = await OlympiadTrack().run_sample(PENDULUM, 0, make_ctx(ListClient([response]), judge))
     assert record.outcome is Outcome.CORRECT and judge.requests == []
+
+
+async def test_run_config_prompt_template_overrides_the_answer_prompt(tmp_path: Path) -> None:
+    template = tmp_path / "answer.txt"
+    template.write_text("Solve carefully:\n{problem}\nEnd with FINAL ANSWER.\n", encoding="utf-8")
+    model = ListClient(["FINAL ANSWER: 6.7"])
+    ctx = make_ctx(model, ListClient([]), prompt_template=template, max_output_tokens=512)
+    await OlympiadTrack().run_sample(PENDULUM, 0, ctx)
+    assert (
+        model.requests[0][0]["content"]
+        == "Solve carefully:\nWhat is the period ratio?\nEnd with FINAL ANSWER."
+    )
