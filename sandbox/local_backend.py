@@ -2,10 +2,10 @@
 
 Layers, each used only when this machine supports it (probed once, see :func:`probe_isolation`):
 
-* namespaces via ``unshare``: a private network (no interfaces but a downed loopback), a private
-  PID namespace whose init is the program itself, so every descendant - even one that called
-  ``setsid`` - dies with it; a private mount namespace with a sized tmpfs on /tmp (the working
-  directory), a tiny /dev/shm, /sys hidden and the root filesystem remounted read-only;
+* namespaces via ``unshare``: a private network (no interfaces but a downed loopback); a private
+  PID namespace whose init is a shell that waits for the program and then exits, which kills
+  every descendant, even one that called ``setsid``; a private mount namespace with a sized
+  tmpfs on /tmp (the working directory), a tiny /dev/shm, /sys hidden, the root read-only;
 * all capabilities dropped and no-new-privileges (``setpriv``), so uid 0 cannot remount or escape;
 * cgroup v1 ``pids`` and ``memory`` groups per call (needs root): a fork bomb is contained and
   an out-of-memory kill is recorded;
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import functools
 import logging
 import math
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "proctor-local"
 _READ_CHUNK = 64 * 1024
-# Runs as the PID namespace's first process: builds the private mounts, then becomes the program.
+# Runs as the PID namespace's first process: builds the private mounts, then runs the program.
 _NAMESPACE_INIT = r"""
 set -e
 mount -t tmpfs -o "size=$1,mode=1777,nosuid,nodev" proctor-tmp /tmp
@@ -55,10 +56,15 @@ mount -t tmpfs -o ro,size=4k proctor-nosys /sys
 mount -o remount,bind,ro /
 cd /tmp
 shift
-exec setpriv --no-new-privs --bounding-set=-all --inh-caps=-all -- "$@"
+set +e
+# No exec: the program must not be the namespace's init, which ignores signals from inside
+# (even its own SIGKILL); this shell stays PID 1 and passes the status on (128+N for signal N).
+setpriv --no-new-privs --bounding-set=-all --inh-caps=-all -- "$@"
+exit $?
 """
 _NAMESPACE_PREFIX = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
 MEMORY_ERROR_MARK = "MemoryError"
+_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -180,6 +186,8 @@ def _make_preexec(limits: Limits, timeout: float, cgroups: CallCgroups | None) -
     cpu_seconds = math.ceil(timeout * max(1.0, limits.cpus)) + 1
 
     def preexec() -> None:
+        # If the controlling process dies (even by SIGKILL) the sandbox dies with it.
+        _set_parent_death_signal(signal.SIGKILL)
         if cgroups is not None:
             cgroups.join_self()
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
@@ -190,6 +198,14 @@ def _make_preexec(limits: Limits, timeout: float, cgroups: CallCgroups | None) -
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
     return preexec
+
+
+def _set_parent_death_signal(sig: int) -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except (OSError, AttributeError):
+        pass  # not Linux: the cleanup command covers this case
 
 
 def exit_code_of(returncode: int) -> int:

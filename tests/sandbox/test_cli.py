@@ -1,0 +1,207 @@
+"""`proctor sandbox exec|cleanup` through the real console command."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sandbox import ExecResult, Limits
+from sandbox import labels as sandbox_labels
+from tests.sandbox.conftest import run_proctor
+from tests.sandbox.test_conformance import host_processes_with
+
+EXEC_RESULT_KEYS = {f.name for f in dataclasses.fields(ExecResult)}
+BACKENDS = [pytest.param("docker", marks=pytest.mark.docker), "local"]
+
+
+@pytest.fixture
+def program(tmp_path: Path) -> Path:
+    path = tmp_path / "program.py"
+    path.write_text("import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)\n")
+    return path
+
+
+def image_args(backend: str, request: pytest.FixtureRequest) -> list[str]:
+    return ["--image", request.getfixturevalue("sandbox_image")] if backend == "docker" else []
+
+
+def assert_one_line_error(completed: subprocess.CompletedProcess[str], *needles: str) -> None:
+    assert completed.returncode == 2, completed
+    assert "Traceback" not in completed.stderr
+    lines = completed.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("proctor: error:"), completed.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_json_is_one_exec_result_and_program_failure_exits_zero(
+    backend: str, program: Path, request: pytest.FixtureRequest
+) -> None:
+    completed = run_proctor(
+        "sandbox", "exec", "--backend", backend, *image_args(backend, request), "--json", str(program)
+    )
+    assert completed.returncode == 0, completed.stderr
+    (line,) = completed.stdout.strip().splitlines()
+    result = json.loads(line)
+    assert set(result) == EXEC_RESULT_KEYS
+    assert (result["exit_code"], result["stdout"], result["stderr"]) == (3, "out\n", "err\n")
+    assert result["backend"] == backend
+    assert ("LOCAL backend" in completed.stderr) == (backend == "local")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_human_output_and_stdin_program(backend: str, request: pytest.FixtureRequest) -> None:
+    completed = run_proctor(
+        "sandbox",
+        "exec",
+        "--backend",
+        backend,
+        *image_args(backend, request),
+        "--timeout",
+        "2",
+        "--memory",
+        "256m",
+        "--cpus",
+        "1",
+        "-",
+        stdin="print(6 * 7, flush=True)\nwhile True: pass\n",
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout == "42\n"
+    assert completed.stderr.strip().splitlines()[-1].startswith(f"[sandbox {backend}: timed out;")
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--memory", "12xb"], "--memory"),
+        (["--memory", "1k"], "--memory"),
+        (["--cpus", "0"], "--cpus"),
+        (["--cpus", "1000"], "--cpus"),
+        (["--timeout", "-1"], "--timeout"),
+        (["--backend", "podman"], "--backend"),
+    ],
+)
+def test_bad_flags_give_one_line_errors(flags: list[str], needle: str, program: Path) -> None:
+    assert_one_line_error(run_proctor("sandbox", "exec", *flags, str(program)), needle)
+
+
+def test_missing_file_gives_one_line_error(tmp_path: Path) -> None:
+    missing = tmp_path / "absent.py"
+    assert_one_line_error(run_proctor("sandbox", "exec", str(missing)), str(missing))
+
+
+def test_missing_engine_with_docker_backend_gives_one_line_error(program: Path) -> None:
+    completed = run_proctor(
+        "sandbox",
+        "exec",
+        "--backend",
+        "docker",
+        str(program),
+        env={"DOCKER_HOST": "unix:///nonexistent/proctor-test.sock"},
+    )
+    assert_one_line_error(completed, "--backend docker", "no Docker engine answers")
+
+
+def test_auto_without_engine_falls_back_to_local_and_says_so(program: Path) -> None:
+    completed = run_proctor(
+        "sandbox",
+        "exec",
+        "--json",
+        str(program),
+        env={"DOCKER_HOST": "unix:///nonexistent/proctor-test.sock"},
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(completed.stdout)["backend"] == "local"
+    assert "LOCAL backend" in completed.stderr and "docker unavailable" in completed.stderr
+
+
+def _wait_for(predicate: object, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():  # type: ignore[operator]
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sigkill_of_controller_then_cleanup_leaves_nothing(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    token = f"sleeper-{uuid.uuid4().hex}"
+    program = tmp_path / "sleeper.py"
+    program.write_text(f"# {token}\nimport time\nprint('asleep', flush=True)\ntime.sleep(600)\n")
+    controller = subprocess.Popen(
+        [
+            "proctor",
+            "sandbox",
+            "exec",
+            "--backend",
+            backend,
+            *image_args(backend, request),
+            "--timeout",
+            "600",
+            str(program),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert _wait_for(lambda: host_processes_with(token), 60), "the sandboxed program never started"
+    finally:
+        os.kill(controller.pid, signal.SIGKILL)
+        controller.wait()
+    completed = run_proctor("sandbox", "cleanup", "--json")
+    assert completed.returncode == 0, completed.stderr
+    assert _wait_for(lambda: not host_processes_with(token), 10)
+    if backend == "docker":
+        import docker
+
+        client = docker.from_env()
+        owned = client.api.containers(
+            all=True,
+            filters={"label": [sandbox_labels.LABEL_FILTER, f"{sandbox_labels.OWNER_PID}={controller.pid}"]},
+        )
+        assert owned == []
+        assert json.loads(completed.stdout)["removed"], "cleanup found nothing to remove"
+
+
+@pytest.mark.docker
+def test_cleanup_keeps_containers_of_live_runs(sandbox_image: str) -> None:
+    import docker
+
+    from sandbox.containers import create_started_container, remove_container
+    from sandbox.labels import container_labels, new_run_id
+
+    client = docker.from_env()
+    live = create_started_container(
+        client.api,
+        sandbox_image,
+        Limits(),
+        container_labels(new_run_id(), "call"),
+        "65534:65534",
+    )
+    try:
+        completed = run_proctor("sandbox", "cleanup", "--json")
+        assert completed.returncode == 0, completed.stderr
+        assert live in json.loads(completed.stdout)["kept_live"]
+        assert client.api.inspect_container(live)["State"]["Running"]
+    finally:
+        remove_container(client.api, live)
+
+
+def test_cleanup_without_engine_still_answers() -> None:
+    completed = run_proctor(
+        "sandbox", "cleanup", env={"DOCKER_HOST": "unix:///nonexistent/proctor-test.sock"}
+    )
+    assert completed.returncode == 0 and "no containers checked" in completed.stdout, completed

@@ -1,0 +1,344 @@
+"""The conformance suite: every property the sandbox promises, checked against every backend.
+
+Docker cases carry the ``docker`` mark through the backend parameter; the local backend runs
+everywhere. Where a property cannot hold for the local backend the test says why it skips.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from sandbox import Sandbox
+from tests.sandbox.conftest import TEST_LIMITS
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+PINS = {
+    "galois": "0.4.4",
+    "gmpy2": "2.2.1",
+    "mpmath": "1.3.0",
+    "networkx": "3.4.2",
+    "numpy": "2.1.3",
+    "pyadic": "0.2.3",
+    "scipy": "1.15.2",
+    "sympy": "1.13.3",
+}
+SHORT = 2.0  # seconds: the timeout used by every case that must be killed
+
+
+def host_processes_with(token: str) -> list[int]:
+    """PIDs on the host whose command line mentions ``token`` (containers share the kernel)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if token.encode() in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def processes_gone(token: str, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while host_processes_with(token):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+async def run_json(sandbox: Sandbox, code: str, **kwargs: object) -> dict[str, object]:
+    result = await sandbox.exec(code, **kwargs)  # type: ignore[arg-type]
+    assert result.exit_code == 0, result
+    return json.loads(result.stdout)
+
+
+async def test_pins_are_exactly_the_listed_versions(sandbox: Sandbox, backend_name: str) -> None:
+    if backend_name == "local":
+        pytest.skip("the local backend runs the host's Python and libraries, not the pinned image")
+    code = (
+        "import importlib.metadata as m, json, sys\n"
+        f"names = {sorted(PINS)!r}\n"
+        "print(json.dumps({'python': list(sys.version_info[:2]),"
+        " 'versions': {n: m.version(n) for n in names}}))\n"
+    )
+    found = await run_json(sandbox, code, timeout=30)
+    assert found == {"python": [3, 11], "versions": PINS}
+
+
+async def test_pinned_libraries_import_on_the_read_only_root(sandbox: Sandbox, backend_name: str) -> None:
+    if backend_name == "local":
+        pytest.skip("the local backend runs the host's Python and libraries, not the pinned image")
+    result = await sandbox.exec("import galois, sympy\nprint(galois.GF(2**8).order)", timeout=60)
+    assert (result.exit_code, result.stdout, result.stderr) == (0, "256\n", "")
+
+
+async def test_no_state_survives_between_calls(sandbox: Sandbox) -> None:
+    token = uuid.uuid4().hex
+    write = (
+        "import os\n"
+        "for d in ('/tmp', os.getcwd(), os.path.expanduser('~')):\n"
+        f"    open(os.path.join(d, 'state-{token}'), 'w').write('x')\n"
+        "print('written')\n"
+    )
+    first = await sandbox.exec(write, timeout=10)
+    assert first.stdout == "written\n", first
+    check = (
+        "import os, json\n"
+        "dirs = ('/tmp', os.getcwd(), os.path.expanduser('~'))\n"
+        f"print(json.dumps([os.path.exists(os.path.join(d, 'state-{token}')) for d in dirs]))\n"
+    )
+    assert await run_json(sandbox, check, timeout=10) == [False, False, False]
+
+
+async def test_runs_without_capabilities(sandbox: Sandbox, backend_name: str) -> None:
+    code = (
+        "import json, os\n"
+        "status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())\n"
+        "print(json.dumps({'uid': os.getuid(), 'euid': os.geteuid(),"
+        " 'cap_eff': int(status['CapEff'].strip(), 16), 'no_new_privs': status['NoNewPrivs'].strip()}))\n"
+    )
+    found = await run_json(sandbox, code, timeout=10)
+    assert found["cap_eff"] == 0
+    assert found["no_new_privs"] == "1"
+    if backend_name == "local":
+        pytest.skip("the local backend keeps the host's uid (root here); only its capabilities are dropped")
+    assert found["uid"] != 0 and found["euid"] != 0
+
+
+async def test_no_network(sandbox: Sandbox) -> None:
+    # network none / an empty namespace: nothing can leave, so these probes never reach out.
+    code = (
+        "import json, socket, time\n"
+        "out = {}\n"
+        "started = time.monotonic()\n"
+        "try:\n"
+        "    socket.getaddrinfo('example.com', 443)\n"
+        "    out['dns'] = 'resolved'\n"
+        "except OSError as exc:\n"
+        "    out['dns'] = type(exc).__name__\n"
+        "for host, port in (('1.1.1.1', 53), ('8.8.8.8', 443)):\n"
+        "    try:\n"
+        "        socket.create_connection((host, port), timeout=2).close()\n"
+        "        out[host] = 'connected'\n"
+        "    except OSError as exc:\n"
+        "        out[host] = type(exc).__name__\n"
+        "out['seconds'] = time.monotonic() - started\n"
+        "print(json.dumps(out))\n"
+    )
+    found = await run_json(sandbox, code, timeout=15)
+    assert found["dns"] != "resolved"
+    assert found["1.1.1.1"] not in ("connected", "TimeoutError")  # refused at once, not dropped
+    assert found["8.8.8.8"] not in ("connected", "TimeoutError")
+    assert float(found["seconds"]) < 1.0  # type: ignore[arg-type]
+
+
+async def test_infinite_loop_times_out(sandbox: Sandbox) -> None:
+    result = await sandbox.exec("while True:\n    pass\n", timeout=SHORT)
+    assert result.timed_out and result.exit_code is None
+    assert result.duration_s <= SHORT + 2
+
+
+async def test_program_ignoring_sigterm_is_still_killed(sandbox: Sandbox) -> None:
+    code = (
+        "import signal, time\n"
+        "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "print('ignoring', flush=True)\n"
+        "while True:\n"
+        "    time.sleep(0.01)\n"
+    )
+    started = time.monotonic()
+    result = await sandbox.exec(code, timeout=SHORT)
+    assert result.timed_out and result.stdout == "ignoring\n"
+    assert time.monotonic() - started <= SHORT + 2
+
+
+async def test_background_child_dies_with_the_call(sandbox: Sandbox) -> None:
+    token = f"heartbeat-{uuid.uuid4().hex}"
+    # A daemon (double fork + setsid) that keeps writing a heartbeat after its parent exits.
+    code = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        os.execvp(sys.executable, [sys.executable, '-c',\n"
+        '            \'import time\\nwhile True:\\n    open("/tmp/beat", "a").write("x")\\n'
+        f"    time.sleep(0.05)\\n# {token}'])\n"
+        "    os._exit(0)\n"
+        "time.sleep(0.3)\n"
+        "print('beating' if os.path.exists('/tmp/beat') else 'no heartbeat')\n"
+    )
+    result = await sandbox.exec(code, timeout=10)
+    assert result.exit_code == 0 and result.stdout == "beating\n", result
+    assert await asyncio.to_thread(processes_gone, token, 1.0)
+
+
+async def test_fork_bomb_is_contained_and_host_stays_responsive(sandbox: Sandbox) -> None:
+    token = f"forkbomb-{uuid.uuid4().hex}"
+    code = f"# {token}\nimport os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
+    code += "        time.sleep(0.01)\n"
+    bomb = asyncio.create_task(sandbox.exec(code, timeout=3.0, limits=TEST_LIMITS.replace(pids=64)))
+    await asyncio.sleep(1.5)
+    started = time.monotonic()
+    probe = await asyncio.create_subprocess_exec(sys.executable, "-c", "print(1)", stdout=subprocess.PIPE)
+    await probe.communicate()
+    responsive_s = time.monotonic() - started
+    result = await bomb
+    assert result.timed_out
+    assert responsive_s < 2.0
+    # Nothing of the bomb is left behind once the call has returned.
+    assert await asyncio.to_thread(processes_gone, token, 2.0)
+
+
+async def test_fork_bomb_hits_the_process_limit(sandbox: Sandbox) -> None:
+    code = (
+        "import os, time\n"
+        "made = 0\n"
+        "try:\n"
+        "    for _ in range(1000):\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(30)\n"
+        "            os._exit(0)\n"
+        "        made += 1\n"
+        "except OSError as exc:\n"
+        "    print(made, exc.errno)\n"
+    )
+    result = await sandbox.exec(code, timeout=10, limits=TEST_LIMITS.replace(pids=32))
+    made, errno_value = (int(part) for part in result.stdout.split())
+    assert made < 32 and errno_value == 11  # EAGAIN
+
+
+async def test_memory_bomb_is_oom_killed(sandbox: Sandbox, backend_name: str) -> None:
+    # Local: RLIMIT_AS turns the allocation into MemoryError, reported as oom_killed too.
+    code = "blocks = []\nwhile True:\n    blocks.append(bytearray(16 * 1024 * 1024))\n"
+    result = await sandbox.exec(code, timeout=20, limits=TEST_LIMITS.replace(memory_bytes=128 * 1024 * 1024))
+    assert result.oom_killed, result
+    assert not result.timed_out
+    assert result.exit_code != 0
+    if backend_name == "local":
+        assert "MemoryError" in result.stderr
+
+
+async def test_filling_the_disk_is_bounded_by_the_tmpfs(sandbox: Sandbox) -> None:
+    tmpfs = 32 * 1024 * 1024
+    code = (
+        "import errno, os\n"
+        "written = 0\n"
+        "chunk = b'x' * (1024 * 1024)\n"
+        "try:\n"
+        "    for i in range(10_000):\n"
+        "        with open(f'/tmp/fill-{i}', 'wb') as fh:\n"
+        "            for _ in range(4):\n"
+        "                fh.write(chunk)\n"
+        "                fh.flush()\n"
+        "                written += len(chunk)\n"
+        "except OSError as exc:\n"
+        "    print(written, exc.errno)\n"
+    )
+    result = await sandbox.exec(code, timeout=20, limits=TEST_LIMITS.replace(tmpfs_bytes=tmpfs))
+    written, errno_value = (int(part) for part in result.stdout.split())
+    assert errno_value == 28  # ENOSPC
+    assert written <= tmpfs
+
+
+def _reset_peak_rss() -> None:
+    Path("/proc/self/clear_refs").write_text("5")  # "5" resets VmHWM, the peak-RSS counter
+
+
+def _peak_rss_bytes() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc/self/status")
+
+
+async def test_output_flood_is_truncated_and_host_memory_stays_flat(sandbox: Sandbox) -> None:
+    code = (
+        "import sys\n"
+        "chunk = 'y' * (1024 * 1024)\n"
+        "for _ in range(100):\n"
+        "    sys.stdout.write(chunk)\n"
+        "sys.stderr.write('done')\n"
+    )
+    _reset_peak_rss()
+    before = _peak_rss_bytes()
+    result = await sandbox.exec(code, timeout=60)
+    growth = _peak_rss_bytes() - before
+    assert result.exit_code == 0, result
+    assert result.stdout_truncated and not result.stderr_truncated
+    assert len(result.stdout) == TEST_LIMITS.output_bytes and set(result.stdout) == {"y"}
+    assert result.stderr == "done"
+    assert growth < 50 * 1024 * 1024, f"host RSS grew by {growth / 1e6:.0f} MB"
+
+
+async def test_root_filesystem_is_read_only(sandbox: Sandbox) -> None:
+    code = (
+        "import json, os\n"
+        "out = {}\n"
+        "for path in ('/proctor-probe', '/usr/proctor-probe', '/etc/proctor-probe'):\n"
+        "    try:\n"
+        "        open(path, 'w').close()\n"
+        "        out[path] = 'written'\n"
+        "    except OSError as exc:\n"
+        "        out[path] = exc.errno\n"
+        "print(json.dumps(out))\n"
+    )
+    found = await run_json(sandbox, code, timeout=10)
+    assert set(found.values()) == {30}  # EROFS
+
+
+async def test_no_host_environment_leaks(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = uuid.uuid4().hex
+    monkeypatch.setenv("PROCTOR_TEST_CANARY", secret)
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    code = "import json, os\nprint(json.dumps(dict(os.environ)))\n"
+    env = await run_json(sandbox, code, timeout=10)
+    assert "PROCTOR_TEST_CANARY" not in env and "OPENAI_API_KEY" not in env
+    assert all(secret not in value for value in env.values())  # type: ignore[operator]
+
+
+async def test_stdin_argv_and_exit_codes(sandbox: Sandbox) -> None:
+    echoed = await sandbox.exec("import sys\nprint(sys.stdin.read().upper())", stdin="hello", timeout=10)
+    assert (echoed.exit_code, echoed.stdout) == (0, "HELLO\n")
+    failed = await sandbox.exec("import sys\nprint('bye', file=sys.stderr)\nsys.exit(3)", timeout=10)
+    assert (failed.exit_code, failed.stderr, failed.timed_out) == (3, "bye\n", False)
+    shell = await sandbox.exec(argv=["sh", "-c", "echo from-sh; exit 4"], timeout=10)
+    assert (shell.exit_code, shell.stdout) == (4, "from-sh\n")
+    killed = await sandbox.exec("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", timeout=10)
+    assert killed.exit_code == 137 and not killed.oom_killed
+
+
+async def test_long_program_runs_whole(sandbox: Sandbox) -> None:
+    # Over Linux's 128 KiB single-argument limit: delivered in pieces and joined again.
+    filler = "\n".join(f"v{i} = {i}" for i in range(30_000))
+    result = await sandbox.exec(filler + "\nprint(v29999 + 1)\n", timeout=30)
+    assert (result.exit_code, result.stdout) == (0, "30000\n"), result.stderr[-500:]
+
+
+async def test_concurrent_calls_are_isolated(sandbox: Sandbox) -> None:
+    code = "import os, sys\nopen('/tmp/mine', 'a').write('x')\nprint(len(open('/tmp/mine').read()))\n"
+    results = await asyncio.gather(*(sandbox.exec(code, timeout=30) for _ in range(4)))
+    assert [r.stdout for r in results] == ["1\n"] * 4
+
+
+async def test_describe_names_backend_and_isolation(sandbox: Sandbox, backend_name: str) -> None:
+    described = sandbox.describe()
+    assert described["backend"] == backend_name
+    if backend_name == "local":
+        assert described["isolation"] == "reduced"
+        assert any("host Python" in note for note in described["notes"])
+    else:
+        assert str(described["image_id"]).startswith("sha256:")
