@@ -84,7 +84,10 @@ async def _symbolic_precheck(reference: str, answer: str | None, timeout_s: floa
         return None
     from agent.scoring.eed import eed_score_async
 
-    result = await eed_score_async(*pair, mode="fixed", timeout_s=timeout_s)
+    try:
+        result = await eed_score_async(*pair, mode="fixed", timeout_s=timeout_s)
+    except Exception as exc:  # the pre-check is an optimisation: if it breaks, the judge decides
+        return PrecheckResult(False, f"no exact or numeric match; symbolic check failed: {exc}")
     if result.status == "equivalent":
         return PrecheckResult(True, "symbolic")
     return PrecheckResult(False, f"no exact or numeric match; symbolic check: {result.status}")

@@ -80,3 +80,20 @@ async def test_symbolic_can_be_switched_off() -> None:
         symbolic=False,
     )
     assert len(judge.requests) == 1 and grade.judge.decided_by == "judge"
+
+
+async def test_a_broken_symbolic_check_defers_to_the_judge(monkeypatch: pytest.MonkeyPatch) -> None:
+    import agent.scoring.eed as eed
+
+    async def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("worker pool gone")
+
+    monkeypatch.setattr(eed, "eed_score_async", broken)
+    judge = ListClient(["VERDICT: CORRECT"])
+    grade = await grade_olympiad(
+        judge=judge, template=TEMPLATE, problem="P", reference=r"\frac{R}{3}", answer="r", final_answer="R/3"
+    )
+    assert grade.outcome is Outcome.CORRECT and grade.judge.decided_by == "judge"
+    assert (
+        grade.judge.precheck is not None and "symbolic check failed: worker pool gone" in grade.judge.precheck
+    )
