@@ -21,7 +21,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,9 @@ from agent.summary import prices_from_config, summarize
 from agent.tracks.base import SampleContext, Track
 from agent.tracks.registry import make_track
 from sandbox import Limits, Sandbox, open_sandbox
+
+# open_sandbox's signature: (backend, *, image, pool_size, default_limits) -> Sandbox.
+SandboxOpener = Callable[..., Awaitable[Sandbox]]
 
 
 def utc_now() -> str:
@@ -237,8 +240,11 @@ class Runner:
         progress: RunProgress,
         config_file: Path | None = None,
         handle_signals: bool = True,
+        sandbox_opener: SandboxOpener | None = None,
     ) -> None:
         self.config = config
+        # Benchmarks inject an in-process double here; runs always use open_sandbox.
+        self.sandbox_opener: SandboxOpener = sandbox_opener or open_sandbox
         self.progress = progress
         self.config_file = config_file
         self.handle_signals = handle_signals
@@ -377,7 +383,7 @@ class Runner:
             memory = parse_size(box.memory)
         except ValueError as exc:
             raise UserError(f"field 'sandbox.memory': {exc}") from None
-        sandbox = await open_sandbox(
+        sandbox = await self.sandbox_opener(
             box.backend,
             image=box.image,
             pool_size=box.pool_size,
@@ -496,7 +502,13 @@ async def execute_run(
     progress: RunProgress,
     config_file: Path | None = None,
     handle_signals: bool = True,
+    sandbox_opener: SandboxOpener | None = None,
 ) -> RunResult:
-    return await Runner(
-        config, progress=progress, config_file=config_file, handle_signals=handle_signals
-    ).run()
+    runner = Runner(
+        config,
+        progress=progress,
+        config_file=config_file,
+        handle_signals=handle_signals,
+        sandbox_opener=sandbox_opener,
+    )
+    return await runner.run()

@@ -1,0 +1,42 @@
+"""`proctor bench loop` machinery works (not a timed test: the targets are checked by the benchmark)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from agent.bench_loop import SANDBOX_DOUBLE_LABEL, UsageScript, results_as_json, run_scenario
+from agent.config import BudgetConfig
+
+
+async def test_scenario_runs_real_loop_against_the_scripted_server_process(tmp_path: Path):
+    result = await run_scenario(
+        "smoke",
+        samples=3,
+        concurrency=2,
+        turns=4,
+        script=UsageScript(input_base=100, input_growth=10, output=5),
+        budget=BudgetConfig(),
+        workdir=tmp_path,
+    )
+    # Each conversation ends at max_turns without a submission; 4 model turns each.
+    assert result.turns == 12
+    assert result.outcomes == {"no_submission": 3}
+    # Reported usage summed per conversation: sum over k=1..4 of (100 + 10k) + 5.
+    assert result.max_cumulative_tokens == sum(100 + 10 * k + 5 for k in range(1, 5))
+    assert result.harness_cpu_ms_per_turn > 0 and result.server_ms_per_turn > 0
+    assert results_as_json([result], 8)["sandbox"] == SANDBOX_DOUBLE_LABEL
+
+
+async def test_forcing_threshold_ends_the_conversation_on_the_forced_turn(tmp_path: Path):
+    result = await run_scenario(
+        "forced",
+        samples=1,
+        concurrency=1,
+        turns=50,
+        script=UsageScript(input_base=1000, input_growth=0, output=0),
+        budget=BudgetConfig(token_cap=10_000, force_submit_at=3_000),
+        workdir=tmp_path,
+    )
+    # 3 turns reach 3,000 tokens; turn 4 is forced and answered without a tool call.
+    assert result.turns == 4 and result.outcomes == {"no_submission": 1}
+    assert result.harness_gap_ms_median is not None
