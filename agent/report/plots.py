@@ -116,7 +116,7 @@ def token_curves(samples: list[SampleRecord], force_submit_at: int, token_cap: i
     for tick in nice_ticks(0, max(1, max_turn), 8):
         if tick == int(tick):
             parts.append(text(x(tick), bottom + 16, f"{int(tick)}", anchor="middle", css="tick"))
-    parts.append(text((left + right) / 2, bottom + 34, "turn", anchor="middle", css="axis-label"))
+    parts.append(text(right, bottom + 30, "turn", anchor="end", css="axis-label"))
     parts.append('<g class="curves">')
     for index, sample in enumerate(samples):
         if not sample.turns:
@@ -129,6 +129,19 @@ def token_curves(samples: list[SampleRecord], force_submit_at: int, token_cap: i
             f"{sample.total_tokens:,} tokens</title></polyline>"
         )
     parts.append("</g>")
+    present = [str(o) for o in OUTCOME_ORDER if any(s.outcome == o for s in samples)]
+    lx, ly = left - 40, HEIGHT - 16.0
+    for outcome in present:
+        # Legend under the plot: a short stroke and the name, wrapping to a second row if needed.
+        label = outcome.replace("_", " ")
+        width = 26 + 6.3 * len(label)
+        if lx + width > WIDTH:
+            lx, ly = left - 40, ly + 13
+        parts.append(
+            f'<line class="legend-line o-{attr(outcome)}" x1="{lx}" x2="{lx + 14}" y1="{ly}" y2="{ly}"/>'
+        )
+        parts.append(text(lx + 18, ly + 4, label, css="legend"))
+        lx += width
     for css, value, label in (
         ("limit-force", force_submit_at, "force submit"),
         ("limit-cap", token_cap, "cap"),
