@@ -8,6 +8,8 @@ idempotent: when the tagged image exists it returns at once.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -145,7 +147,34 @@ def build_image(
     existing = _existing_info(client, image_tag(requested_base), versions)
     if existing is not None:
         return existing
+    with _build_lock(log):
+        # Another process may have built it while this one waited for the lock.
+        existing = _existing_info(client, image_tag(requested_base), versions)
+        if existing is not None:
+            return existing
+        return _build_locked(client, requested_base, versions, log)
 
+
+@contextlib.contextmanager
+def _build_lock(log: Log) -> Iterator[None]:
+    """One build at a time per machine: parallel test workers would otherwise all build."""
+    lock_path = wheel_cache_dir().parent / "image-build.lock"
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with lock_path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            log(f"another image build holds {lock_path}; waiting for it")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build_locked(
+    client: docker.DockerClient, requested_base: str, versions: dict[str, str], log: Log
+) -> ImageInfo:
     started = time.monotonic()
     base_ref, base_id = ensure_base_image(client, requested_base, log)
     tag = image_tag(base_ref)
