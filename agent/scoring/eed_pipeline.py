@@ -166,8 +166,12 @@ def run_pipeline(
     try:
         reference_tree: TreeNode = clock.run("build_trees", "tree", lambda: sympy_to_tree(reference_expr))
         answer_tree: TreeNode = clock.run("build_trees", "tree", lambda: sympy_to_tree(answer_expr))
-    except (UnsupportedExpression, RecursionError) as exc:
+    except UnsupportedExpression as exc:
         return _result("zero_gate:unsupported_expression", clock, fallbacks=fallbacks, detail=str(exc))
+    except Exception as exc:  # e.g. str() of a 700,000-digit integer; the published code scores 0 too
+        return _result(
+            "zero_gate:tree_error", clock, fallbacks=fallbacks, detail=f"{type(exc).__name__}: {exc}"
+        )
 
     distance = clock.run("distance", "distance", lambda: tree_edit_distance(answer_tree, reference_tree))
     size = reference_tree.size

@@ -77,7 +77,11 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
                 on_step=report_step,
             )
         except Exception as exc:  # a bug in the pipeline must not kill the worker silently
-            result = {"status": "worker_error", "detail": f"{type(exc).__name__}: {exc}"}
+            result = {
+                "status": "zero_gate:internal_error",
+                "score": 0.0,
+                "detail": f"{type(exc).__name__}: {exc}",
+            }
         _send(replies, {"kind": "result", "id": request_id, "result": result})
 
 
