@@ -105,9 +105,15 @@ def create_started_container(
     labels: dict[str, str],
     user: str,
 ) -> str:
-    """Create and start one locked-down container running the launcher; return its ID."""
+    """Create and start one locked-down container running the launcher; return its ID.
+
+    ``user`` is numeric, ``uid`` or ``uid:gid``: the tmpfs mounts are given to it.
+    """
     memory = limits.memory_bytes
-    tmpfs_opts = "rw,nosuid,nodev,mode=1777"
+    uid, _, gid = user.partition(":")
+    # The engine copies the image directory's mode onto a tmpfs mounted over it, so ``mode``
+    # alone does not make /work writable; owning it does.
+    tmpfs_opts = f"rw,nosuid,nodev,mode=1777,uid={uid},gid={gid or uid}"
     host_config = api.create_host_config(
         network_mode="none",
         read_only=True,

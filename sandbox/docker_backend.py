@@ -67,10 +67,12 @@ def resolve_image(client: docker.DockerClient, image: str | None) -> tuple[str, 
 
 
 def sandbox_user(client: docker.DockerClient, image_id: str) -> str:
-    """The image's own user unless that is root; then nobody. Never root."""
+    """The image's own numeric ``uid:gid`` unless that is root or a name; then nobody. Never root."""
     configured = (client.images.get(image_id).attrs.get("Config") or {}).get("User") or ""
-    name = configured.split(":", 1)[0]
-    return configured if name not in ("", "0", "root") else NOBODY
+    uid, _, gid = configured.partition(":")
+    if not uid.isdigit() or int(uid) == 0 or (gid and not gid.isdigit()):
+        return NOBODY
+    return f"{uid}:{gid or uid}"
 
 
 class DockerSandbox:
