@@ -125,6 +125,20 @@ def make_frontiermath_sample(
         {"role": "user", "content": question},
     ]
     tool_calls: list[ToolCallRecord] = []
+    # Two of three samples carry the FrontierMath loop's extra message fields (turn, kind, usage,
+    # forced_submission); the rest are plain Chat Completions messages, as other tracks may write.
+    loop_shaped = index % 3 != 0
+
+    def annotate(message: dict[str, Any], turn: TurnUsage | None, **extra: Any) -> dict[str, Any]:
+        if loop_shaped:
+            message["turn"] = turn.turn if turn else 0
+            if turn is not None and message["role"] == "assistant":
+                message["usage"] = turn.model_dump()
+                if turn.forced_submission:
+                    message["forced_submission"] = True
+            message.update(extra)
+        return message
+
     cap_reached = bool(turns) and turns[-1].cumulative_tokens >= cap
     submits = not cap_reached
     for turn in turns[:-1] if submits else turns:
@@ -138,20 +152,31 @@ def make_frontiermath_sample(
         result = "" if timed_out else body
         sandbox = _exec(rng, result, timed_out=timed_out)
         transcript.append(
-            {
-                "role": "assistant",
-                "content": f"Turn {turn.turn}: trying an approach. {XSS_TEXT if turn.turn == 1 else ''}",
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": "python", "arguments": json.dumps({"code": code})},
-                    }
-                ],
-            }
+            annotate(
+                {
+                    "role": "assistant",
+                    "content": f"Turn {turn.turn}: trying an approach. {XSS_TEXT if turn.turn == 1 else ''}",
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {"name": "python", "arguments": json.dumps({"code": code})},
+                        }
+                    ],
+                },
+                turn,
+            )
         )
         shown = "Timed out after 30 s." if timed_out else result
-        transcript.append({"role": "tool", "tool_call_id": call_id, "content": shown})
+        transcript.append(
+            annotate(
+                {"role": "tool", "tool_call_id": call_id, "content": shown},
+                turn,
+                name="python",
+                duration_s=sandbox["duration_s"],
+                truncated=truncated,
+            )
+        )
         tool_calls.append(
             ToolCallRecord(
                 turn=turn.turn,
@@ -174,26 +199,36 @@ def make_frontiermath_sample(
         final_turn = turns[-1].turn
         if forced_turn is not None:
             transcript.append(
-                {
-                    "role": "user",
-                    "content": f"The conversation has used {turns[-2].cumulative_tokens:,} tokens, past "
-                    f"the {force_at:,}-token threshold: call submit_answer now.",
-                }
+                annotate(
+                    {
+                        "role": "user",
+                        "content": f"The conversation has used {turns[-2].cumulative_tokens:,} tokens, past "
+                        f"the {force_at:,}-token threshold: call submit_answer now.",
+                    },
+                    turns[-1],
+                    kind="forced_submission",
+                )
             )
         answer_code = f"def answer():\n    return {1854 + index % 3}\n"
         call_id = f"call_{index}_submit"
         transcript.append(
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": call_id,
-                        "type": "function",
-                        "function": {"name": "submit_answer", "arguments": json.dumps({"code": answer_code})},
-                    }
-                ],
-            }
+            annotate(
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {
+                            "id": call_id,
+                            "type": "function",
+                            "function": {
+                                "name": "submit_answer",
+                                "arguments": json.dumps({"code": answer_code}),
+                            },
+                        }
+                    ],
+                },
+                turns[-1],
+            )
         )
         if outcome_roll < 0.55:
             outcome, verification = Outcome.CORRECT, "verify(a) returned True"
@@ -205,7 +240,9 @@ def make_frontiermath_sample(
         else:
             outcome, verification = Outcome.ANSWER_TIMEOUT, None
             error = "answer() ran past 30 s"
-        transcript.append({"role": "tool", "tool_call_id": call_id, "content": "Submission recorded."})
+        transcript.append(
+            annotate({"role": "tool", "tool_call_id": call_id, "content": "Submission recorded."}, turns[-1])
+        )
         submission = SubmissionRecord(
             code=answer_code,
             turn=final_turn,

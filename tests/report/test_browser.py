@@ -53,10 +53,17 @@ def test_small_report_renders_plots_and_transcripts(browser: Chromium, small_run
     assert _count(browser, "tr.sample-row") == min(50, len(run.samples))
     browser.screenshot(ARTIFACTS / "report-summary.png")
 
-    forced = next(i for i, s in enumerate(run.samples) if s.forced_submission_turn and s.submission)
-    browser.evaluate(f"window.__proctorReport.open({forced})")
+    forced_samples = [i for i, s in enumerate(run.samples) if s.forced_submission_turn and s.submission]
+    shapes = {any("kind" in m for m in run.samples[i].transcript): i for i in forced_samples}
+    assert set(shapes) == {True, False}, "the fixture should hold both transcript shapes"
+    for index in shapes.values():
+        browser.evaluate(f"window.__proctorReport.open({index})")
+        assert _count(browser, f'.detail[data-sample="{index}"] .forced-marker') == 1
+        assert _count(browser, f'.detail[data-sample="{index}"] .badge.warn') >= 1
+    forced = shapes[True]
     detail = f'.detail[data-sample="{forced}"]'
-    assert _count(browser, f"{detail} .forced-marker") == 1
+    notice = browser.evaluate(f"document.querySelector('{detail} .forced-marker .notice').textContent")
+    assert "call submit_answer now" in notice
     assert _count(browser, f"{detail} .msg.assistant") >= 2
     assert _count(browser, f"{detail} pre.code .tok-keyword") >= 1
     assert _count(browser, f"{detail} .panel.submission") == 1

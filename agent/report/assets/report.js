@@ -183,10 +183,12 @@
     return svg;
   }
 
-  function forcedMarker(turn) {
-    return el("div", { cls: "forced-marker", role: "note" },
-      "Submission forced at turn " + turn + ": the token budget passed the force-submit threshold, " +
-      "so the next request named submit_answer.");
+  function forcedMarker(turn, notice) {
+    var marker = el("div", { cls: "forced-marker", role: "note" },
+      el("div", { text: "Submission forced at turn " + turn + ": the token budget passed the force-submit " +
+        "threshold, so this request named submit_answer." }));
+    if (notice) marker.appendChild(el("div", { cls: "notice", text: "Notice sent to the model: " + notice }));
+    return marker;
   }
 
   function renderToolCall(call, recordById) {
@@ -209,6 +211,9 @@
 
   function renderToolResult(msg, recordById) {
     var record = recordById[msg.tool_call_id] || null;
+    if (!record && (msg.name || msg.duration_s || msg.truncated)) {
+      record = { name: msg.name || "tool", duration_s: msg.duration_s, truncated: msg.truncated, error: msg.error };
+    }
     var head = el("div", { cls: "msg-head" }, el("span", { cls: "role", text: "tool result" }));
     if (record) {
       head.appendChild(badge(record.name, "tool"));
@@ -227,27 +232,36 @@
     return box;
   }
 
+  var USER_KINDS = { prompt: "prompt", nudge: "harness nudge", forced_submission: "forced submission" };
+
   function renderTranscript(rec) {
     var wrap = el("div", { cls: "transcript" });
     var recordById = {};
     (rec.tool_calls || []).forEach(function (c) { recordById[c.call_id] = c; });
+    var forcedTurn = rec.forced_submission_turn;
+    var hasForced = forcedTurn !== null && forcedTurn !== undefined;
     var assistantIndex = 0, forcedShown = false;
     (rec.transcript || []).forEach(function (msg) {
       var role = msg.role || "?";
       if (role === "assistant") {
-        var usage = (rec.turns || [])[assistantIndex] || null;
+        // The FrontierMath loop stores each reply's usage on the message; else pair replies with turns in order.
+        var usage = msg.usage || (rec.turns || [])[assistantIndex] || null;
         assistantIndex++;
-        var turnNo = usage ? usage.turn : assistantIndex;
-        if (!forcedShown && rec.forced_submission_turn !== null && rec.forced_submission_turn !== undefined &&
-            (turnNo === rec.forced_submission_turn || (usage && usage.forced_submission))) {
-          wrap.appendChild(forcedMarker(rec.forced_submission_turn));
+        var turnNo = msg.turn || (usage ? usage.turn : assistantIndex);
+        var forced = Boolean(msg.forced_submission || (usage && usage.forced_submission) ||
+          (hasForced && turnNo === forcedTurn));
+        if (forced && !forcedShown) {
+          wrap.appendChild(forcedMarker(hasForced ? forcedTurn : turnNo, null));
           forcedShown = true;
         }
         var head = el("div", { cls: "msg-head" }, el("span", { cls: "role", text: "assistant" }),
-          badge("turn " + turnNo, "dim"));
+          badge("turn " + turnNo, "dim"), forced ? badge("forced: submit_answer", "warn") : null);
         if (usage) {
           head.appendChild(badge("+" + fmtTokens(usage.input_tokens) + " in / " + fmtTokens(usage.output_tokens) +
             " out · " + fmtTokens(usage.cumulative_tokens) + " total" + (usage.estimated ? " (est.)" : ""), "dim"));
+        }
+        if (msg.finish_reason && msg.finish_reason !== "stop" && msg.finish_reason !== "tool_calls") {
+          head.appendChild(badge("finish: " + msg.finish_reason, "warn"));
         }
         var box = el("div", { cls: "msg assistant" }, head);
         var reasoning = msg.reasoning_content || msg.reasoning;
@@ -261,19 +275,22 @@
         wrap.appendChild(box);
       } else if (role === "tool") {
         wrap.appendChild(renderToolResult(msg, recordById));
+      } else if (msg.kind === "forced_submission") {
+        // The harness's own notice: shown as the marker, with the words the model read.
+        wrap.appendChild(forcedMarker(hasForced ? forcedTurn : msg.turn, messageText(msg.content)));
+        forcedShown = true;
       } else {
         var content = textBlock(messageText(msg.content), "text prose");
         if (role === "system") {
           wrap.appendChild(el("details", { cls: "msg system" }, el("summary", { text: "system prompt" }), content));
         } else {
-          wrap.appendChild(el("div", { cls: "msg " + role }, el("div", { cls: "msg-head" },
-            el("span", { cls: "role", text: role })), content));
+          var label = USER_KINDS[msg.kind] || role;
+          wrap.appendChild(el("div", { cls: "msg " + role + (msg.kind ? " kind-" + msg.kind : "") },
+            el("div", { cls: "msg-head" }, el("span", { cls: "role", text: label })), content));
         }
       }
     });
-    if (!forcedShown && rec.forced_submission_turn !== null && rec.forced_submission_turn !== undefined) {
-      wrap.appendChild(forcedMarker(rec.forced_submission_turn));
-    }
+    if (!forcedShown && hasForced) wrap.appendChild(forcedMarker(forcedTurn, null));
     return wrap;
   }
 
