@@ -1,0 +1,121 @@
+"""The shipped sample problems and `proctor validate`, which puts references through the submission path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.tracks.frontiermath.checks import check_submission_code
+from agent.tracks.frontiermath.tasks import load_frontiermath_tasks
+
+SAMPLES = Path(__file__).resolve().parents[2] / "configs" / "tasks" / "frontiermath-samples.jsonl"
+# Libraries the host lacks; the local backend runs the host's Python.
+IMAGE_ONLY = ("galois", "pyadic")
+
+
+def proctor(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from agent.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_samples_cover_the_required_ground() -> None:
+    tasks = load_frontiermath_tasks(SAMPLES)
+    assert len(tasks) >= 10
+    assert sum(task.quickstart for task in tasks) >= 3
+    assert {"number theory", "combinatorics", "algebra", "finite fields", "p-adic analysis"} <= {
+        task.subject for task in tasks
+    }
+    for task in tasks:
+        assert task.reference_solution is not None, task.id
+        assert check_submission_code(task.reference_solution) == [], task.id
+        assert (task.answer is None) != (task.verification_code is None)
+    assert any(t.verification_code for t in tasks) and any(t.tolerance for t in tasks)
+    assert any("galois" in (t.reference_solution or "") for t in tasks)
+
+
+def test_validate_passes_the_samples_the_host_can_run(tmp_path: Path) -> None:
+    lines = [line for line in SAMPLES.read_text().splitlines() if line.strip()]
+    runnable = [
+        line for line in lines if not any(lib in json.loads(line)["reference_solution"] for lib in IMAGE_ONLY)
+    ]
+    assert len(runnable) >= 10
+    subset = tmp_path / "samples.jsonl"
+    subset.write_text("\n".join(runnable) + "\n")
+    result = proctor("validate", "--tasks", str(subset), "--backend", "local", "--json")
+    report = json.loads(result.stdout)
+    assert result.returncode == 0, report["results"]
+    assert report["passed"] == len(runnable) and report["failed"] == []
+
+
+@pytest.mark.docker
+def test_validate_passes_every_sample_in_the_pinned_image() -> None:
+    result = proctor("validate", "--tasks", str(SAMPLES), "--backend", "docker", "--json")
+    report = json.loads(result.stdout)
+    assert result.returncode == 0, [r for r in report["results"] if not r["passed"]]
+    assert report["passed"] == report["total"] >= 10
+    assert report["sandbox"]["backend"] == "docker"
+
+
+def test_validate_lists_failing_references_and_exits_1(tmp_path: Path) -> None:
+    rows = [
+        {
+            "id": "good",
+            "question": "q",
+            "answer_type": "Python int",
+            "answer": "42",
+            "reference_solution": "def answer():\n    return 6 * 7\n",
+        },
+        {
+            "id": "wrong",
+            "question": "q",
+            "answer_type": "Python int",
+            "answer": "42",
+            "reference_solution": "def answer():\n    return 41\n",
+        },
+        {
+            "id": "commented",
+            "question": "q",
+            "answer_type": "Python int",
+            "answer": "42",
+            "reference_solution": "def answer():\n    return 42  # fine?\n",
+        },
+        {"id": "no-reference", "question": "q", "answer_type": "Python int", "answer": "42"},
+    ]
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    table = proctor("validate", "--tasks", str(path), "--backend", "local")
+    assert table.returncode == 1
+    assert "failing references: wrong, commented" in table.stdout
+    as_json = proctor("validate", "--tasks", str(path), "--backend", "local", "--json")
+    report = json.loads(as_json.stdout)
+    assert as_json.returncode == 1
+    assert report["failed"] == ["wrong", "commented"] and report["unchecked"] == ["no-reference"]
+    outcomes = {r["id"]: r["outcome"] for r in report["results"]}
+    assert outcomes == {
+        "good": "correct",
+        "wrong": "incorrect",
+        "commented": "invalid_submission",
+        "no-reference": None,
+    }
+    strict = proctor("validate", "--tasks", str(path), "--backend", "local", "--json", "--require-reference")
+    assert json.loads(strict.stdout)["failed"] == ["wrong", "commented", "no-reference"]
+
+
+def test_validate_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.jsonl"
+    path.write_text('{"id": "a", "question": "q", "answer": "1"}\n')
+    result = proctor("validate", "--tasks", str(path), "--backend", "local")
+    assert result.returncode == 2
+    assert result.stderr.strip() == f"proctor: error: {path}:1: field 'answer_type': field required"
+    missing = proctor("validate", "--tasks", str(tmp_path / "absent.jsonl"))
+    assert missing.returncode == 2 and "task file not found" in missing.stderr
+    backend = proctor("validate", "--tasks", str(path), "--backend", "vm")
+    assert backend.returncode == 2 and "unknown backend" in backend.stderr
