@@ -151,7 +151,7 @@ async def test_printing_cannot_corrupt_or_fake_the_result(any_sandbox: Sandbox) 
     assert result.record.answer_exec is not None and "noise" in result.record.answer_exec["stderr"]
 
 
-async def test_answer_and_verification_run_in_separate_fresh_sandboxes(local_sandbox: Sandbox) -> None:
+async def test_answer_and_verification_run_in_separate_fresh_sandboxes(any_sandbox: Sandbox) -> None:
     # A submission that leaves a file behind cannot influence its own verification.
     code = "def answer():\n    open('proctor-verdict', 'w').write('x')\n    return 1\n"
     task = VERIFIED.model_copy(
@@ -162,7 +162,7 @@ async def test_answer_and_verification_run_in_separate_fresh_sandboxes(local_san
         }
     )
     events = RecordingEvents()
-    result = await SubmissionRunner(local_sandbox, CONFIG, events).evaluate(code, task)
+    result = await SubmissionRunner(any_sandbox, CONFIG, events).evaluate(code, task)
     assert events.sandbox_started == 2 and len(events.sandbox_finished) == 2
     assert result.outcome is Outcome.INCORRECT
 
