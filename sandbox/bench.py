@@ -13,7 +13,6 @@ import asyncio
 import math
 import os
 import platform
-import shutil
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -26,6 +25,8 @@ from sandbox.local_backend import LocalSandbox
 PRINT_ONE = "print(1)"
 IMPORT_LIBS = "import galois, sympy"
 _IMPORT_CALLS_MAX = 10
+# The real interpreter, not a version-manager shim (pyenv's is a bash script: ~100 ms).
+HOST_PYTHON = os.path.realpath(sys.executable)
 
 
 def percentile(samples: list[float], fraction: float) -> float:
@@ -75,7 +76,7 @@ def _sandbox_call(
 async def run_benchmark(calls: int = 30, image: str | None = None) -> dict[str, Any]:
     """Measure every way; raises SandboxUnavailable when docker or the image is missing."""
     rows: dict[str, list[float]] = {}
-    host_python = shutil.which("python3") or sys.executable
+    host_python = HOST_PYTHON
     rows["host python3 -c (floor)"] = await _time_calls(calls, lambda: _host_python_once(host_python))
 
     local = LocalSandbox()
@@ -113,6 +114,7 @@ async def run_benchmark(calls: int = 30, image: str | None = None) -> dict[str, 
             "cpus": os.cpu_count(),
             "load_average_1m": os.getloadavg()[0],
             "python": platform.python_version(),
+            "host_python": host_python,
         },
         "rows": [
             {

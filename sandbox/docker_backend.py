@@ -145,6 +145,7 @@ class DockerSandbox:
             "user": self.user,
             "pool_size": self.pool.size,
             "isolation": "container",
+            "isolates_less": False,
             "notes": [
                 "one fresh container per call (warm pool: started ahead, used once, destroyed)",
                 "network none, read-only root, tmpfs /tmp and /work, cap-drop ALL, no-new-privileges",

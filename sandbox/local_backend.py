@@ -239,6 +239,7 @@ class LocalSandbox:
             "python": self.python,
             "python_version": sys.version.split()[0],
             "isolation": "reduced",
+            "isolates_less": True,
             "notes": self.isolation.notes(),
             "fallback_reason": self.fallback_reason,
             "limits": self.default_limits.__dict__,

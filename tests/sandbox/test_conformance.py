@@ -342,3 +342,32 @@ async def test_describe_names_backend_and_isolation(sandbox: Sandbox, backend_na
         assert any("host Python" in note for note in described["notes"])
     else:
         assert str(described["image_id"]).startswith("sha256:")
+
+
+@pytest.mark.docker
+async def test_cancelled_call_and_close_leave_no_container(sandbox_image: str) -> None:
+    import docker
+
+    from sandbox import labels, open_sandbox
+
+    token = f"cancelled-{uuid.uuid4().hex}"
+    opened = await open_sandbox("docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS)
+    run_filter = {"label": [labels.LABEL_FILTER, f"{labels.RUN_ID}={opened.describe()['run_id']}"]}
+    call = asyncio.create_task(opened.exec(f"# {token}\nimport time\ntime.sleep(60)\n", timeout=60))
+    assert await asyncio.to_thread(lambda: _appears(token, 30.0)), "the program never started"
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    # Cancellation awaited the removal: the program and its container are gone already.
+    assert host_processes_with(token) == []
+    await opened.aclose()
+    assert docker.from_env().api.containers(all=True, filters=run_filter) == []
+
+
+def _appears(token: str, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while not host_processes_with(token):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True

@@ -1,0 +1,163 @@
+"""The sandbox's small parts, without an engine: sizes, output caps, frames, argv, pool, cleanup."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from sandbox.cleanup import is_orphan
+from sandbox.containers import _FrameSplitter, _Stream
+from sandbox.labels import OWNER_HOST, OWNER_PID, container_labels
+from sandbox.output import CappedBuffer
+from sandbox.pool import WarmPool
+from sandbox.program import python_argv, resolve_argv
+from sandbox.sizes import parse_size
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("512m", 512 * 2**20), ("2g", 2 * 2**30), ("1.5GiB", 3 * 2**29), ("4096", 4096), ("64 kb", 65536)],
+)
+def test_parse_size(text: str, expected: int) -> None:
+    assert parse_size(text) == expected
+
+
+@pytest.mark.parametrize("text", ["12xb", "", "m", "-1m", "0"])
+def test_parse_size_rejects_with_the_input_quoted(text: str) -> None:
+    with pytest.raises(ValueError, match="bad size"):
+        parse_size(text)
+
+
+def test_capped_buffer_keeps_the_head_and_counts_the_rest() -> None:
+    buffer = CappedBuffer(10)
+    for chunk in (b"0123", b"456789ab", b"cdef"):
+        buffer.feed(chunk)
+    assert (buffer.text(), buffer.truncated, buffer.total_bytes) == ("0123456789", True, 16)
+
+
+def test_capped_buffer_drop_tail_within_and_beyond_the_cap() -> None:
+    short = CappedBuffer(100)
+    short.feed(b"hello")
+    short.feed(b"TRAILER")
+    short.drop_tail(7)
+    assert (short.text(), short.truncated) == ("hello", False)
+    exact = CappedBuffer(5)
+    exact.feed(b"hello")
+    exact.feed(b"TRAILER")
+    exact.drop_tail(7)
+    assert (exact.text(), exact.truncated) == ("hello", False)
+
+
+def test_capped_buffer_replaces_a_cut_multibyte_character() -> None:
+    buffer = CappedBuffer(1)
+    buffer.feed("é".encode())
+    assert buffer.text() == "\ufffd" and buffer.truncated
+
+
+def _frame(stream: int, payload: bytes) -> bytes:
+    return bytes([stream, 0, 0, 0]) + len(payload).to_bytes(4, "big") + payload
+
+
+def test_frame_splitter_reassembles_frames_split_anywhere_and_finds_the_reports() -> None:
+    nonce = "ab" * 16
+    report = f"\0proctor-exit:{nonce}:3:0\0".encode()
+    wire = _frame(1, b"out-") + _frame(2, b"err") + _frame(1, b"put") + _frame(1, report) + _frame(2, report)
+    streams = {1: _Stream(1024, nonce), 2: _Stream(1024, nonce)}
+    splitter = _FrameSplitter(streams)
+    for i in range(len(wire)):  # one byte at a time: every split point at once
+        assert not splitter.finished()
+        splitter.feed(wire[i : i + 1])
+    assert splitter.finished()
+    assert streams[1].buffer.text() == "out-put" and streams[2].buffer.text() == "err"
+    assert streams[1].report == (3, False)
+
+
+def test_a_report_with_another_nonce_is_just_output() -> None:
+    stream = _Stream(1024, "cd" * 16)
+    forged = f"\0proctor-exit:{'ab' * 16}:0:0\0".encode()
+    stream.feed(forged)
+    assert stream.report is None and stream.buffer.text() == forged.decode()
+
+
+def test_long_code_is_split_under_the_argument_limit_and_runs_whole() -> None:
+    code = "x = '" + "é" * 200_000 + "'\nprint(len(x))\n"
+    argv = python_argv(code, sys.executable)
+    assert all(len(part.encode()) < 128 * 1024 for part in argv)
+    completed = subprocess.run(argv, capture_output=True, text=True, check=True)
+    assert completed.stdout == "200000\n"
+
+
+def test_short_code_runs_as_dash_c_with_main_semantics() -> None:
+    argv = python_argv("import sys; print(__name__, sys.argv)", sys.executable)
+    assert argv[1:3] == ["-I", "-c"]
+    assert subprocess.run(argv, capture_output=True, text=True).stdout == "__main__ ['-c']\n"
+
+
+def test_resolve_argv_wants_exactly_one() -> None:
+    with pytest.raises(ValueError):
+        resolve_argv(None, None)
+    with pytest.raises(ValueError):
+        resolve_argv("pass", ["true"])
+    with pytest.raises(ValueError):
+        resolve_argv(None, [])
+    assert resolve_argv(None, ["echo", 1]) == ["echo", "1"]  # type: ignore[list-item]
+
+
+def test_orphans_are_containers_whose_owner_died_on_this_host() -> None:
+    mine = container_labels("run", "call")
+    assert not is_orphan(mine)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert is_orphan({**mine, OWNER_PID: str(dead.pid)})
+    assert not is_orphan({**mine, OWNER_PID: str(dead.pid), OWNER_HOST: "another-host"})
+    assert is_orphan({**mine, OWNER_PID: "garbage"})
+    assert json.loads(json.dumps(mine))[OWNER_PID] == str(os.getpid())
+
+
+async def test_pool_hands_each_container_out_once_and_refills() -> None:
+    made: list[str] = []
+    destroyed: list[str] = []
+
+    async def create() -> str:
+        await asyncio.sleep(0.01)
+        made.append(f"c{len(made)}")
+        return made[-1]
+
+    async def destroy(container_id: str) -> None:
+        destroyed.append(container_id)
+
+    pool = WarmPool(create, destroy, size=2)
+    assert pool.take() is None  # not started: never waits, never invents one
+    pool.start()
+    assert await pool.wait_full(5)
+    first, second = pool.take(), pool.take()
+    assert {first, second} == {"c0", "c1"} and pool.take() is None
+    assert await pool.wait_full(5)
+    assert pool.ready_count == 2 and len(made) == 4
+    await pool.close()
+    assert sorted(destroyed) == ["c2", "c3"]
+
+
+async def test_pool_survives_failing_creation() -> None:
+    attempts = 0
+
+    async def create() -> str:
+        nonlocal attempts
+        attempts += 1
+        if attempts == 1:
+            raise RuntimeError("engine hiccup")
+        return "ok"
+
+    async def destroy(container_id: str) -> None:
+        return None
+
+    pool = WarmPool(create, destroy, size=1)
+    pool.start()
+    assert await pool.wait_full(5)
+    assert isinstance(pool.last_error, RuntimeError) and pool.take() == "ok"
+    await pool.close()
