@@ -10,6 +10,7 @@ from rich.table import Table
 
 from agent.report.compare import Comparison, fmt_ci, fmt_pct, fmt_signed
 from agent.report.page import asset
+from agent.report.svg import LinearScale, nice_ticks, open_svg, text
 
 
 def _arm_rows(comparison: Comparison) -> list[list[str]]:
@@ -128,6 +129,47 @@ def _html_table(headers: list[str], rows: list[list[str]], css: str) -> str:
     )
 
 
+def difference_plot(comparison: Comparison) -> str:
+    """A forest plot: each paired difference as a dot with its 95% CI, against a zero line."""
+    rows = [p for p in comparison.paired if not math.isnan(p.difference.mean)]
+    width, row_height, left, right, top = 720, 22, 260, 24, 28
+    height = top + row_height * max(1, len(rows)) + 34
+    lows = [p.difference.ci_low for p in rows if not math.isnan(p.difference.ci_low)]
+    highs = [p.difference.ci_high for p in rows if not math.isnan(p.difference.ci_high)]
+    extent = max([0.05, *(abs(v) for v in lows + highs)])
+    x = LinearScale(-extent, extent, left, width - right)
+    parts = [
+        open_svg(
+            width,
+            height,
+            "Paired differences, arm minus baseline, with 95% CI",
+            "plot-differences",
+            x.data_attr("x"),
+        ),
+        f'<line class="grid zero" x1="{x(0):.1f}" x2="{x(0):.1f}" y1="{top - 8}" y2="{height - 30}"/>',
+    ]
+    for tick in nice_ticks(-extent, extent, 6):
+        parts.append(text(x(tick), height - 14, f"{tick * 100:+g} pp", anchor="middle", css="tick"))
+    for index, paired in enumerate(rows):
+        y = top + index * row_height + row_height / 2
+        estimate = paired.difference
+        label = f"{paired.arm} · {paired.subject or 'all tasks'} (n={estimate.n})"
+        parts.append(text(left - 10, y + 4, label, anchor="end", css="tick" if paired.subject else "legend"))
+        if not math.isnan(estimate.ci_low):
+            parts.append(
+                f'<line class="ci" x1="{x(estimate.ci_low):.1f}" x2="{x(estimate.ci_high):.1f}" '
+                f'y1="{y:.1f}" y2="{y:.1f}"/>'
+            )
+        overall = paired.subject is None
+        parts.append(
+            f'<circle class="{"overall" if overall else "subset"}" cx="{x(estimate.mean):.1f}" '
+            f'cy="{y:.1f}" r="{5 if overall else 3.5}" data-mean="{estimate.mean:.6f}">'
+            f"<title>{escape(label)}: {fmt_signed(estimate.mean)}, "
+            f"95% CI {fmt_ci(estimate)} pp</title></circle>"
+        )
+    return "".join(parts) + "</svg>"
+
+
 def render_comparison(comparison: Comparison) -> str:
     labels = ", ".join(arm.label for arm in comparison.arms)
     note = (
@@ -148,7 +190,8 @@ def render_comparison(comparison: Comparison) -> str:
         f"{_html_table(ARM_HEADERS, _arm_rows(comparison), 'arms')}</section>"
         '<section class="card"><h2>Per subject</h2>'
         f"{_html_table(_subject_headers(comparison), _subject_rows(comparison), 'subjects')}</section>"
-        f'<section class="card"><h2>Paired differences</h2>'
+        '<section class="card"><h2>Paired differences</h2>'
+        f"<figure>{difference_plot(comparison)}</figure>"
         f"{_html_table(PAIRED_HEADERS, _paired_rows(comparison), 'paired')}"
         f'<p class="muted">{escape(note)}</p></section>'
         f'<section class="card"><h2>Per task</h2>'

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -133,4 +134,8 @@ def test_compare_cli_prints_tables_and_writes_page(two_runs: tuple[Path, Path], 
     html = page.read_text()
     assert "+16.7 pp" in html and "model-a" in html and "<script" not in html
     assert "Per subject" in html and "75.0% ± 25.0% (n=4)" in html
+    # The forest plot: one dot per paired difference (overall + algebra + geometry), overall at +1/6.
+    assert html.count("<circle ") == 3
+    assert 'class="overall"' in html and 'data-mean="0.166667"' in html
+    assert not re.search(r"""\b(?:src|href)\s*=\s*["']?(?:https?:)?//""", html)
     assert render_comparison(compare_runs([load_run(p) for p in two_runs])) == html
