@@ -319,3 +319,23 @@ async def test_configured_output_ceiling_is_sent(sandbox: Sandbox) -> None:
     config = run_config(max_output_tokens=777)
     _, server = await run_sample([Reply(tool_calls=[submit(RIGHT)])], sandbox, config)
     assert server.requests[0].json["max_completion_tokens"] == 777
+
+
+async def test_model_output_maximum_is_learned_from_the_refusal(sandbox: Sandbox) -> None:
+    refusal = HttpError(
+        400,
+        "max_completion_tokens is too large: 999000. This model supports at most 16384 completion tokens, "
+        "whereas you provided 999000.",
+        type="invalid_request_error",
+    )
+    script = [refusal, Reply(tool_calls=[python_call("print(1)")]), Reply(tool_calls=[submit(RIGHT)])]
+    record, server = await run_sample(script, sandbox)
+    assert record.outcome is Outcome.CORRECT
+    sent = [r.json["max_completion_tokens"] for r in server.requests]
+    assert sent[0] > 16_384 and sent[1:] == [16_384, 16_384]
+
+
+async def test_other_refusals_are_model_errors(sandbox: Sandbox) -> None:
+    record, server = await run_sample([HttpError(400, "unsupported parameter: tools")], sandbox)
+    assert record.outcome is Outcome.MODEL_ERROR and "unsupported parameter" in (record.error or "")
+    assert server.call_count == 1

@@ -107,3 +107,14 @@ def test_template_can_be_overridden(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="cannot read prompt template"):
         load_template(tmp_path / "absent.txt")
     assert DEFAULT_TEMPLATE.is_file()
+
+
+def test_output_ceiling_is_read_from_openai_style_refusals() -> None:
+    from agent.tracks.frontiermath.provider_limits import output_ceiling_from_error
+
+    message = (
+        "https://api.example/v1 rejected the request (HTTP 400): max_tokens is too large: 200000. "
+        "This model supports at most 16384 completion tokens, whereas you provided 200000."
+    )
+    assert output_ceiling_from_error(message) == 16384
+    assert output_ceiling_from_error("rejected the request (HTTP 400): bad tools") is None

@@ -13,11 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.budget import TokenBudget
+from agent.budget import RequestPlan, TokenBudget
 from agent.model.base import ChatResponse, ModelError
 from agent.records import Outcome, SubmissionRecord, ToolCallRecord
 from agent.tokens import estimate_message_tokens, estimate_tools_tokens
 from agent.tracks.base import SampleContext
+from agent.tracks.frontiermath.provider_limits import output_ceiling_from_error
 from agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
 from agent.tracks.frontiermath.submission import SubmissionResult, SubmissionRunner
 from agent.tracks.frontiermath.tasks import FrontierMathTask
@@ -145,12 +146,7 @@ class Conversation:
             if not plan.send:
                 return self._no_answer(plan.stop_reason or "token cap reached", rejected)
             try:
-                response = await self.ctx.model.complete(
-                    self.messages,
-                    tools=self.tools,
-                    tool_choice=forced_tool_choice() if plan.force_submission else "auto",
-                    max_output_tokens=plan.max_output_tokens,
-                )
+                response = await self._complete(plan)
             except ModelError as exc:
                 return self._finish(Outcome.MODEL_ERROR, f"model error: {exc}")
             self._record_reply(response, turn, plan.force_submission)
@@ -171,6 +167,25 @@ class Conversation:
             if plan.force_submission:
                 return self._no_answer("the model did not submit a valid answer on the forced turn", rejected)
         return self._no_answer(f"stopped after {self.max_turns} turns without a submission", rejected)
+
+    async def _complete(self, plan: RequestPlan) -> ChatResponse:
+        tool_choice = forced_tool_choice() if plan.force_submission else "auto"
+        try:
+            return await self.ctx.model.complete(
+                self.messages,
+                tools=self.tools,
+                tool_choice=tool_choice,
+                max_output_tokens=plan.max_output_tokens,
+            )
+        except ModelError as exc:
+            ceiling = output_ceiling_from_error(str(exc))
+            if ceiling is None or plan.max_output_tokens is None or ceiling >= plan.max_output_tokens:
+                raise
+        # The room under the cap exceeded the model's own maximum: remember it, ask again once.
+        self.budget.max_output_tokens = min(ceiling, self.budget.max_output_tokens or ceiling)
+        return await self.ctx.model.complete(
+            self.messages, tools=self.tools, tool_choice=tool_choice, max_output_tokens=ceiling
+        )
 
     def _record_reply(self, response: ChatResponse, turn: int, forced: bool) -> None:
         self.retries += response.retries
