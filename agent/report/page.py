@@ -25,7 +25,7 @@ from agent.report.aggregate import (
     subject_rows,
 )
 from agent.report.loader import RunData
-from agent.summary import Prices
+from agent.summary import Prices, summarize_group
 
 LOCAL_BACKEND_WARNING = (
     "This run used the local sandbox backend, which isolates less than Docker: programs ran as host "
@@ -197,11 +197,35 @@ def _outcome_table(samples: list[SampleRecord]) -> str:
     return "".join(out)
 
 
+def _totals(samples: list[SampleRecord], prices: Prices, run: RunData) -> str:
+    """One line of run-wide totals: what finished, how long it took, what it used and cost."""
+    group = summarize_group(samples, prices=prices)
+    planned = run.header.get("samples_planned")
+    facts = [
+        f"{len(samples):,} of {planned:,} planned samples"
+        if isinstance(planned, int)
+        else f"{len(samples):,} samples"
+    ]
+    wall = run.wall_time_s
+    facts.append(f"wall time {_duration(wall)}" if wall is not None else "wall time unknown")
+    facts.append(f"{group['tokens']['total']:,} tokens")
+    if group["tokens"]["estimated_samples"]:
+        facts.append(f"{group['tokens']['estimated_samples']} samples with estimated token counts")
+    if group["cost_usd"] is not None:
+        facts.append(f"cost ${group['cost_usd']:,.2f}")
+    facts.append(f"{group['sandbox_calls']:,} sandbox calls ({_duration(group['sandbox_seconds'])})")
+    facts.append(f"{group['forced_submissions']} forced submissions, {group['cap_reached']} reached the cap")
+    if group["model_retries"]:
+        facts.append(f"{group['model_retries']} model retries")
+    return '<p class="totals">' + " · ".join(esc(f) for f in facts) + "</p>"
+
+
 def _summary_section(samples: list[SampleRecord], prices: Prices, run: RunData) -> str:
     parts = ['<section class="card" id="summary"><h2>Summary</h2>']
     if not samples:
         parts.append('<p class="muted">This run has no finished samples yet.</p></section>')
         return "".join(parts)
+    parts.append(_totals(samples, prices, run))
     parts.append(_accuracy_table(overall_rows(samples, prices), "Group"))
     parts.append("<h3>By subject</h3>" + _accuracy_table(subject_rows(samples, prices), "Subject"))
     efforts = effort_rows(samples, prices)

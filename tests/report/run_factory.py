@@ -401,6 +401,7 @@ def header(
         "sandbox_isolates_less": backend != "docker",
         "started_at": START.isoformat(),
         "ended_at": end,
+        "samples_planned": len(samples),
     }
 
 

@@ -122,6 +122,13 @@ def test_header_and_summary_show_the_run(small_run: Path) -> None:
         assert text in html
     assert LOCAL_BACKEND_WARNING not in html
     assert "Cost (USD)" in html
+    run = load_run(small_run)
+    totals = re.search(r'<p class="totals">(.*?)</p>', html)
+    assert totals
+    assert f"{len(run.samples)} of {len(run.samples)} planned samples" in totals.group(1)
+    assert f"{sum(s.total_tokens for s in run.samples):,} tokens" in totals.group(1)
+    forced = sum(1 for s in run.samples if s.forced_submission_turn is not None)
+    assert f"{forced} forced submissions" in totals.group(1)
     assert "By subject" in html
 
 
