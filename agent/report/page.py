@@ -282,6 +282,21 @@ def _options(values: list[str], everything: str) -> str:
     )
 
 
+# (index key, header, css): the sample list's columns, each sortable by clicking its header.
+SAMPLE_COLUMNS = (
+    ("task", "Task", ""),
+    ("trial", "Trial", ""),
+    ("model", "Model", ""),
+    ("subject", "Subject", ""),
+    ("outcome", "Outcome", ""),
+    ("score", "Score", "num"),
+    ("tokens", "Tokens", "num"),
+    ("turns", "Turns", "num"),
+    ("forced", "Forced", ""),
+    ("duration", "Time", "num"),
+)
+
+
 def _samples_section(samples: list[SampleRecord]) -> str:
     outcomes = [str(o) for o in OUTCOME_ORDER if any(s.outcome == o for s in samples)]
     subjects = sorted({s.subject or "" for s in samples} - {""})
@@ -303,9 +318,13 @@ def _samples_section(samples: list[SampleRecord]) -> str:
         '<label>search <input id="filter-search" type="search" '
         'placeholder="text in transcripts, code, replies"></label>'
         '<span id="sample-status"></span></div>'
-        '<div class="table-wrap"><table class="samples"><thead><tr><th>Task</th><th>Trial</th><th>Model</th>'
-        '<th>Subject</th><th>Outcome</th><th class="num">Score</th><th class="num">Tokens</th>'
-        '<th class="num">Turns</th><th>Forced</th><th class="num">Time</th></tr></thead>'
+        '<div class="table-wrap"><table class="samples"><thead><tr>'
+        + "".join(
+            f'<th class="sortable {css}" data-key="{key}" title="sort by {esc(label.lower())}">'
+            f"{esc(label)}</th>"
+            for key, label, css in SAMPLE_COLUMNS
+        )
+        + "</tr></thead>"
         '<tbody id="sample-rows"></tbody></table></div><div id="sample-pager"></div>'
         "<noscript>The sample browser needs JavaScript; the summary and plots above do not.</noscript>"
         "</section>"

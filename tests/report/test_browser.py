@@ -103,6 +103,18 @@ def test_filters_and_search_narrow_the_list(browser: Chromium, small_run: Path) 
         time.sleep(0.05)
     first_task = browser.evaluate("document.querySelector('tr.sample-row td').textContent")
     assert first_task == run.samples[7].task_id
+    # Sorting by tokens (descending first for numbers) puts the biggest sample on top.
+    browser.evaluate(
+        "var q = document.getElementById('filter-search'); q.value = ''; q.dispatchEvent(new Event('input'))"
+    )
+    time.sleep(0.4)
+    browser.evaluate("document.querySelector('th[data-key=tokens]').click()")
+    top_tokens = browser.evaluate("document.querySelector('tr.sample-row').id")
+    biggest = max(range(len(run.samples)), key=lambda i: (run.samples[i].total_tokens, -i))
+    assert top_tokens == f"row-{biggest}"
+    browser.evaluate("document.querySelector('th[data-key=tokens]').click()")
+    smallest = min(range(len(run.samples)), key=lambda i: (run.samples[i].total_tokens, i))
+    assert browser.evaluate("document.querySelector('tr.sample-row').id") == f"row-{smallest}"
     # Markup-looking queries match the escaped JSON too.
     browser.evaluate(
         "var q = document.getElementById('filter-search'); q.value = '<b>derangements</b>';"

@@ -383,7 +383,7 @@
       task: document.getElementById("filter-task"),
       search: document.getElementById("filter-search")
     };
-    var state = { page: 0, open: {}, rows: index };
+    var state = { page: 0, open: {}, rows: index, sortKey: null, sortDir: 1 };
     var searchCache = {};
 
     function haystack(i) {
@@ -412,9 +412,39 @@
         if (needle && haystack(row.i).indexOf(needle) < 0) return false;
         return true;
       });
+      sortRows();
       state.page = 0;
       render();
     }
+
+    /* Missing values (no forced turn, no subject) sort last in either direction. */
+    function sortRows() {
+      var key = state.sortKey, dir = state.sortDir;
+      if (!key) return;
+      state.rows = state.rows.slice().sort(function (a, b) {
+        var x = a[key], y = b[key];
+        var xMissing = x === null || x === undefined || x === "", yMissing = y === null || y === undefined || y === "";
+        if (xMissing || yMissing) return xMissing === yMissing ? a.i - b.i : (xMissing ? 1 : -1);
+        if (x < y) return -dir;
+        if (x > y) return dir;
+        return a.i - b.i;
+      });
+    }
+
+    Array.prototype.forEach.call(document.querySelectorAll("table.samples th.sortable"), function (th) {
+      th.addEventListener("click", function () {
+        var key = th.getAttribute("data-key");
+        state.sortDir = state.sortKey === key ? -state.sortDir : (th.classList.contains("num") ? -1 : 1);
+        state.sortKey = key;
+        Array.prototype.forEach.call(document.querySelectorAll("table.samples th.sortable"), function (other) {
+          other.removeAttribute("aria-sort");
+        });
+        th.setAttribute("aria-sort", state.sortDir === 1 ? "ascending" : "descending");
+        sortRows();
+        state.page = 0;
+        render();
+      });
+    });
 
     function toggle(row, tr) {
       var next = tr.nextSibling;
@@ -485,8 +515,9 @@
       controls.search.value = "";
       if (controls.model) controls.model.value = "";
       state.rows = index;
+      sortRows();
       var position = -1;
-      for (var k = 0; k < index.length; k++) if (index[k].i === i) { position = k; break; }
+      for (var k = 0; k < state.rows.length; k++) if (state.rows[k].i === i) { position = k; break; }
       if (position < 0) return;
       state.page = Math.floor(position / PAGE_SIZE);
       state.open[i] = true;
