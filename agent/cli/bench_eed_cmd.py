@@ -62,6 +62,9 @@ def bench_eed(
     assert isinstance(shares, dict)
     for step, share in shares.items():
         summary.add_row(f"share of worker time: {step}", f"{100 * share:.1f} %")
+    summary.add_row(
+        "  ... of it in pairs that timed out", f"{100 * float(str(figures['timed_out_share'])):.1f} %"
+    )
     if report.spawn_per_pair_s is not None and report.pool_per_pair_s is not None:
         summary.add_row("fresh interpreter per pair (s/pair)", f"{report.spawn_per_pair_s:.3f}")
         summary.add_row("warm pool, one at a time (s/pair)", f"{report.pool_per_pair_s:.3f}")

@@ -113,6 +113,7 @@ class BenchReport:
     seconds_by_step: dict[str, float]
     categories: dict[str, CategoryStats]
     startup_s: float
+    timed_out_seconds: float = 0.0
     spawn_per_pair_s: float | None = None
     pool_per_pair_s: float | None = None
 
@@ -134,6 +135,9 @@ class BenchReport:
                 for step, seconds in sorted(self.seconds_by_step.items())
             },
             "simplify_share": round(self.simplify_share, 4),
+            "timed_out_share": round(self.timed_out_seconds / self.worker_seconds, 4)
+            if self.worker_seconds
+            else 0.0,
             "startup_s": round(self.startup_s, 3),
             "spawn_per_pair_s": None if self.spawn_per_pair_s is None else round(self.spawn_per_pair_s, 3),
             "pool_per_pair_s": None if self.pool_per_pair_s is None else round(self.pool_per_pair_s, 3),
@@ -184,6 +188,7 @@ def run_bench(
         categories: dict[str, CategoryStats] = {}
         by_step: dict[str, float] = defaultdict(float)
         worker_seconds = 0.0
+        timed_out_seconds = 0.0
         for pair, result in outcomes:
             # Time inside the worker (respawn waits excluded; they show in pairs per second).
             wall = result.timings.get("wall", 0.0)
@@ -193,7 +198,7 @@ def run_bench(
             stats.statuses[result.status] += 1
             worker_seconds += wall
             if result.status == "timeout":
-                by_step["killed at timeout"] += wall
+                timed_out_seconds += wall
             for step, seconds in result.timings.items():
                 if step != "wall":
                     by_step[step] += seconds
@@ -208,6 +213,7 @@ def run_bench(
             seconds_by_step=dict(by_step),
             categories=categories,
             startup_s=startup,
+            timed_out_seconds=timed_out_seconds,
         )
         if compare_spawn:
             report.spawn_per_pair_s, report.pool_per_pair_s = _compare_spawn(pool, mode, timeout_s)

@@ -21,6 +21,16 @@ from agent.scoring.tree_edit import DISCOUNT_SLOPE, tree_edit_distance
 # Steps the published scorer guards with its own time limit, and the fallback it then uses.
 LIMITED_STEPS = ("simplify_reference", "simplify_answer", "simplify_difference", "equals")
 StepHook = Callable[[str], None]
+_CATEGORY_BY_PREFIX = (("convert", "convert"), ("simplify", "simplify"), ("equals", "equals"))
+_CATEGORY_BY_STEP = {"build_trees": "tree", "distance": "distance"}
+
+
+def step_category(step: str) -> str:
+    """The timing category a step's seconds are counted under (convert, simplify, equals, ...)."""
+    for prefix, category in _CATEGORY_BY_PREFIX:
+        if step.startswith(prefix):
+            return category
+    return _CATEGORY_BY_STEP.get(step, "other")
 
 
 def convert_latex(text: str, mode: Mode) -> Any:
@@ -57,13 +67,14 @@ class _Clock:
         self.seconds: dict[str, float] = {}
         self._on_step = on_step
 
-    def run(self, step: str, category: str, action: Callable[[], Any]) -> Any:
+    def run(self, step: str, action: Callable[[], Any]) -> Any:
         self._on_step(step)
         started = time.perf_counter()
         try:
             return action()
         finally:
             elapsed = time.perf_counter() - started
+            category = step_category(step)
             self.seconds[category] = self.seconds.get(category, 0.0) + elapsed
 
 
@@ -99,35 +110,29 @@ def run_pipeline(
     clock = _Clock(on_step)
 
     try:
-        reference_expr = clock.run("convert_reference", "convert", lambda: convert_latex(reference, mode))
+        reference_expr = clock.run("convert_reference", lambda: convert_latex(reference, mode))
     except Exception as exc:
         return _result("parse_error", clock, detail=f"reference: {type(exc).__name__}: {exc}")
     try:
-        answer_expr = clock.run("convert_answer", "convert", lambda: convert_latex(answer, mode))
+        answer_expr = clock.run("convert_answer", lambda: convert_latex(answer, mode))
     except Exception as exc:
         return _result("parse_error", clock, detail=f"answer: {type(exc).__name__}: {exc}")
 
     def simplified(step: str, expr: Any) -> Any:
         if step in skipped:
             return expr  # published fallback: keep the unsimplified expression
-        return clock.run(step, "simplify", lambda: sympy.simplify(expr))
+        return clock.run(step, lambda: sympy.simplify(expr))
 
     try:
         positive_reference, reference_symbols = clock.run(
-            "posify_reference", "other", lambda: sympy.posify(reference_expr)
+            "posify_reference", lambda: sympy.posify(reference_expr)
         )
         positive_reference = simplified("simplify_reference", positive_reference)
-        positive_answer, answer_symbols = clock.run(
-            "posify_answer", "other", lambda: sympy.posify(answer_expr)
-        )
+        positive_answer, answer_symbols = clock.run("posify_answer", lambda: sympy.posify(answer_expr))
         positive_answer = simplified("simplify_answer", positive_answer)
-        reference_expr = clock.run(
-            "restore_symbols", "other", lambda: positive_reference.subs(reference_symbols)
-        )
-        answer_expr = clock.run("restore_symbols", "other", lambda: positive_answer.subs(answer_symbols))
-        difference = clock.run(
-            "expand_difference", "other", lambda: sympy.expand(reference_expr - answer_expr)
-        )
+        reference_expr = clock.run("restore_symbols", lambda: positive_reference.subs(reference_symbols))
+        answer_expr = clock.run("restore_symbols", lambda: positive_answer.subs(answer_symbols))
+        difference = clock.run("expand_difference", lambda: sympy.expand(reference_expr - answer_expr))
         difference = simplified("simplify_difference", difference)
         if reference_expr == answer_expr or difference == 0:
             return _result(
@@ -139,9 +144,7 @@ def run_pipeline(
                 fallbacks=fallbacks,
                 detail="simplified forms agree",
             )
-        if "equals" not in skipped and clock.run(
-            "equals", "equals", lambda: reference_expr.equals(answer_expr)
-        ):
+        if "equals" not in skipped and clock.run("equals", lambda: reference_expr.equals(answer_expr)):
             return _result(
                 "equivalent",
                 clock,
@@ -164,8 +167,8 @@ def run_pipeline(
         )
 
     try:
-        reference_tree: TreeNode = clock.run("build_trees", "tree", lambda: sympy_to_tree(reference_expr))
-        answer_tree: TreeNode = clock.run("build_trees", "tree", lambda: sympy_to_tree(answer_expr))
+        reference_tree: TreeNode = clock.run("build_trees", lambda: sympy_to_tree(reference_expr))
+        answer_tree: TreeNode = clock.run("build_trees", lambda: sympy_to_tree(answer_expr))
     except UnsupportedExpression as exc:
         return _result("zero_gate:unsupported_expression", clock, fallbacks=fallbacks, detail=str(exc))
     except Exception as exc:  # e.g. str() of a 700,000-digit integer; the published code scores 0 too
@@ -173,7 +176,7 @@ def run_pipeline(
             "zero_gate:tree_error", clock, fallbacks=fallbacks, detail=f"{type(exc).__name__}: {exc}"
         )
 
-    distance = clock.run("distance", "distance", lambda: tree_edit_distance(answer_tree, reference_tree))
+    distance = clock.run("distance", lambda: tree_edit_distance(answer_tree, reference_tree))
     size = reference_tree.size
     return _result(
         "ok",

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.scoring.eed_pipeline import LIMITED_STEPS
+from agent.scoring.eed_pipeline import LIMITED_STEPS, step_category
 from agent.scoring.eed_worker import MEMORY_LIMIT_ENV
 
 WORKERS_ENV = "PROCTOR_EED_WORKERS"
@@ -47,6 +47,17 @@ class Attempt:
     result: dict[str, Any] | None = None
     step: str | None = None
     elapsed_s: float = 0.0
+    step_elapsed_s: float = 0.0  # time in ``step`` when the attempt ended without a result
+
+    def lost_timings(self) -> dict[str, float]:
+        """Seconds of a killed attempt, attributed to the step that was running (rest: other)."""
+        if self.kind == "result":
+            return {}
+        in_step = min(self.step_elapsed_s, self.elapsed_s)
+        category = step_category(self.step) if self.step else "other"
+        timings = {category: in_step}
+        timings["other"] = timings.get("other", 0.0) + self.elapsed_s - in_step
+        return timings
 
 
 @dataclass
@@ -162,6 +173,7 @@ class EEDWorker:
         started = time.monotonic()
         budget_deadline = started + budget_s
         step: str | None = None
+        step_started = started
         step_deadline = float("inf")
         try:
             stdin = self._process.stdin
@@ -178,19 +190,24 @@ class EEDWorker:
                     kind: Literal["step_timeout", "budget_timeout"] = (
                         "step_timeout" if step_deadline < budget_deadline else "budget_timeout"
                     )
-                    return Attempt(kind, step=step, elapsed_s=elapsed)
+                    return Attempt(
+                        kind, step=step, elapsed_s=elapsed, step_elapsed_s=started + elapsed - step_started
+                    )
                 if message.get("id") != self._next_id:
                     continue
                 if message["kind"] == "step":
                     step = message["step"]
+                    step_started = time.monotonic()
                     limit = limits.for_step(message["step"])
-                    step_deadline = time.monotonic() + limit if limit is not None else float("inf")
+                    step_deadline = step_started + limit if limit is not None else float("inf")
                 elif message["kind"] == "result":
                     return Attempt("result", result=message["result"], elapsed_s=time.monotonic() - started)
         except (EOFError, BrokenPipeError, OSError):
             elapsed = time.monotonic() - started
             self.restart()
-            return Attempt("crashed", step=step, elapsed_s=elapsed)
+            return Attempt(
+                "crashed", step=step, elapsed_s=elapsed, step_elapsed_s=started + elapsed - step_started
+            )
 
 
 @dataclass
@@ -260,6 +277,7 @@ def _score_with(
 ) -> ScoredPair:
     skip: list[str] = []
     remaining = budget_s
+    lost: dict[str, float] = {}  # time of killed attempts, so timings add up to the wall time
     wall = 0.0
     attempts = 0
     crashes = 0
@@ -268,8 +286,15 @@ def _score_with(
         attempt = worker.run(reference, answer, mode, skip, remaining, limits)
         wall += attempt.elapsed_s
         remaining = budget_s - wall
+        for category, seconds in attempt.lost_timings().items():
+            lost[category] = lost.get(category, 0.0) + seconds
         if attempt.kind == "result" and attempt.result is not None:
-            return ScoredPair(attempt.result, wall, attempts, list(skip))
+            result = dict(attempt.result)
+            timings = dict(result.get("timings") or {})
+            for category, seconds in lost.items():
+                timings[category] = timings.get(category, 0.0) + seconds
+            result["timings"] = timings
+            return ScoredPair(result, wall, attempts, list(skip))
         if attempt.kind == "step_timeout" and attempt.step is not None and remaining > 0:
             skip.append(attempt.step)  # re-run with the published fallback for that step
             continue
@@ -282,7 +307,7 @@ def _score_with(
             if attempt.kind == "crashed"
             else f"the {budget_s:g} s budget ran out during step {attempt.step!r}; the worker was killed"
         )
-        outcome = {"status": status, "score": 0.0, "detail": detail, "timings": {}}
+        outcome = {"status": status, "score": 0.0, "detail": detail, "timings": lost}
         return ScoredPair(outcome, wall, attempts, skip)
 
 

@@ -104,6 +104,8 @@ def test_pathological_expansion_times_out_within_its_limit(eed_pool: EEDWorkerPo
     assert result.status == "timeout"
     assert result.score == 0.0
     assert elapsed < 1.5 + 1.0
+    # The time of the killed attempt is counted under the step that was running.
+    assert result.timings["simplify"] > 0.2
     # The killed worker was replaced: the pool still scores.
     assert eed_score("x^2", r"x \cdot x", pool=eed_pool).status == "equivalent"
 
@@ -121,6 +123,7 @@ def test_a_step_over_its_own_limit_falls_back_as_published(eed_pool: EEDWorkerPo
     result = eed_score("(x+1)^{10000}", "(x+1)^{10000}+1", timeout_s=20, simplify_limit_s=0.5, pool=eed_pool)
     assert result.status == "ok"
     assert result.fallbacks == ["simplify_reference", "simplify_answer"]
+    assert result.timings["simplify"] >= 1.0  # the two abandoned 0.5 s simplifications
     # Pow(Add(1, x), 10000) has 5 nodes; the answer adds an Add node and the leaf 1: d = 2.
     assert (result.reference_size, result.distance) == (5, 2.0)
     assert result.score == pytest.approx(60 - 100 * 2 / 5)
