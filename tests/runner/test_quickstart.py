@@ -1,0 +1,93 @@
+"""`proctor quickstart`: the shipped config, its three tasks, and the frontier-model variant."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.cli.run_cmd import QUICKSTART_CONFIG, quickstart_config
+from agent.errors import UserError
+from tests.runner.conftest import read_lines
+from tests.support.scripted_server import Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_quickstart_config_selects_the_three_marked_tasks_with_small_limits(tmp_path: Path):
+    config = quickstart_config(None, tmp_path / "run", None)
+    assert config.track == "frontiermath" and [m.name for m in config.models] == ["local/gemma3-270m"]
+    assert config.tasks == (QUICKSTART_CONFIG.parent / "tasks" / "frontiermath-samples.jsonl").resolve()
+    assert config.task_filter == {"quickstart": True} and config.trials == 1
+    assert (config.budget.token_cap, config.budget.force_submit_at) == (8000, 5000)
+    marked = [
+        json.loads(line)["id"]
+        for line in config.tasks.read_text().splitlines()
+        if line.strip() and json.loads(line).get("metadata", {}).get("quickstart") is True
+    ]
+    assert len(marked) == 3
+
+
+def test_quickstart_with_a_frontier_model_uses_protocol_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    config = quickstart_config("openai/gpt-x", tmp_path / "run", "local")
+    assert [m.name for m in config.models] == ["openai/gpt-x"]
+    assert (config.budget.token_cap, config.budget.force_submit_at) == (1_000_000, 660_000)
+    assert config.sandbox.backend == "local"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(UserError, match="OPENAI_API_KEY"):
+        quickstart_config("openai/gpt-x", None, None)
+
+
+def _solver(request: dict[str, Any], index: int) -> Step:
+    """A script cannot solve the shipped tasks: it submits 0 at once, which is graded incorrect."""
+    usage = ReportedUsage(prompt_tokens=900, completion_tokens=40)
+    code = "def answer():\n    return 0\n"
+    return Reply(tool_calls=[ToolCallSpec("submit_answer", json.dumps({"code": code}))], usage=usage)
+
+
+def test_quickstart_command_runs_the_three_tasks_and_ends_with_summary_and_path(tmp_path: Path):
+    out = tmp_path / "run"
+    with ScriptedServer(_solver) as server:
+        env = {**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test"}
+        result = subprocess.run(
+            ["proctor", "quickstart", "--model", "openai/scripted", "--out", str(out), "--backend", "local"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert result.returncode == 0, result.stdout + result.stderr
+    records = read_lines(out / "samples.jsonl")
+    assert len(records) == 3 and {r["outcome"] for r in records} == {"incorrect"}
+    assert "Run summary" in result.stdout and f"run: {out}" in result.stdout
+    assert f"proctor view {out}" in result.stdout
+
+
+@pytest.mark.local_model
+@pytest.mark.slow
+def test_quickstart_runs_the_embedded_local_model_end_to_end(tmp_path: Path):
+    out = tmp_path / "run"
+    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+    result = subprocess.run(
+        ["proctor", "quickstart", "--out", str(out)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    records = read_lines(out / "samples.jsonl")
+    assert len(records) == 3
+    # A 270M model rarely solves anything; what must hold is that the pipeline ran for real.
+    assert not [r for r in records if r["outcome"] == "model_error"], [r["error"] for r in records]
+    assert json.loads((out / "run.json").read_text())["status"] == "finished"
+    assert "Run summary" in result.stdout
