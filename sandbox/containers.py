@@ -86,6 +86,10 @@ _REPORT = re.compile(rb"\x00proctor-exit:([0-9a-f]+):(-?\d+):([01])\x00$")
 _REPORT_MAX = 80
 
 
+class ContainerGone(Exception):
+    """The container died or was removed before the program was handed over (nothing ran)."""
+
+
 @dataclass
 class RawRun:
     """What came back from one container, before it becomes an ExecResult."""
@@ -200,7 +204,10 @@ def run_program(
 
     The wall-clock limit kills the whole container: the program and every child die with it.
     """
-    sock_io = api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+    try:
+        sock_io = api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+    except APIError as exc:  # NotFound included
+        raise ContainerGone(f"container {container_id[:12]} cannot take a program: {exc}") from exc
     sock: socket.socket = getattr(sock_io, "_sock", sock_io)
     nonce = secrets.token_hex(16)
     streams = {_STREAM_STDOUT: _Stream(output_cap, nonce), _STREAM_STDERR: _Stream(output_cap, nonce)}

@@ -25,7 +25,13 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from sandbox import labels
 from sandbox.api import ExecResult, Limits, SandboxError, SandboxUnavailable
-from sandbox.containers import RawRun, create_started_container, remove_container, run_program
+from sandbox.containers import (
+    ContainerGone,
+    RawRun,
+    create_started_container,
+    remove_container,
+    run_program,
+)
 from sandbox.pool import WarmPool
 from sandbox.program import resolve_argv
 
@@ -175,19 +181,34 @@ class DockerSandbox:
         limits = limits or self.default_limits
         stdin_bytes = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
         # Pool containers carry the default limits; other limits need a container of their own.
-        container_id = self.pool.take() if limits == self.default_limits else None
-        if container_id is None:
-            container_id = await self._create(limits, "call")
+        pooled = self.pool.take() if limits == self.default_limits else None
+        if pooled is not None:
+            try:
+                return await self._run_in(pooled, program, stdin_bytes, timeout, limits)
+            except ContainerGone as exc:
+                # A warm container died while it waited (e.g. `proctor sandbox cleanup --all`
+                # from elsewhere). Nothing ran in it, so a fresh container may run the program.
+                log.warning("sandbox: warm container lost (%s); using a fresh one", exc)
+        container_id = await self._create(limits, "call")
+        try:
+            return await self._run_in(container_id, program, stdin_bytes, timeout, limits)
+        except ContainerGone as exc:
+            raise SandboxError(f"the docker sandbox failed: {exc}") from exc
+
+    async def _run_in(
+        self, container_id: str, program: list[str], stdin: bytes | None, timeout: float, limits: Limits
+    ) -> ExecResult:
+        """Run one program in ``container_id`` and remove the container whatever happens."""
         try:
             raw = await self._blocking(
-                run_program, self.api, container_id, program, stdin_bytes, timeout, limits.output_bytes
+                run_program, self.api, container_id, program, stdin, timeout, limits.output_bytes
             )
-        except asyncio.CancelledError:
+        except BaseException as exc:
+            # Cancellation and Ctrl-C included: removal is awaited (shielded) before leaving.
             await asyncio.shield(self._remove(container_id))
+            if isinstance(exc, (APIError, OSError)):
+                raise SandboxError(f"the docker sandbox failed: {exc}") from exc
             raise
-        except (APIError, OSError) as exc:
-            await asyncio.shield(self._remove(container_id))
-            raise SandboxError(f"the docker sandbox failed: {exc}") from exc
         self._remove_in_background(container_id)
         return self._result(raw)
 

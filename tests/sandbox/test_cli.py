@@ -205,3 +205,46 @@ def test_cleanup_without_engine_still_answers() -> None:
         "sandbox", "cleanup", env={"DOCKER_HOST": "unix:///nonexistent/proctor-test.sock"}
     )
     assert completed.returncode == 0 and "no containers checked" in completed.stdout, completed
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_ctrl_c_mid_call_leaves_nothing_running(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    token = f"interrupted-{uuid.uuid4().hex}"
+    program = tmp_path / "sleeper.py"
+    program.write_text(f"# {token}\nimport time\ntime.sleep(600)\n")
+    controller = subprocess.Popen(
+        [
+            "proctor",
+            "sandbox",
+            "exec",
+            "--backend",
+            backend,
+            *image_args(backend, request),
+            "--timeout",
+            "600",
+            str(program),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert _wait_for(lambda: host_processes_with(token), 60), "the sandboxed program never started"
+        controller.send_signal(signal.SIGINT)
+        _, stderr = controller.communicate(timeout=30)
+    finally:
+        if controller.poll() is None:
+            controller.kill()
+    assert controller.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    # Removal was awaited before the process exited: nothing is left, no cleanup needed.
+    assert not host_processes_with(token)
+    if backend == "docker":
+        import docker
+
+        owned = docker.from_env().api.containers(
+            all=True, filters={"label": f"{sandbox_labels.OWNER_PID}={controller.pid}"}
+        )
+        assert owned == []

@@ -371,3 +371,24 @@ def _appears(token: str, within_s: float) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+@pytest.mark.docker
+async def test_a_warm_container_lost_while_waiting_is_replaced(sandbox_image: str) -> None:
+    import docker
+
+    from sandbox import labels, open_sandbox
+    from sandbox.containers import remove_container
+
+    opened = await open_sandbox("docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS)
+    try:
+        assert await opened.settle(60)  # type: ignore[attr-defined]
+        api = docker.from_env().api
+        run_label = f"{labels.RUN_ID}={opened.describe()['run_id']}"
+        warm = api.containers(filters={"label": [labels.LABEL_FILTER, run_label]})
+        assert len(warm) == 1
+        await asyncio.to_thread(remove_container, api, warm[0]["Id"])
+        result = await opened.exec("print('still served')", timeout=30)
+        assert (result.exit_code, result.stdout) == (0, "still served\n")
+    finally:
+        await opened.aclose()
