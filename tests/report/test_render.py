@@ -245,3 +245,17 @@ def test_budget_defaults_to_the_protocol_when_header_is_missing(tmp_path: Path) 
     assert run.budget == (660_000, 1_000_000)
     assert run.run_id == "r"
     assert run.sandbox["backend"] == "docker"
+
+
+def test_a_run_with_no_finished_samples_still_renders(tmp_path: Path) -> None:
+    run_dir = tmp_path / "empty-run"
+    run_dir.mkdir()
+    (run_dir / "samples.jsonl").write_text("")
+    (run_dir / "run.json").write_text(json.dumps({"run_id": "r0", "status": "running"}))
+    html = _render(run_dir)
+    assert "no finished samples yet" in html
+    assert "did not finish" in html
+    for css in ("plot-accuracy", "plot-tokens", "plot-outcomes", "plot-durations"):
+        assert _svg(html, css)
+    blocks = dict(JSON_BLOCK.findall(html))
+    assert json.loads(blocks["sample-index"]) == []
