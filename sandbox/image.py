@@ -200,7 +200,7 @@ def _build_locked(
         raise ImageBuildError(f"the build finished but {tag} is not in the engine")
     seconds = time.monotonic() - started
     log(f"built {tag} ({image_id}) in {seconds:.0f} s")
-    _remove_stale_images(client, tag, log)
+    _remove_stale_images(client, tag, base_ref, log)
     return ImageInfo(tag, image_id, base_ref, base_id, versions, built=True, build_seconds=seconds)
 
 
@@ -219,9 +219,14 @@ def _existing_info(client: docker.DockerClient, tag: str, versions: dict[str, st
     )
 
 
-def _remove_stale_images(client: docker.DockerClient, current: str, log: Log) -> None:
-    """Drop earlier input-hash tags (about 800 MB each); one still in use is kept."""
+def _remove_stale_images(client: docker.DockerClient, current: str, base_ref: str, log: Log) -> None:
+    """Drop earlier builds on the same base (about 800 MB each); one still in use is kept.
+
+    Images built on another base are left alone: someone may have asked for them on purpose.
+    """
     for image in client.images.list(name=DEFAULT_IMAGE_NAME):
+        if (image.labels or {}).get(f"{LABEL_PREFIX}.base") != base_ref:
+            continue
         for stale in (t for t in image.tags if t != current and t.startswith(f"{DEFAULT_IMAGE_NAME}:")):
             try:
                 client.images.remove(stale, noprune=False)

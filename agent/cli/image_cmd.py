@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from typing import Annotated
 
 import typer
@@ -30,9 +31,12 @@ def build(
 ) -> None:
     """Build the FrontierMath sandbox image offline; a no-op when its input-hash tag exists."""
 
+    started = time.monotonic()
+
     def log(line: str) -> None:
-        # Progress goes to stderr so that --json leaves stdout as one parseable object.
-        print(line, file=sys.stderr, flush=True)
+        # Progress goes to stderr so that --json leaves stdout as one parseable object;
+        # the elapsed seconds show which step of a long build takes the time.
+        print(f"[{time.monotonic() - started:5.0f}s] {line}", file=sys.stderr, flush=True)
 
     try:
         info = build_image(base, log=log)

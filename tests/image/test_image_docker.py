@@ -169,3 +169,38 @@ def test_cli_prints_the_tag_and_image_id(built_image: ImageInfo) -> None:
         False,
     )
     assert report["versions"]["galois"] == "0.4.4"
+
+
+USER_KERNEL = """
+import pathlib, sys
+pathlib.Path("/tmp/userkernel.py").write_text(
+    "import numba\\n@numba.njit(cache=True)\\ndef double(x):\\n    return 2 * x\\n"
+)
+sys.path.insert(0, "/tmp")
+import userkernel
+assert userkernel.double(21) == 42
+"""
+
+
+def test_a_program_can_still_cache_its_own_kernels(
+    docker_engine: docker.DockerClient, built_image: ImageInfo
+) -> None:
+    """The per-container cache dir is writable: new compilations are saved beside the links."""
+    output = run_locked_down(
+        docker_engine, built_image.tag, USER_KERNEL, environment={"NUMBA_DEBUG_CACHE": "1"}
+    )
+    assert "data saved to '/tmp/numba-cache/" in output
+
+
+def test_an_unavailable_base_falls_back_to_the_bootstrapped_one(
+    docker_engine: docker.DockerClient, built_image: ImageInfo
+) -> None:
+    from sandbox.image_base import BOOTSTRAP_BASE_IMAGE, ensure_base_image
+
+    if built_image.base != BOOTSTRAP_BASE_IMAGE:
+        pytest.skip("the session image was built on another base")
+    messages: list[str] = []
+    # A registry on a closed loopback port: the pull fails at once without leaving the machine.
+    ref, image_id = ensure_base_image(docker_engine, "127.0.0.1:9/proctor/absent:none", messages.append)
+    assert (ref, image_id) == (BOOTSTRAP_BASE_IMAGE, built_image.base_id)
+    assert any("cannot pull" in message for message in messages)
