@@ -119,6 +119,8 @@ def run_command(
     base = _resume_base(flags) if config_file is None else None
     source = str(flags.out / RUN_HEADER) if base is not None and flags.out is not None else None
     config = load_run_config(config_file, flags, base=base, source=source)
+    if config.resume and config.out is None:
+        raise UserError("--resume: give --out DIR, the run directory to continue")
     run_and_report(config, config_file=config_file)
 
 

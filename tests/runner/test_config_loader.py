@@ -126,3 +126,20 @@ def test_cli_prints_the_error_line_and_exits_2_without_traceback(tmp_path: Path,
 )
 def test_sizes_parse_as_docker_reads_them(text: str, expected: int):
     assert parse_size(text) == expected
+
+
+def test_resume_without_out_or_run_json_is_a_clear_error(tmp_path: Path, tasks: Path):
+    result = subprocess.run(
+        ["proctor", "run", "--tasks", str(tasks), "--model", "openai/a", "--resume"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2 and "--resume: give --out DIR" in result.stderr
+    result = subprocess.run(
+        ["proctor", "run", "--resume", "--out", str(tmp_path / "nothing")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2 and "run.json: not found; nothing to resume" in result.stderr
