@@ -14,6 +14,7 @@ import typer
 from agent.cli.app import score_app
 from agent.errors import UserError
 from agent.scoring.latex_preprocess import MODES
+from agent.scoring.worker_pool import WorkerStartupError
 
 _PAIRS_HELP = (
     'JSONL file, one {"reference": ..., "answer": ...} per line (an "id" is copied through). '
@@ -41,11 +42,17 @@ def score_eed(
     if pairs is not None:
         if reference is not None or answer is not None:
             raise UserError("give either REFERENCE ANSWER or --pairs FILE, not both")
-        _score_pairs_file(pairs, mode, timeout)
+        try:
+            _score_pairs_file(pairs, mode, timeout)
+        except WorkerStartupError as exc:
+            raise UserError(str(exc)) from None
         return
     if reference is None or answer is None:
         raise UserError("give REFERENCE and ANSWER (LaTeX strings), or --pairs FILE.jsonl")
-    result = eed_score(reference, answer, mode=mode, timeout_s=timeout)
+    try:
+        result = eed_score(reference, answer, mode=mode, timeout_s=timeout)
+    except WorkerStartupError as exc:
+        raise UserError(str(exc)) from None
     if as_json:
         print(json.dumps(result.to_dict()))
         return

@@ -20,6 +20,7 @@ import queue
 import select
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -89,11 +90,14 @@ class EEDWorker:
         self._buffer = b""
         self._ready = False
         self.spawn_count += 1
+        # stderr goes to a file, not a pipe: nobody drains it while the worker runs, and its tail
+        # explains a worker that fails to start.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the process)
         return subprocess.Popen(
             [sys.executable, "-m", "agent.scoring.eed_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self._stderr,
             env=env,
             start_new_session=True,  # Ctrl-C in a terminal reaches the parent, which kills us cleanly
         )
@@ -112,6 +116,21 @@ class EEDWorker:
         for stream in (self._process.stdin, self._process.stdout):
             if stream is not None:
                 stream.close()
+        self._stderr.close()
+
+    def _trim_stderr(self, keep_under: int = 1 << 20) -> None:
+        """Keep a long-lived worker's warnings from growing the file without bound."""
+        if self._stderr.seek(0, os.SEEK_END) > keep_under:
+            self._stderr.truncate(0)
+            self._stderr.seek(0)  # the offset is shared with the worker's descriptor
+
+    def _stderr_tail(self, limit: int = 600) -> str:
+        try:
+            self._stderr.seek(0)
+            text = self._stderr.read().decode(errors="replace").strip()
+        except (OSError, ValueError):
+            return ""
+        return text[-limit:]
 
     def restart(self) -> None:
         """Kill (if needed) and start a fresh process; it warms up while the caller carries on."""
@@ -151,9 +170,12 @@ class EEDWorker:
                 return
             if attempt == 0:
                 self.restart()
+        self._process.kill()
+        self._process.wait()
+        tail = self._stderr_tail().splitlines()
+        reason = tail[-1] if tail else "no error output"
         raise WorkerStartupError(
-            f"the EED worker ({sys.executable} -m agent.scoring.eed_worker) did not start; "
-            "is latex2sympy2_extended installed?"
+            f"the EED worker ({sys.executable} -m agent.scoring.eed_worker) did not start: {reason}"
         )
 
     def run(
@@ -201,6 +223,7 @@ class EEDWorker:
                     limit = limits.for_step(message["step"])
                     step_deadline = step_started + limit if limit is not None else float("inf")
                 elif message["kind"] == "result":
+                    self._trim_stderr()
                     return Attempt("result", result=message["result"], elapsed_s=time.monotonic() - started)
         except (EOFError, BrokenPipeError, OSError):
             elapsed = time.monotonic() - started
