@@ -13,7 +13,9 @@ import pytest
 
 from sandbox.image import ImageInfo, build_image, find_image, image_tag, pinned_versions
 
-pytestmark = pytest.mark.docker
+# The session fixture builds the image when it is missing (CI builds it before the tests):
+# from nothing that can take several minutes on 2 loaded cores.
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 
 SANDBOX_UID = 10001
 
