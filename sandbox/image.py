@@ -24,6 +24,7 @@ from typing import Any
 
 import docker
 import docker.errors
+import requests
 
 from sandbox.api import SandboxError, SandboxUnavailable
 from sandbox.image_base import BOOTSTRAP_BASE_IMAGE, BOOTSTRAP_RECIPE, ensure_base_image, find_local
@@ -152,7 +153,11 @@ def build_image(
         existing = _existing_info(client, image_tag(requested_base), versions)
         if existing is not None:
             return existing
-        return _build_locked(client, requested_base, versions, log)
+        try:
+            return _build_locked(client, requested_base, versions, log)
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            # The engine went away or refused a request mid-build: one clear line, no traceback.
+            raise ImageBuildError(f"the Docker engine failed during the build: {_one_line(exc)}") from exc
 
 
 @contextlib.contextmanager
@@ -269,6 +274,7 @@ def _stream_build(
         pull=False,
         decode=True,
         network_mode="bridge",
+        timeout=BUILD_API_TIMEOUT_S,
     )
     recent: list[str] = []
     for chunk in chunks:
