@@ -36,10 +36,15 @@ class BaseImageError(SandboxError):
 
 
 def find_local(client: docker.DockerClient, ref: str) -> str | None:
+    """The ID of image ``ref`` in the engine, or None; a malformed reference is an error."""
     try:
         return str(client.images.get(ref).id)
     except docker.errors.ImageNotFound:
         return None
+    except docker.errors.APIError as exc:
+        if exc.status_code == 400:
+            raise BaseImageError(f"{ref!r} is not a valid image reference") from None
+        raise
 
 
 def ensure_base_image(client: docker.DockerClient, base: str, log: Log) -> tuple[str, str]:

@@ -11,6 +11,7 @@ from typing import Any
 import docker
 import pytest
 
+from sandbox import SandboxError
 from sandbox.image import ImageInfo, build_image, find_image, image_tag, pinned_versions
 
 # The session fixture builds the image when it is missing (CI builds it before the tests):
@@ -42,6 +43,8 @@ def test_image_is_tagged_by_its_inputs_and_found(
     assert built_image.tag == image_tag(built_image.base)
     assert find_image(docker_engine, built_image.tag) == built_image.image_id
     assert find_image(docker_engine, "proctor/frontiermath-python:000000000000") is None
+    with pytest.raises(SandboxError, match="not a valid image reference"):
+        find_image(docker_engine, "bogus::")
 
 
 def test_build_is_idempotent_and_fast_when_the_image_exists(
