@@ -24,7 +24,18 @@ LOCAL_NOTE = (
 )
 
 
-def parse_exec_limits(memory: str | None, cpus: float | None) -> Limits:
+def parse_number(flag: str, text: str) -> float:
+    # Parsed here rather than by typer so that a bad value is one line, like every other error.
+    try:
+        value = float(text)
+    except ValueError:
+        raise UserError(f"{flag}: {text!r} is not a number") from None
+    if value != value or value in (float("inf"), float("-inf")):
+        raise UserError(f"{flag}: {text!r} is not a finite number")
+    return value
+
+
+def parse_exec_limits(memory: str | None, cpus_text: str | None) -> Limits:
     """Limits from the flags; UserError naming the flag when a value is bad."""
     limits = Limits()
     if memory is not None:
@@ -34,7 +45,8 @@ def parse_exec_limits(memory: str | None, cpus: float | None) -> Limits:
             raise UserError(f"--memory: {exc}") from None
         if limits.memory_bytes < 16 * 1024 * 1024:
             raise UserError(f"--memory: {memory!r} is below the 16m minimum a Python process needs")
-    if cpus is not None:
+    if cpus_text is not None:
+        cpus = parse_number("--cpus", cpus_text)
         available = os.cpu_count() or 1
         if not 0 < cpus <= available:
             raise UserError(f"--cpus: {cpus} is not between 0 (exclusive) and {available} (this machine)")
@@ -89,9 +101,9 @@ def status_line(result: ExecResult) -> str:
 def exec_program(
     file: Annotated[str, typer.Argument(help="Python program to run, or - to read it from stdin.")],
     backend: Annotated[str, typer.Option(help="auto, docker or local.")] = "auto",
-    timeout: Annotated[float, typer.Option(help="Wall-clock limit in seconds.")] = 30.0,
+    timeout_text: Annotated[str, typer.Option("--timeout", help="Wall-clock limit in seconds.")] = "30",
     memory: Annotated[str | None, typer.Option(help="Memory limit, e.g. 512m or 2g (default 1g).")] = None,
-    cpus: Annotated[float | None, typer.Option(help="CPU quota in CPUs (default 1).")] = None,
+    cpus: Annotated[str | None, typer.Option(help="CPU quota in CPUs (default 1).")] = None,
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the ExecResult as one JSON object.")] = False,
 ) -> None:
@@ -101,6 +113,7 @@ def exec_program(
     """
     if backend not in BACKENDS:
         raise UserError(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+    timeout = parse_number("--timeout", timeout_text)
     if not 0 < timeout <= 24 * 3600:
         raise UserError(f"--timeout: {timeout} must be a positive number of seconds (at most a day)")
     limits = parse_exec_limits(memory, cpus)
@@ -157,17 +170,18 @@ def cleanup(
 
 @bench_app.command("sandbox")
 def bench_sandbox(
-    calls: Annotated[int, typer.Option(help="Timed calls per way (after one warm-up).")] = 30,
+    calls_text: Annotated[str, typer.Option("--calls", help="Timed calls per way (after a warm-up).")] = "30",
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
 ) -> None:
     """p50/p95 latency of a stateless print(1): per-call container, warm pool, local, bare host."""
     from sandbox.bench import print_table, run_benchmark
 
-    if not 1 <= calls <= 10_000:
-        raise UserError(f"--calls: {calls} must be between 1 and 10000")
+    calls = parse_number("--calls", calls_text)
+    if calls != int(calls) or not 1 <= calls <= 10_000:
+        raise UserError(f"--calls: {calls_text} must be a whole number between 1 and 10000")
     try:
-        report = asyncio.run(run_benchmark(calls=calls, image=image))
+        report = asyncio.run(run_benchmark(calls=int(calls), image=image))
     except SandboxUnavailable as exc:
         raise UserError(f"bench sandbox needs docker and the image: {exc}") from None
     if as_json:

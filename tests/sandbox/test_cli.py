@@ -88,6 +88,8 @@ def test_human_output_and_stdin_program(backend: str, request: pytest.FixtureReq
         (["--cpus", "0"], "--cpus"),
         (["--cpus", "1000"], "--cpus"),
         (["--timeout", "-1"], "--timeout"),
+        (["--timeout", "abc"], "--timeout"),
+        (["--cpus", "many"], "--cpus"),
         (["--backend", "podman"], "--backend"),
     ],
 )
@@ -248,3 +250,7 @@ def test_ctrl_c_mid_call_leaves_nothing_running(
             all=True, filters={"label": f"{sandbox_labels.OWNER_PID}={controller.pid}"}
         )
         assert owned == []
+
+
+def test_bench_rejects_a_bad_call_count_in_one_line() -> None:
+    assert_one_line_error(run_proctor("bench", "sandbox", "--calls", "2.5"), "--calls")
