@@ -175,7 +175,9 @@ async def test_pinned_libraries_in_answers_under_docker() -> None:
     try:
         task = FrontierMathTask(id="g", question="q", answer_type="Python int", answer="3")
         code = "def answer():\n    import galois\n    GF = galois.GF(7)\n    return int(GF(5) * GF(2))\n"
-        result = await runner(sandbox).evaluate(code, task)
+        # galois compiles per field on first use; on a loaded machine that alone takes many seconds.
+        patient = SandboxConfig(answer_timeout_s=120, verify_timeout_s=60)
+        result = await runner(sandbox, patient).evaluate(code, task)
         assert result.outcome is Outcome.CORRECT, result.error
         assert result.record.answer_exec is not None and result.record.answer_exec["backend"] == "docker"
     finally:

@@ -196,8 +196,12 @@ class Conversation:
             extra["forced_submission"] = True
         if response.reasoning:
             extra["reasoning"] = response.reasoning
+        message = response.as_message()
+        if message["content"] is None:
+            # Some OpenAI-compatible servers (llama.cpp's) refuse a null content in the history.
+            message["content"] = ""
         # The reply's size is already in the provider's count: not re-estimated.
-        self._append(response.as_message(), turn=turn, count=False, **extra)
+        self._append(message, turn=turn, count=False, **extra)
 
     async def _run_tool_calls(self, response: ChatResponse, turn: int) -> _TurnResult:
         parsed = [parse_tool_call(call) for call in response.tool_calls]
