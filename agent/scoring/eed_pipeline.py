@@ -11,7 +11,9 @@ ran out in an earlier attempt: it is replaced by exactly that published fallback
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from agent.scoring.expr_tree import TreeNode, UnsupportedExpression, sympy_to_tree
@@ -94,6 +96,38 @@ def _result(status: str, clock: _Clock, **fields: Any) -> dict[str, Any]:
     return base
 
 
+@dataclass
+class _ReferenceWork:
+    """What is known about one reference: it is scored against many answers (trials, models)."""
+
+    converted: Any = None
+    simplified: Any = None  # posified, simplified and restored, exactly as the pipeline computes it
+    error: str | None = None
+
+
+class _ReferenceCache:
+    """Small LRU of reference work. Sound because every step is deterministic for a given input;
+    only completed steps are stored, so a step that ran out of time is never cached."""
+
+    def __init__(self, capacity: int = 512) -> None:
+        self._entries: OrderedDict[tuple[str, str], _ReferenceWork] = OrderedDict()
+        self._capacity = capacity
+
+    def get(self, mode: str, reference: str) -> _ReferenceWork:
+        key = (mode, reference)
+        entry = self._entries.pop(key, None) or _ReferenceWork()
+        self._entries[key] = entry
+        while len(self._entries) > self._capacity:
+            self._entries.popitem(last=False)
+        return entry
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+_REFERENCES = _ReferenceCache()
+
+
 def run_pipeline(
     reference: str,
     answer: str,
@@ -109,10 +143,16 @@ def run_pipeline(
     fallbacks = sorted(skipped)
     clock = _Clock(on_step)
 
-    try:
-        reference_expr = clock.run("convert_reference", lambda: convert_latex(reference, mode))
-    except Exception as exc:
-        return _result("parse_error", clock, detail=f"reference: {type(exc).__name__}: {exc}")
+    cached = _REFERENCES.get(mode, reference)
+    if cached.error is not None:
+        return _result("parse_error", clock, detail=cached.error)
+    if cached.converted is None:
+        try:
+            cached.converted = clock.run("convert_reference", lambda: convert_latex(reference, mode))
+        except Exception as exc:
+            cached.error = f"reference: {type(exc).__name__}: {exc}"
+            return _result("parse_error", clock, detail=cached.error)
+    reference_expr = cached.converted
     try:
         answer_expr = clock.run("convert_answer", lambda: convert_latex(answer, mode))
     except Exception as exc:
@@ -124,13 +164,21 @@ def run_pipeline(
         return clock.run(step, lambda: sympy.simplify(expr))
 
     try:
-        positive_reference, reference_symbols = clock.run(
-            "posify_reference", lambda: sympy.posify(reference_expr)
-        )
-        positive_reference = simplified("simplify_reference", positive_reference)
+        # Published order: posify+simplify the reference, then the answer, then restore both.
+        reference_from_cache = cached.simplified is not None and "simplify_reference" not in skipped
+        if not reference_from_cache:
+            positive_reference, reference_symbols = clock.run(
+                "posify_reference", lambda: sympy.posify(reference_expr)
+            )
+            positive_reference = simplified("simplify_reference", positive_reference)
         positive_answer, answer_symbols = clock.run("posify_answer", lambda: sympy.posify(answer_expr))
         positive_answer = simplified("simplify_answer", positive_answer)
-        reference_expr = clock.run("restore_symbols", lambda: positive_reference.subs(reference_symbols))
+        if reference_from_cache:
+            reference_expr = cached.simplified
+        else:
+            reference_expr = clock.run("restore_symbols", lambda: positive_reference.subs(reference_symbols))
+            if "simplify_reference" not in skipped:
+                cached.simplified = reference_expr
         answer_expr = clock.run("restore_symbols", lambda: positive_answer.subs(answer_symbols))
         difference = clock.run("expand_difference", lambda: sympy.expand(reference_expr - answer_expr))
         difference = simplified("simplify_difference", difference)
