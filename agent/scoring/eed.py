@@ -18,6 +18,7 @@ killable wall-clock budget; when it runs out the status is ``timeout``.
 from __future__ import annotations
 
 import asyncio
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -126,8 +127,9 @@ async def eed_score_async(
     equals_limit_s: float = PUBLISHED_EQUALS_LIMIT_S,
     pool: EEDWorkerPool | None = None,
 ) -> EEDResult:
-    """``eed_score`` on a thread, so the event loop keeps running while a worker computes."""
-    return await asyncio.to_thread(
+    """``eed_score`` on one of the pool's threads, so the event loop keeps running meanwhile."""
+    chosen = pool or default_pool()
+    call = functools.partial(
         eed_score,
         reference,
         answer,
@@ -135,8 +137,9 @@ async def eed_score_async(
         timeout_s=timeout_s,
         simplify_limit_s=simplify_limit_s,
         equals_limit_s=equals_limit_s,
-        pool=pool,
+        pool=chosen,
     )
+    return await asyncio.get_running_loop().run_in_executor(chosen.executor, call)
 
 
 def extract_boxed(text: str) -> str | None:

@@ -23,6 +23,7 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -256,6 +257,16 @@ class EEDWorkerPool:
         self._all: list[EEDWorker] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._executor: ThreadPoolExecutor | None = None
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        """Threads for async callers, one per worker. A dedicated executor, so that hundreds of
+        samples waiting for a worker hold none of the event loop's default threads."""
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=self.size, thread_name_prefix="eed")
+            return self._executor
 
     def _acquire(self) -> EEDWorker:
         with self._lock:
@@ -296,6 +307,8 @@ class EEDWorkerPool:
             self._closed = True
             for worker in self._all:
                 worker.kill()
+            if self._executor is not None:
+                self._executor.shutdown(wait=False, cancel_futures=True)
 
 
 def _score_with(

@@ -176,3 +176,19 @@ async def test_async_scoring_leaves_the_event_loop_free(eed_pool: EEDWorkerPool)
     task.cancel()
     assert result.status == "timeout"
     assert ticks > 20  # the loop ran all through the second of sympy work
+
+
+async def test_many_async_callers_share_the_pool_without_taking_the_default_threads(
+    eed_pool: EEDWorkerPool,
+) -> None:
+    # More callers than the default executor has threads (min(32, cores + 4)).
+    answers = [f"{k} m g h" for k in range(2, 40)]
+    scoring = asyncio.gather(*(eed_score_async("m g h", a, pool=eed_pool) for a in answers))
+    await asyncio.sleep(0.05)
+    # While they queue on the pool's own executor, the default one still answers at once.
+    started = time.monotonic()
+    assert await asyncio.wait_for(asyncio.to_thread(lambda: 42), timeout=5) == 42
+    assert time.monotonic() - started < 1.0
+    assert not scoring.done()
+    results = await scoring
+    assert all(r.status == "ok" for r in results)
