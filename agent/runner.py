@@ -407,14 +407,20 @@ class Runner:
         queue: Iterator[PlannedSample] = iter(pending)
         finished = 0
 
+        writes: set[asyncio.Future[None]] = set()
+
         async def worker() -> None:
             nonlocal finished
             for sample in queue:
                 record = await self._run_one(track, sample, run_id, sandbox, clients[sample.label], judge)
                 if record is None:
                     continue
-                # Shielded: once a record is complete, Ctrl-C must not leave it half-written.
-                await asyncio.shield(asyncio.to_thread(writer.append, record))
+                # Shielded: once a record is complete, Ctrl-C must not leave it unwritten; the
+                # write is awaited again below before the file is closed.
+                write = asyncio.ensure_future(asyncio.to_thread(writer.append, record))
+                writes.add(write)
+                await asyncio.shield(write)
+                writes.discard(write)
                 finished += 1
                 self.progress.sample_finished(record)
 
@@ -431,6 +437,8 @@ class Runner:
                     handled.append(signum)
         try:
             results = await asyncio.gather(*self._workers, return_exceptions=True)
+            # Writes whose worker was cancelled mid-await still finish before the file closes.
+            await asyncio.gather(*writes, return_exceptions=True)
         finally:
             for signum in handled:
                 loop.remove_signal_handler(signum)

@@ -73,6 +73,7 @@ def test_quickstart_command_runs_the_three_tasks_and_ends_with_summary_and_path(
 
 @pytest.mark.local_model
 @pytest.mark.slow
+@pytest.mark.timeout(1500)
 def test_quickstart_runs_the_embedded_local_model_end_to_end(tmp_path: Path):
     out = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
