@@ -199,9 +199,10 @@ def _fallback_model_error(
 @contextlib.asynccontextmanager
 async def _local_server(model: ModelConfig) -> AsyncIterator[str]:
     """Start llama.cpp for a ``local/...`` model and yield its OpenAI-compatible base URL."""
-    module = importlib.import_module("agent.model.local_server")
-    server = module.local_model_server(model.name)
-    async with server as base_url:
+    # Imported here: only runs with local models pay for it.
+    from agent.model.local_server import local_model_server
+
+    async with local_model_server(model.name) as base_url:
         yield base_url
 
 
@@ -268,6 +269,9 @@ class Runner:
                 "run_id": previous["run_id"],
                 "created_at": previous.get("created_at"),
                 "sessions": list(previous.get("sessions") or []),
+                # Kept when this session opens no sandbox (nothing left to run).
+                "sandbox": previous.get("sandbox"),
+                "sandbox_isolates_less": previous.get("sandbox_isolates_less"),
             }
         elif self.config.resume and store.holds_samples():
             raise UserError(
@@ -390,8 +394,12 @@ class Runner:
             default_limits=Limits(memory_bytes=memory, cpus=box.cpus),
         )
         described = sandbox.describe()
-        header["sandbox"] = described
-        header["sandbox_isolates_less"] = bool(described.get("isolates_less", sandbox.backend != "docker"))
+        isolates_less = bool(described.get("isolates_less", sandbox.backend != "docker"))
+        header.update(sandbox=described, sandbox_isolates_less=isolates_less)
+        # Each session records its own sandbox: a resumed run may have moved backend.
+        header["sessions"][-1].update(
+            sandbox_backend=sandbox.backend, sandbox_image_id=described.get("image_id")
+        )
         return sandbox
 
     async def _run_pending(
