@@ -15,6 +15,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tests.runner.conftest import read_lines, write_tasks
 from tests.support.scripted_server import ScriptedServer
 
@@ -100,15 +102,16 @@ def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(
     assert json.loads((out / "summary.json").read_text())["finished_samples"] == 20
 
 
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_exits_130_keeps_finished_samples_and_writes_summary(
-    tmp_path: Path, echo_server: ScriptedServer
+    tmp_path: Path, echo_server: ScriptedServer, signum: signal.Signals
 ):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 10, delay=0.2)
     out = tmp_path / "run"
     process = proctor(run_args(tasks, out), echo_server)
     samples = out / "samples.jsonl"
     wait_for_lines(samples, 3, process)
-    process.send_signal(signal.SIGINT)
+    process.send_signal(signum)
     output, _ = process.communicate(timeout=30)
     assert process.returncode == 130, output
     assert f"proctor run --resume --out {out}" in output
