@@ -16,9 +16,11 @@ import re
 import secrets
 import selectors
 import socket
+import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import docker
 from docker.errors import APIError, NotFound
@@ -46,6 +48,7 @@ def take(n):
         data += chunk
     return data
 import json
+os.write(1, b'\\0proctor-ready\\0')
 request = json.loads(take(int(take(10))))
 argv = request['argv']
 try:
@@ -84,10 +87,59 @@ _STREAM_STDOUT = 1
 _STREAM_STDERR = 2
 _REPORT = re.compile(rb"\x00proctor-exit:([0-9a-f]+):(-?\d+):([01])\x00$")
 _REPORT_MAX = 80
+READY_MARKER = b"\x00proctor-ready\x00"
+_READY_TIMEOUT_S = 60.0
 
 
 class ContainerGone(Exception):
     """The container died or was removed before the program was handed over (nothing ran)."""
+
+
+@dataclass
+class StartedContainer:
+    """A started container whose launcher is waiting, and our attached connection to it.
+
+    The connection is opened before the start, so nothing the container says is missed,
+    and kept until the call: it is the program's stdin, stdout and stderr.
+    """
+
+    id: str
+    sock: socket.socket
+    _response: Any
+    busy: bool = False
+    _closed: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def interrupt(self) -> None:
+        """Wake whichever thread is blocked on the connection; it sees end-of-stream.
+
+        Unlike close(), this never frees the descriptor under a thread still using it (the
+        number could be reused by another connection in the meantime).
+        """
+        with self._lock:
+            if not self._closed:
+                with contextlib.suppress(OSError):
+                    self.sock.shutdown(socket.SHUT_RDWR)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        with contextlib.suppress(Exception):
+            self._response.close()
+
+    def gone(self) -> bool:
+        """True when the engine closed the connection (the container died while waiting)."""
+        try:
+            peeked = self.sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True
+        return not peeked  # EOF; the launcher itself says nothing until it has a program
 
 
 @dataclass
@@ -108,10 +160,12 @@ def create_started_container(
     limits: Limits,
     labels: dict[str, str],
     user: str,
-) -> str:
-    """Create and start one locked-down container running the launcher; return its ID.
+    on_created: Callable[[str], None] | None = None,
+) -> StartedContainer:
+    """Create and start one locked-down container; return it once its launcher waits.
 
     ``user`` is numeric, ``uid`` or ``uid:gid``: the tmpfs mounts are given to it.
+    ``on_created`` learns the ID as soon as the container exists, before it is started.
     """
     memory = limits.memory_bytes
     uid, _, gid = user.partition(":")
@@ -140,6 +194,9 @@ def create_started_container(
             Ulimit(name="core", soft=0, hard=0),
         ],
         ipc_mode="private",
+        # Output reaches us through the attached connection only; a logging driver would
+        # also write every flood to the engine's disk.
+        log_config={"type": "none", "config": {}},
     )
     threads = str(max(1, int(limits.cpus)))
     created = api.create_container(
@@ -168,12 +225,41 @@ def create_started_container(
         host_config=host_config,
     )
     container_id: str = created["Id"]
+    if on_created is not None:
+        on_created(container_id)
     try:
-        api.start(container_id)
+        sock_io = api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        started = StartedContainer(container_id, getattr(sock_io, "_sock", sock_io), sock_io)
+        try:
+            api.start(container_id)
+            _wait_until_ready(started)
+        except BaseException:
+            started.close()
+            raise
     except BaseException:
         remove_container(api, container_id)
         raise
-    return container_id
+    return started
+
+
+def _wait_until_ready(container: StartedContainer) -> None:
+    """Block until the launcher announces it waits; what it printed otherwise explains a failure."""
+    streams = {_STREAM_STDOUT: _Stream(4096, ""), _STREAM_STDERR: _Stream(4096, "")}
+    splitter = _FrameSplitter(streams)
+    deadline = time.monotonic() + _READY_TIMEOUT_S
+    container.sock.settimeout(_READY_TIMEOUT_S)
+    try:
+        while not streams[_STREAM_STDOUT].endswith(READY_MARKER):
+            container.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            chunk = container.sock.recv(4096)
+            if not chunk:
+                said = streams[_STREAM_STDERR].buffer.text().strip()[-500:]
+                raise ContainerGone(f"the sandbox launcher exited before it was ready: {said!r}")
+            splitter.feed(chunk)
+    except TimeoutError:
+        raise ContainerGone(f"the sandbox launcher was not ready within {_READY_TIMEOUT_S:.0f} s") from None
+    finally:
+        container.sock.settimeout(None)
 
 
 def remove_container(api: docker.APIClient, container_id: str) -> None:
@@ -194,7 +280,7 @@ def kill_container(api: docker.APIClient, container_id: str) -> None:
 
 def run_program(
     api: docker.APIClient,
-    container_id: str,
+    container: StartedContainer,
     argv: list[str],
     stdin: bytes | None,
     timeout: float,
@@ -203,12 +289,12 @@ def run_program(
     """Hand ``argv`` to the waiting launcher and stream its output back, capped, until it exits.
 
     The wall-clock limit kills the whole container: the program and every child die with it.
+    Raises :class:`ContainerGone` when the container died while it waited (nothing ran).
     """
-    try:
-        sock_io = api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-    except APIError as exc:  # NotFound included
-        raise ContainerGone(f"container {container_id[:12]} cannot take a program: {exc}") from exc
-    sock: socket.socket = getattr(sock_io, "_sock", sock_io)
+    container.busy = True
+    if container.gone():
+        container.close()
+        raise ContainerGone(f"container {container.id[:12]} stopped while it waited")
     nonce = secrets.token_hex(16)
     streams = {_STREAM_STDOUT: _Stream(output_cap, nonce), _STREAM_STDERR: _Stream(output_cap, nonce)}
     request = json.dumps({"argv": argv, "nonce": nonce}).encode("utf-8")
@@ -216,17 +302,14 @@ def run_program(
     started = time.monotonic()
     try:
         timed_out = _pump(
-            sock,
+            container.sock,
             outgoing,
             _FrameSplitter(streams),
             started + timeout,
-            on_deadline=lambda: kill_container(api, container_id),
+            on_deadline=lambda: kill_container(api, container.id),
         )
     finally:
-        with contextlib.suppress(OSError):
-            sock.close()
-        with contextlib.suppress(Exception):
-            sock_io.close()
+        container.close()
     stdout, stderr = streams[_STREAM_STDOUT], streams[_STREAM_STDERR]
     report = stdout.report if stdout.report is not None and stderr.report is not None else None
     if report is not None and not timed_out:
@@ -234,9 +317,9 @@ def run_program(
     else:
         # No report: the deadline struck, or the launcher itself died (OOM, or the program
         # killed it). The engine's view of the stopped container is then the truth.
-        status = api.wait(container_id, timeout=int(_KILL_GRACE_S) + 5)
+        status = api.wait(container.id, timeout=int(_KILL_GRACE_S) + 5)
         exit_code = int(status.get("StatusCode", -1))
-        oom_killed = bool(api.inspect_container(container_id).get("State", {}).get("OOMKilled"))
+        oom_killed = bool(api.inspect_container(container.id).get("State", {}).get("OOMKilled"))
     timed_out = timed_out and not oom_killed
     return RawRun(
         exit_code=None if timed_out else exit_code,
@@ -314,6 +397,9 @@ class _Stream:
         self._nonce = nonce.encode()
         self._tail = bytearray()
         self.report: tuple[int, bool] | None = None
+
+    def endswith(self, marker: bytes) -> bool:
+        return self._tail.endswith(marker)
 
     def feed(self, data: bytes) -> None:
         self.buffer.feed(data)

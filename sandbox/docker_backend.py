@@ -28,6 +28,7 @@ from sandbox.api import ExecResult, Limits, SandboxError, SandboxUnavailable
 from sandbox.containers import (
     ContainerGone,
     RawRun,
+    StartedContainer,
     create_started_container,
     remove_container,
     run_program,
@@ -106,7 +107,7 @@ class DockerSandbox:
         self._live_lock = threading.Lock()
         self._removals: set[asyncio.Task[None]] = set()
         self._closed = False
-        self.pool = WarmPool(self._create_pooled, self._remove, pool_size)
+        self.pool: WarmPool[StartedContainer] = WarmPool(self._create_pooled, self._remove, pool_size)
         _LIVE_SANDBOXES.add(self)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -189,27 +190,34 @@ class DockerSandbox:
                 # A warm container died while it waited (e.g. `proctor sandbox cleanup --all`
                 # from elsewhere). Nothing ran in it, so a fresh container may run the program.
                 log.warning("sandbox: warm container lost (%s); using a fresh one", exc)
-        container_id = await self._create(limits, "call")
+            finally:
+                self.pool.release()
+        container = await self._create(limits, "call")
         try:
-            return await self._run_in(container_id, program, stdin_bytes, timeout, limits)
+            return await self._run_in(container, program, stdin_bytes, timeout, limits)
         except ContainerGone as exc:
             raise SandboxError(f"the docker sandbox failed: {exc}") from exc
 
     async def _run_in(
-        self, container_id: str, program: list[str], stdin: bytes | None, timeout: float, limits: Limits
+        self,
+        container: StartedContainer,
+        program: list[str],
+        stdin: bytes | None,
+        timeout: float,
+        limits: Limits,
     ) -> ExecResult:
-        """Run one program in ``container_id`` and remove the container whatever happens."""
+        """Run one program in ``container`` and remove the container whatever happens."""
         try:
             raw = await self._blocking(
-                run_program, self.api, container_id, program, stdin, timeout, limits.output_bytes
+                run_program, self.api, container, program, stdin, timeout, limits.output_bytes
             )
         except BaseException as exc:
             # Cancellation and Ctrl-C included: removal is awaited (shielded) before leaving.
-            await asyncio.shield(self._remove(container_id))
+            await asyncio.shield(self._remove(container))
             if isinstance(exc, (APIError, OSError)):
                 raise SandboxError(f"the docker sandbox failed: {exc}") from exc
             raise
-        self._remove_in_background(container_id)
+        self._remove_in_background(container)
         return self._result(raw)
 
     def _result(self, raw: RawRun) -> ExecResult:
@@ -233,36 +241,49 @@ class DockerSandbox:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(func, *args))
 
-    async def _create_pooled(self) -> str:
+    async def _create_pooled(self) -> StartedContainer:
         return await self._create(self.default_limits, "pool")
 
-    async def _create(self, limits: Limits, role: str) -> str:
+    async def _create(self, limits: Limits, role: str) -> StartedContainer:
         try:
             return await self._blocking(self._create_blocking, limits, role)
-        except (APIError, OSError) as exc:
+        except (APIError, OSError, ContainerGone) as exc:
             raise SandboxError(f"could not start a sandbox container: {exc}") from exc
 
-    def _create_blocking(self, limits: Limits, role: str) -> str:
-        container_id = create_started_container(
-            self.api, self.image_id, limits, labels.container_labels(self.run_id, role), self.user
+    def _create_blocking(self, limits: Limits, role: str) -> StartedContainer:
+        return create_started_container(
+            self.api,
+            self.image_id,
+            limits,
+            labels.container_labels(self.run_id, role),
+            self.user,
+            on_created=self._track,
         )
+
+    def _track(self, container_id: str) -> None:
+        # Tracked from the moment it exists, so even a half-started container is removed.
         with self._live_lock:
             self._live.add(container_id)
-        return container_id
 
-    async def _remove(self, container_id: str) -> None:
+    async def _remove(self, container: StartedContainer) -> None:
+        # A call still streaming on a worker thread (cancellation) must wake up and let go;
+        # that thread closes the connection itself.
+        container.interrupt()
         try:
-            await self._blocking(remove_container, self.api, container_id)
+            await self._blocking(remove_container, self.api, container.id)
         except RuntimeError:
             # The executor is shut down (interpreter exiting): remove on this thread instead.
-            remove_container(self.api, container_id)
+            remove_container(self.api, container.id)
         except (APIError, NotFound, OSError) as exc:
-            log.warning("sandbox: could not remove container %s: %s", container_id[:12], exc)
+            log.warning("sandbox: could not remove container %s: %s", container.id[:12], exc)
             return
-        self._forget(container_id)
+        finally:
+            if not container.busy:
+                container.close()
+        self._forget(container.id)
 
-    def _remove_in_background(self, container_id: str) -> None:
-        task = asyncio.create_task(self._remove(container_id), name="sandbox-remove")
+    def _remove_in_background(self, container: StartedContainer) -> None:
+        task = asyncio.create_task(self._remove(container), name="sandbox-remove")
         self._removals.add(task)
         task.add_done_callback(self._removals.discard)
 

@@ -196,10 +196,11 @@ def test_cleanup_keeps_containers_of_live_runs(sandbox_image: str) -> None:
     try:
         completed = run_proctor("sandbox", "cleanup", "--json")
         assert completed.returncode == 0, completed.stderr
-        assert live in json.loads(completed.stdout)["kept_live"]
-        assert client.api.inspect_container(live)["State"]["Running"]
+        assert live.id in json.loads(completed.stdout)["kept_live"]
+        assert client.api.inspect_container(live.id)["State"]["Running"]
     finally:
-        remove_container(client.api, live)
+        live.close()
+        remove_container(client.api, live.id)
 
 
 def test_cleanup_without_engine_still_answers() -> None:

@@ -161,3 +161,11 @@ async def test_pool_survives_failing_creation() -> None:
     assert await pool.wait_full(5)
     assert isinstance(pool.last_error, RuntimeError) and pool.take() == "ok"
     await pool.close()
+
+
+def test_launcher_fits_in_one_argument() -> None:
+    from sandbox.containers import LAUNCHER
+
+    # A NUL byte in an argument makes execve fail with EINVAL before anything runs.
+    assert "\0" not in LAUNCHER and len(LAUNCHER.encode()) < 128 * 1024
+    compile(LAUNCHER, "<launcher>", "exec")
