@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from agent.errors import UserError
-from agent.run_config_loader import RunFlags, load_run_config, parse_size
+from agent.run_config_loader import RunFlags, load_run_config, parse_size, read_config_file
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -143,3 +143,15 @@ def test_resume_without_out_or_run_json_is_a_clear_error(tmp_path: Path, tasks: 
         cwd=tmp_path,
     )
     assert result.returncode == 2 and "run.json: not found; nothing to resume" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["frontiermath-openai.yaml", "olympiad-judged.yaml", "research-judged.yaml"])
+def test_shipped_example_configs_validate(name: str):
+    config_file = REPO / "configs" / "examples" / name
+    data = read_config_file(config_file)
+    tasks = (config_file.parent / data["tasks"]).resolve()
+    if not tasks.exists():
+        # The FrontierScience gold set lives beside the checkout (../shared), not inside it.
+        pytest.skip(f"{tasks} is not on this machine")
+    config = load_run_config(config_file, RunFlags())
+    assert config.tasks == tasks and config.models
