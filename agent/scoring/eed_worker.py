@@ -88,8 +88,10 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
 def main() -> None:
     _die_with_parent()
     _limit_memory()
-    replies = sys.stdout.buffer
-    # Anything a library prints must not corrupt the protocol stream.
+    # The protocol gets a private copy of stdout; file descriptor 1 then points at stderr, so
+    # nothing a library prints, from Python or from C, can corrupt the message stream.
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
     sys.stdout = sys.stderr
     _warm_up()
     serve(sys.stdin.buffer, replies)

@@ -229,7 +229,7 @@ class EEDWorker:
                 elif message["kind"] == "result":
                     self._trim_stderr()
                     return Attempt("result", result=message["result"], elapsed_s=time.monotonic() - started)
-        except (EOFError, BrokenPipeError, OSError):
+        except (EOFError, OSError, ValueError):  # died, pipe broken, or garbled message
             elapsed = time.monotonic() - started
             self.restart()
             return Attempt(

@@ -98,6 +98,7 @@ def test_an_expression_outside_the_tree_types_scores_zero(eed_pool: EEDWorkerPoo
 
 
 def test_pathological_expansion_times_out_within_its_limit(eed_pool: EEDWorkerPool) -> None:
+    eed_pool.warm_up()  # a worker replaced by an earlier test may still be starting: not timed here
     started = time.monotonic()
     result = eed_score("(x+1)^{10000}", "(x+1)^{9999}", timeout_s=1.5, pool=eed_pool)
     elapsed = time.monotonic() - started
@@ -111,6 +112,7 @@ def test_pathological_expansion_times_out_within_its_limit(eed_pool: EEDWorkerPo
 
 
 def test_a_power_tower_times_out_too(eed_pool: EEDWorkerPool) -> None:
+    eed_pool.warm_up()
     started = time.monotonic()
     result = eed_score("x^{x^{x^{x}}} + 1", "(x^{x^{x^{x}}})^{7^{7^{7}}}", timeout_s=1.5, pool=eed_pool)
     assert result.status == "timeout"  # sympy's equals() on 7^(7^7) runs far longer
