@@ -76,7 +76,7 @@ def cleanup_containers(client: docker.DockerClient, *, everything: bool = False)
 def cleanup_local_cgroups(*, everything: bool = False) -> int:
     """Kill and remove per-call cgroups of dead local-backend owners; returns how many went."""
     removed = 0
-    for controller in ("pids", "memory"):
+    for controller in ("pids", "memory", "cpu"):
         parent = CGROUP_ROOT / controller / CGROUP_PARENT
         if not parent.is_dir():
             continue

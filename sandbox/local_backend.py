@@ -83,7 +83,7 @@ class Isolation:
             notes.append("private network namespace only; files written land in a host temp dir")
         else:
             notes.append("no namespaces: the program can reach the network and the host filesystem")
-        notes.append("cgroup pids+memory limits" if self.cgroups else "no cgroups: rlimits only")
+        notes.append("cgroup pids, memory and CPU limits" if self.cgroups else "no cgroups: rlimits only")
         return notes
 
 
@@ -117,25 +117,45 @@ def _cgroups_writable() -> bool:
 
 
 class CallCgroups:
-    """Per-call cgroup v1 ``pids`` and ``memory`` groups; killed and removed afterwards."""
+    """Per-call cgroup v1 groups: ``pids`` and ``memory`` always, ``cpu`` (the CPU quota) when
+    that controller is writable too. Killed and removed afterwards."""
+
+    CFS_PERIOD_US = 100_000
 
     def __init__(self, limits: Limits) -> None:
         name = f"call-{os.getpid()}-{uuid.uuid4().hex[:12]}"
         self.pids_dir = CGROUP_ROOT / "pids" / CGROUP_PARENT / name
         self.memory_dir = CGROUP_ROOT / "memory" / CGROUP_PARENT / name
-        self.pids_dir.mkdir()
-        self.memory_dir.mkdir()
-        (self.pids_dir / "pids.max").write_text(str(limits.pids))
-        (self.memory_dir / "memory.limit_in_bytes").write_text(str(limits.memory_bytes))
-        # Without swap accounting this file is absent; the plain limit then already holds.
-        with contextlib.suppress(OSError):
-            (self.memory_dir / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
+        self.dirs: list[Path] = []
+        try:
+            self._make(self.pids_dir, {"pids.max": str(limits.pids)})
+            self._make(self.memory_dir, {"memory.limit_in_bytes": str(limits.memory_bytes)})
+            # Without swap accounting this file is absent; the plain limit then already holds.
+            with contextlib.suppress(OSError):
+                (self.memory_dir / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
+            cpu_parent = CGROUP_ROOT / "cpu" / CGROUP_PARENT
+            with contextlib.suppress(OSError):
+                cpu_parent.mkdir(exist_ok=True)
+                quota = max(1000, int(limits.cpus * self.CFS_PERIOD_US))
+                self._make(
+                    cpu_parent / name,
+                    {"cpu.cfs_period_us": str(self.CFS_PERIOD_US), "cpu.cfs_quota_us": str(quota)},
+                )
+        except BaseException:
+            self.kill_all_and_remove()
+            raise
+
+    def _make(self, directory: Path, settings: dict[str, str]) -> None:
+        directory.mkdir()
+        self.dirs.append(directory)
+        for key, value in settings.items():
+            (directory / key).write_text(value)
 
     def join_self(self) -> None:
         """Called in the child between fork and exec, so nothing escapes before it joins."""
         pid = str(os.getpid())
-        (self.pids_dir / "cgroup.procs").write_text(pid)
-        (self.memory_dir / "cgroup.procs").write_text(pid)
+        for directory in self.dirs:
+            (directory / "cgroup.procs").write_text(pid)
 
     def oom_killed(self) -> bool:
         try:
@@ -149,7 +169,7 @@ class CallCgroups:
 
     def kill_all_and_remove(self) -> None:
         deadline = time.monotonic() + 5.0
-        for directory in (self.pids_dir, self.memory_dir):
+        for directory in self.dirs:
             while time.monotonic() < deadline:
                 try:
                     pids = [int(p) for p in (directory / "cgroup.procs").read_text().split()]

@@ -392,3 +392,18 @@ async def test_a_warm_container_lost_while_waiting_is_replaced(sandbox_image: st
         assert (result.exit_code, result.stdout) == (0, "still served\n")
     finally:
         await opened.aclose()
+
+
+async def test_cpu_quota_is_enforced(sandbox: Sandbox) -> None:
+    # Busy for 1.5 s of wall time on a quarter CPU: at most ~0.4 s of CPU time, whatever
+    # else the machine does (a loaded machine only gives less).
+    code = (
+        "import time\n"
+        "wall, cpu = time.monotonic(), time.process_time()\n"
+        "while time.monotonic() - wall < 1.5:\n"
+        "    pass\n"
+        "print(time.process_time() - cpu)\n"
+    )
+    result = await sandbox.exec(code, timeout=20, limits=TEST_LIMITS.replace(cpus=0.25))
+    assert result.exit_code == 0, result
+    assert float(result.stdout) <= 0.25 * 1.5 + 0.15
