@@ -167,14 +167,15 @@ def run_bench(
     timeout_s: float = 3.0,
     mode: str = "strict",
     compare_spawn: bool = True,
+    pairs: list[BenchPair] | None = None,
 ) -> BenchReport:
-    """Score the mixed set ``repeat`` times through a warm pool of ``workers`` processes."""
+    """Score the mixed set (or ``pairs``) ``repeat`` times through a warm pool of ``workers``."""
     pool = EEDWorkerPool(size=workers)
     try:
         started = time.perf_counter()
         pool.warm_up()
         startup = time.perf_counter() - started
-        jobs = bench_pairs() * repeat
+        jobs = (pairs if pairs is not None else bench_pairs()) * repeat
 
         def timed(pair: BenchPair) -> tuple[BenchPair, EEDResult]:
             result = eed_score(pair.reference, pair.answer, mode=mode, timeout_s=timeout_s, pool=pool)
