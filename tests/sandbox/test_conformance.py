@@ -178,7 +178,9 @@ async def test_background_child_dies_with_the_call(sandbox: Sandbox) -> None:
         '            \'import time\\nwhile True:\\n    open("/tmp/beat", "a").write("x")\\n'
         f"    time.sleep(0.05)\\n# {token}'])\n"
         "    os._exit(0)\n"
-        "time.sleep(0.3)\n"
+        "deadline = time.monotonic() + 10\n"
+        "while not os.path.exists('/tmp/beat') and time.monotonic() < deadline:\n"
+        "    time.sleep(0.02)\n"
         "print('beating' if os.path.exists('/tmp/beat') else 'no heartbeat')\n"
     )
     result = await sandbox.exec(code, timeout=10)
