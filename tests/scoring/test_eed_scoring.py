@@ -177,7 +177,7 @@ async def test_async_scoring_leaves_the_event_loop_free(eed_pool: EEDWorkerPool)
     result = await eed_score_async("(x+1)^{10000}", "(x+1)^{9999}", timeout_s=1.0, pool=eed_pool)
     task.cancel()
     assert result.status == "timeout"
-    assert ticks > 20  # the loop ran all through the second of sympy work
+    assert ticks > 5  # a blocked loop would tick at most once; it ran through the second of sympy work
 
 
 async def test_many_async_callers_share_the_pool_without_taking_the_default_threads(
