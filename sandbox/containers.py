@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import re
 import secrets
 import selectors
@@ -33,10 +34,11 @@ WORKDIR = "/work"
 HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 # The launcher reads exactly the header and request with os.read (never past them), so every
 # byte after is the program's stdin; it exits quietly when stdin closes first (pool teardown).
-# It spawns the program as a fresh process, waits for it, kills every process the program left
-# behind, then writes an exit report as the last bytes of BOTH streams. Each stream is ordered,
-# so the report proves all of the program's output has arrived: the host can answer without
-# waiting for the engine to notice the container stopping (about 50 ms here).
+# It spawns the program as a fresh process, waits for it (killing it itself a little after the
+# deadline, should the host be gone), kills every process the program left behind, then writes
+# an exit report as the last bytes of BOTH streams. Each stream is ordered, so the report proves
+# all of the program's output has arrived: the host can answer without waiting for the engine
+# to notice the container stopping (about 50 ms here).
 LAUNCHER = """\
 import os, sys
 def take(n):
@@ -59,6 +61,9 @@ except OSError as exc:
     code = 127
 else:
     os.close(0)
+    import signal
+    signal.signal(signal.SIGALRM, lambda *_: os.kill(-1, 9))
+    signal.alarm(request['backstop_s'])
     code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     code = 128 - code if code < 0 else code
 try:
@@ -83,6 +88,7 @@ os._exit(0)
 """
 _RECV_BYTES = 256 * 1024
 _KILL_GRACE_S = 5.0
+BACKSTOP_GRACE_S = 5.0
 _STREAM_STDOUT = 1
 _STREAM_STDERR = 2
 _REPORT = re.compile(rb"\x00proctor-exit:([0-9a-f]+):(-?\d+):([01])\x00$")
@@ -297,7 +303,10 @@ def run_program(
         raise ContainerGone(f"container {container.id[:12]} stopped while it waited")
     nonce = secrets.token_hex(16)
     streams = {_STREAM_STDOUT: _Stream(output_cap, nonce), _STREAM_STDERR: _Stream(output_cap, nonce)}
-    request = json.dumps({"argv": argv, "nonce": nonce}).encode("utf-8")
+    # The host kills the container at the deadline; the launcher's own alarm a little later
+    # ends the program even if the host is gone (its controlling process was SIGKILLed).
+    backstop_s = max(1, math.ceil(timeout + BACKSTOP_GRACE_S))
+    request = json.dumps({"argv": argv, "nonce": nonce, "backstop_s": backstop_s}).encode("utf-8")
     outgoing = b"%0*d" % (HEADER_DIGITS, len(request)) + request + (stdin or b"")
     started = time.monotonic()
     try:

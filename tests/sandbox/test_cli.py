@@ -255,3 +255,35 @@ def test_ctrl_c_mid_call_leaves_nothing_running(
 
 def test_bench_rejects_a_bad_call_count_in_one_line() -> None:
     assert_one_line_error(run_proctor("bench", "sandbox", "--calls", "2.5"), "--calls")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_program_of_a_killed_controller_still_ends_by_its_deadline(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # No cleanup here: the sandbox itself must end the program (docker: the launcher's
+    # backstop alarm a few seconds after the deadline; local: the parent-death signal).
+    token = f"orphan-{uuid.uuid4().hex}"
+    program = tmp_path / "spin.py"
+    program.write_text(f"# {token}\nwhile True:\n    pass\n")
+    controller = subprocess.Popen(
+        [
+            "proctor",
+            "sandbox",
+            "exec",
+            "--backend",
+            backend,
+            *image_args(backend, request),
+            "--timeout",
+            "1",
+            str(program),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert _wait_for(lambda: host_processes_with(token), 60), "the sandboxed program never started"
+    finally:
+        os.kill(controller.pid, signal.SIGKILL)
+        controller.wait()
+    assert _wait_for(lambda: not host_processes_with(token), 1 + 5 + 5)
