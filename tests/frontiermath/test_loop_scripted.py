@@ -339,3 +339,30 @@ async def test_other_refusals_are_model_errors(sandbox: Sandbox) -> None:
     record, server = await run_sample([HttpError(400, "unsupported parameter: tools")], sandbox)
     assert record.outcome is Outcome.MODEL_ERROR and "unsupported parameter" in (record.error or "")
     assert server.call_count == 1
+
+
+@pytest.mark.docker
+async def test_a_conversation_in_the_pinned_image() -> None:
+    """The same loop against the docker backend: pinned libraries, no network, image recorded."""
+    box = await open_sandbox("docker", pool_size=1)
+    try:
+        probe = (
+            "import socket, sympy\n"
+            "print(sympy.__version__, sympy.factorint(2**32 + 1))\n"
+            "try:\n"
+            "    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
+            "    print('network: reachable')\n"
+            "except OSError:\n"
+            "    print('network: none')\n"
+        )
+        record, server = await run_sample(
+            [Reply(tool_calls=[python_call(probe)]), Reply(tool_calls=[submit(RIGHT)])],
+            box,
+            run_config(timeout_s=60, answer_timeout_s=60, verify_timeout_s=60),
+        )
+    finally:
+        await box.aclose()
+    assert record.outcome is Outcome.CORRECT
+    output = tool_messages(server.requests[1].json)[0]["content"]
+    assert "1.13.3 {641: 1, 6700417: 1}" in output and "network: none" in output
+    assert record.sandbox_image and record.sandbox_image.startswith("sha256:")
