@@ -17,6 +17,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "configs" / "tasks" / "frontierm
 
 
 @pytest.mark.local_model
+@pytest.mark.timeout(900)
 async def test_real_local_model_runs_one_quickstart_task() -> None:
     from agent.model.local_server import LocalLlamaServer
 
