@@ -57,7 +57,11 @@ def test_validate_passes_the_samples_the_host_can_run(tmp_path: Path) -> None:
 
 @pytest.mark.docker
 def test_validate_passes_every_sample_in_the_pinned_image() -> None:
-    result = proctor("validate", "--tasks", str(SAMPLES), "--backend", "docker", "--json")
+    # Correctness, not speed: the suite runs 4 workers on 2 cores, and galois compiles on first
+    # use, so the 30 s protocol limit is measured by hand (README/docs), not asserted here.
+    result = proctor(
+        "validate", "--tasks", str(SAMPLES), "--backend", "docker", "--json", "--answer-timeout", "120"
+    )
     report = json.loads(result.stdout)
     assert result.returncode == 0, [r for r in report["results"] if not r["passed"]]
     assert report["passed"] == report["total"] >= 10
