@@ -94,21 +94,22 @@ def bench_loop_command(
     console.print(
         f"model connections: {connections} (shared by the samples in flight)", markup=False, highlight=False
     )
-    worst = max(r.harness_cpu_ms_per_turn for r in results)
-    verdict = "meets" if worst <= TARGET_MS_PER_TURN else "MISSES"
-    console.print(
-        f"worst harness CPU per turn {worst:.2f} ms: {verdict} the {TARGET_MS_PER_TURN:.0f} ms target",
-        markup=False,
-        highlight=False,
-    )
+    for r in results:
+        verdict = "meets" if r.harness_cpu_ms_per_turn <= TARGET_MS_PER_TURN else "MISSES"
+        console.print(
+            f"{r.name}: harness CPU {r.harness_cpu_ms_per_turn:.2f} ms/turn {verdict} the "
+            f"{TARGET_MS_PER_TURN:.0f} ms target",
+            markup=False,
+            highlight=False,
+        )
     for r in results:
         if r.accounting_us_turn_10 is not None and r.accounting_us_turn_500 is not None:
             console.print(
                 f"{r.name}: token accounting per turn {r.accounting_us_turn_10:.0f} µs at turn 10, "
                 f"{r.accounting_us_turn_500:.0f} µs at turn 500 "
-                f"(whole harness gap {_ms(r.harness_gap_ms_turn_10)} ms vs "
-                f"{_ms(r.harness_gap_ms_turn_500)} ms: "
-                "the rest is the SDK serialising the growing history, which the API requires)",
+                f"(whole harness gap, reply to next request: {_ms(r.harness_gap_ms_turn_10)} ms vs "
+                f"{_ms(r.harness_gap_ms_turn_500)} ms; every request re-sends the whole history, "
+                "as Chat Completions requires, so its JSON encoding is the part that grows)",
                 markup=False,
                 highlight=False,
             )
