@@ -182,3 +182,10 @@ async def test_pinned_libraries_in_answers_under_docker() -> None:
         assert result.record.answer_exec is not None and result.record.answer_exec["backend"] == "docker"
     finally:
         await sandbox.aclose()
+
+
+async def test_a_value_too_large_for_the_output_cap_is_an_answer_error(local_sandbox: Sandbox) -> None:
+    code = "def answer():\n    return list(range(400000))\n"
+    result = await runner(local_sandbox).evaluate(code, integer_task())
+    assert result.outcome is Outcome.ANSWER_ERROR
+    assert "size cap" in (result.error or "")
