@@ -4,17 +4,37 @@ from __future__ import annotations
 
 import sys
 
+import typer
+
+# typer vendors click; its usage errors are only importable from here (typer is pinned to 0.29.x).
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
 from agent.cli import commands_registry  # noqa: F401  (registers every command)
 from agent.cli.app import app
 from agent.errors import UserError
 
 
 def main() -> None:
+    # standalone_mode=False lets usage mistakes print as one line instead of a boxed usage page.
     try:
-        app()
+        result = app(standalone_mode=False)
     except UserError as exc:
         print(f"proctor: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    except KeyboardInterrupt:
+    except NoArgsIsHelpError as exc:
+        print(exc.ctx.get_help() if exc.ctx is not None else "see 'proctor --help'")
+        raise SystemExit(2) from None
+    except UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx is not None else "proctor"
+        print(f"proctor: error: {exc.format_message()} (see '{command} --help')", file=sys.stderr)
+        raise SystemExit(2) from None
+    except typer.TyperException as exc:
+        print(f"proctor: error: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    except typer.Exit as exc:
+        raise SystemExit(exc.exit_code) from None
+    except (KeyboardInterrupt, typer.Abort):
         print("proctor: interrupted", file=sys.stderr)
         raise SystemExit(130) from None
+    if isinstance(result, int) and result != 0:
+        raise SystemExit(result)
