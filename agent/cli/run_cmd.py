@@ -134,8 +134,10 @@ def quickstart_config(model: str | None, out: Path | None, backend: str | None) 
             raise UserError(f"--model {model}: set OPENAI_API_KEY (and OPENAI_BASE_URL for other endpoints)")
         flags.models = [model]
         if provider != "local":
-            # A frontier model gets the benchmark's own limits, not the tiny local-model ones.
+            # A frontier model gets the benchmark's own limits, not the tiny local-model ones,
+            # and runs the three tasks at once (the local server has a single slot).
             data.pop("budget", None)
+            data["max_concurrency"] = 3
     return _from_data(data, flags)
 
 

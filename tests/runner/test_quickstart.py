@@ -39,7 +39,7 @@ def test_quickstart_with_a_frontier_model_uses_protocol_limits(
     config = quickstart_config("openai/gpt-x", tmp_path / "run", "local")
     assert [m.name for m in config.models] == ["openai/gpt-x"]
     assert (config.budget.token_cap, config.budget.force_submit_at) == (1_000_000, 660_000)
-    assert config.sandbox.backend == "local"
+    assert config.sandbox.backend == "local" and config.max_concurrency == 3
     monkeypatch.delenv("OPENAI_API_KEY")
     with pytest.raises(UserError, match="OPENAI_API_KEY"):
         quickstart_config("openai/gpt-x", None, None)
