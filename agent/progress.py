@@ -79,7 +79,9 @@ class RunProgress:
             self._live.start()
         else:
             note = f", {self.resumed} already done" if self.resumed else ""
-            self.console.print(f"run {run_dir}: {total} samples{note}", markup=False, highlight=False, soft_wrap=True)
+            self.console.print(
+                f"run {run_dir}: {total} samples{note}", markup=False, highlight=False, soft_wrap=True
+            )
 
     def sample_started(self) -> None:
         self.running += 1
