@@ -3,10 +3,12 @@
     async with LocalLlamaServer() as base_url:          # Gemma 3 270M from PyPI
         client = make_client(ModelConfig(name="local/gemma3-270m"), base_url_override=base_url)
 
-The server is ``python -m llama_cpp.server`` (llama-cpp-python) with the ``chatml-function-calling``
-chat format, which gives the model tool calling. It listens on 127.0.0.1 on a free port. On exit,
-error or Ctrl-C the process is terminated, then killed if it lingers; it also dies with its
-parent (Linux parent-death signal), so a crashed run leaves no server behind.
+The server is llama-cpp-python's ``llama_cpp.server``, started through
+:mod:`agent.model.llama_launcher` with a bounded variant of the ``chatml-function-calling``
+chat format: the model gets tool calling, and no request can run until the context is full.
+It listens on 127.0.0.1 on a free port. On exit, error or Ctrl-C the process is terminated,
+then killed if it lingers; it also dies with its parent (Linux parent-death signal), so a
+crashed run leaves no server behind.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from types import TracebackType
 import httpx
 
 from agent.errors import UserError
+from agent.model.llama_launcher import BOUNDED_FORMAT
 
 INSTALL_HINT = "pip install -e '.[local-model]'"
 # Modules llama_cpp.server needs beyond llama_cpp itself (the package's [server] extra).
@@ -89,7 +92,7 @@ class LocalLlamaServer:
         *,
         model_path: Path | None = None,
         n_ctx: int = 8192,
-        chat_format: str = "chatml-function-calling",
+        chat_format: str = BOUNDED_FORMAT,
         startup_timeout_s: float = 120.0,
         stop_timeout_s: float = 10.0,
         extra_args: tuple[str, ...] = (),
@@ -114,7 +117,7 @@ class LocalLlamaServer:
 
     def command(self, model_path: Path, port: int) -> list[str]:
         return [
-            sys.executable, "-m", "llama_cpp.server",
+            sys.executable, "-m", "agent.model.llama_launcher",
             "--model", str(model_path),
             "--model_alias", self.model,
             "--host", "127.0.0.1",
