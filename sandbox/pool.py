@@ -16,7 +16,10 @@ from typing import Generic, TypeVar
 
 log = logging.getLogger(__name__)
 
-_RETRY_AFTER_FAILURE_S = 1.0
+# A failing engine is retried with doubling waits, so a broken image or engine costs a
+# few log lines and little CPU instead of a tight loop; calls still get on-demand containers.
+_FIRST_RETRY_S = 1.0
+_MAX_RETRY_S = 30.0
 REFILL_DELAY_S = 0.25
 
 
@@ -29,6 +32,9 @@ class WarmPool(Generic[Item]):
         create: Callable[[], Awaitable[Item]],
         destroy: Callable[[Item], Awaitable[None]],
         size: int,
+        *,
+        first_retry_s: float = _FIRST_RETRY_S,
+        max_retry_s: float = _MAX_RETRY_S,
     ) -> None:
         if size < 0:
             raise ValueError(f"pool size must be >= 0, got {size}")
@@ -41,6 +47,8 @@ class WarmPool(Generic[Item]):
         self._refill_task: asyncio.Task[None] | None = None
         self._closed = False
         self.last_error: BaseException | None = None
+        self._first_retry_s = first_retry_s
+        self._max_retry_s = max_retry_s
 
     def start(self) -> None:
         if self.size > 0 and self._refill_task is None:
@@ -92,6 +100,7 @@ class WarmPool(Generic[Item]):
         await asyncio.gather(*(self._destroy(item) for item in leftovers), return_exceptions=True)
 
     async def _refill_forever(self) -> None:
+        retry_s = self._first_retry_s
         while not self._closed:
             if len(self._ready) >= self.size:
                 self._filled.set()
@@ -104,9 +113,13 @@ class WarmPool(Generic[Item]):
                 raise
             except Exception as exc:  # keep serving: calls fall back to on-demand containers
                 self.last_error = exc
-                log.warning("sandbox pool: could not start a warm container: %s", exc)
-                await asyncio.sleep(_RETRY_AFTER_FAILURE_S)
+                log.warning(
+                    "sandbox pool: could not start a warm container (retrying in %.0f s): %s", retry_s, exc
+                )
+                await asyncio.sleep(retry_s)
+                retry_s = min(retry_s * 2, self._max_retry_s)
                 continue
+            retry_s = self._first_retry_s
             if self._closed:
                 await self._destroy(item)
                 return

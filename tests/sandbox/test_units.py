@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -169,3 +171,25 @@ def test_launcher_fits_in_one_argument() -> None:
     # A NUL byte in an argument makes execve fail with EINVAL before anything runs.
     assert "\0" not in LAUNCHER and len(LAUNCHER.encode()) < 128 * 1024
     compile(LAUNCHER, "<launcher>", "exec")
+
+
+async def test_pool_backs_off_while_the_engine_keeps_failing() -> None:
+    attempts: list[float] = []
+
+    async def create() -> int:
+        attempts.append(time.monotonic())
+        raise RuntimeError("exec /sbin/docker-init: invalid argument")
+
+    async def destroy(item: int) -> None:
+        pass
+
+    pool: WarmPool[int] = WarmPool(create, destroy, size=1, first_retry_s=0.05, max_retry_s=0.2)
+    pool.start()
+    await asyncio.sleep(0.8)
+    await pool.close()
+    gaps = [later - earlier for earlier, later in itertools.pairwise(attempts)]
+    # 0.05, 0.1, 0.2, 0.2, ...: a tight loop would make dozens of attempts in 0.8 s.
+    assert 3 <= len(attempts) <= 7, attempts
+    assert gaps[1] >= 0.09 and gaps[2] >= 0.18, gaps
+    assert all(gap < 0.2 + 0.15 for gap in gaps), gaps
+    assert isinstance(pool.last_error, RuntimeError)
