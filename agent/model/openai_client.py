@@ -10,8 +10,9 @@ from openai.types.chat import ChatCompletion
 from agent import tokens
 from agent.config import ModelConfig
 from agent.model.base import ChatResponse, ToolCall, Usage
-from agent.model.endpoint import Endpoint, api_model_name, is_local_model
-from agent.model.retry import RetryCallback, RetryPolicy, call_with_retries
+from agent.model.endpoint import api_model_name, is_local_model
+from agent.model.retry import RetryCallback, RetryPolicy
+from agent.model.sdk_client import SdkClient
 
 # OpenAI wants max_completion_tokens (max_tokens is refused by reasoning models); llama.cpp's
 # server and some older compatible servers only know max_tokens.
@@ -44,8 +45,11 @@ def usage_from_counts(
     )
 
 
-class OpenAIChatClient:
+class OpenAIChatClient(SdkClient):
     """One model behind a Chat Completions endpoint, with our retries and connection limit."""
+
+    path = "/chat/completions"
+    reply_type = ChatCompletion
 
     def __init__(
         self,
@@ -56,15 +60,12 @@ class OpenAIChatClient:
         retry_policy: RetryPolicy | None = None,
         max_tokens_field: MaxTokensField | None = None,
     ) -> None:
-        self.cfg = cfg
-        self.model = cfg.name
-        self.endpoint = Endpoint.from_config(cfg, base_url_override)
-        self.on_retry = on_retry
-        self.retry_policy = retry_policy or RetryPolicy(max_retries=cfg.max_retries)
+        super().__init__(
+            cfg, base_url_override=base_url_override, on_retry=on_retry, retry_policy=retry_policy
+        )
         self.max_tokens_field: MaxTokensField = max_tokens_field or (
             "max_tokens" if is_local_model(cfg.name) else "max_completion_tokens"
         )
-        self._sdk = self.endpoint.sdk_client()
 
     def _request(
         self,
@@ -87,33 +88,6 @@ class OpenAIChatClient:
         # Provider-specific fields ride along verbatim (e.g. {"top_k": 20} for vLLM).
         request.update(self.cfg.extra_body)
         return request
-
-    async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        tools: list[dict[str, Any]] | None = None,
-        tool_choice: str | dict[str, Any] | None = None,
-        max_output_tokens: int | None = None,
-    ) -> ChatResponse:
-        request = self._request(messages, tools, tool_choice, max_output_tokens)
-        semaphore = self.endpoint.semaphore()
-
-        async def attempt() -> Any:
-            async with semaphore:
-                # The SDK's generic post: same transport, errors and typed parsing as
-                # chat.completions.create, minus its per-field request transform, which costs
-                # ~0.5 ms per message and would grow each turn with the conversation.
-                return await self._sdk.post("/chat/completions", cast_to=ChatCompletion, body=request)
-
-        completion, retries = await call_with_retries(
-            attempt,
-            policy=self.retry_policy,
-            endpoint=self.endpoint.base_url,
-            key_env=self.cfg.api_key_env,
-            on_retry=self.on_retry,
-        )
-        return self._to_response(completion, messages, tools, retries)
 
     def _to_response(
         self,
@@ -154,6 +128,3 @@ class OpenAIChatClient:
             reasoning=reasoning if isinstance(reasoning, str) else None,
             raw=completion.model_dump(mode="json", exclude_none=True),
         )
-
-    async def aclose(self) -> None:
-        await self._sdk.close()

@@ -17,11 +17,10 @@ from typing import Any
 from openai.types.responses import Response
 
 from agent import tokens
-from agent.config import ModelConfig
 from agent.model.base import ChatResponse, ToolCall
-from agent.model.endpoint import Endpoint, api_model_name
+from agent.model.endpoint import api_model_name
 from agent.model.openai_client import usage_from_counts
-from agent.model.retry import RetryCallback, RetryPolicy, call_with_retries
+from agent.model.sdk_client import SdkClient
 
 
 def _text_of(content: Any) -> str:
@@ -96,23 +95,11 @@ def tool_choice_to_responses(choice: str | dict[str, Any]) -> str | dict[str, An
     return choice
 
 
-class OpenAIResponsesClient:
+class OpenAIResponsesClient(SdkClient):
     """One model behind the Responses API, with our retries and connection limit."""
 
-    def __init__(
-        self,
-        cfg: ModelConfig,
-        *,
-        base_url_override: str | None = None,
-        on_retry: RetryCallback | None = None,
-        retry_policy: RetryPolicy | None = None,
-    ) -> None:
-        self.cfg = cfg
-        self.model = cfg.name
-        self.endpoint = Endpoint.from_config(cfg, base_url_override)
-        self.on_retry = on_retry
-        self.retry_policy = retry_policy or RetryPolicy(max_retries=cfg.max_retries)
-        self._sdk = self.endpoint.sdk_client()
+    path = "/responses"
+    reply_type = Response
 
     def _request(
         self,
@@ -140,31 +127,6 @@ class OpenAIResponsesClient:
             request["temperature"] = self.cfg.temperature
         request.update(self.cfg.extra_body)
         return request
-
-    async def complete(
-        self,
-        messages: list[dict[str, Any]],
-        *,
-        tools: list[dict[str, Any]] | None = None,
-        tool_choice: str | dict[str, Any] | None = None,
-        max_output_tokens: int | None = None,
-    ) -> ChatResponse:
-        request = self._request(messages, tools, tool_choice, max_output_tokens)
-        semaphore = self.endpoint.semaphore()
-
-        async def attempt() -> Any:
-            async with semaphore:
-                # Generic post, as in the chat client: no per-field transform of a long history.
-                return await self._sdk.post("/responses", cast_to=Response, body=request)
-
-        response, retries = await call_with_retries(
-            attempt,
-            policy=self.retry_policy,
-            endpoint=self.endpoint.base_url,
-            key_env=self.cfg.api_key_env,
-            on_retry=self.on_retry,
-        )
-        return self._to_response(response, messages, tools, retries)
 
     def _to_response(
         self, response: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, retries: int
@@ -205,9 +167,6 @@ class OpenAIResponsesClient:
             reasoning=reasoning,
             raw=response.model_dump(mode="json", exclude_none=True),
         )
-
-    async def aclose(self) -> None:
-        await self._sdk.close()
 
 
 def _finish_reason(response: Any, has_tool_calls: bool) -> str:
