@@ -53,6 +53,11 @@ class ToolCallRecord(BaseModel):
     duration_s: float = 0.0
     sandbox: dict[str, Any] | None = None
 
+    @property
+    def ran_in_sandbox(self) -> bool:
+        """Whether this call executed code; a submit call's ``sandbox`` may hold only its outcome."""
+        return self.sandbox is not None and "exit_code" in self.sandbox
+
 
 class SubmissionRecord(BaseModel):
     code: str

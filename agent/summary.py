@@ -61,9 +61,8 @@ def _sandbox_calls(record: SampleRecord) -> tuple[int, float]:
     """Sandbox executions of one sample (python tool, answer(), verify()) and their seconds."""
     calls, seconds = 0, 0.0
     for call in record.tool_calls:
-        # Only real executions carry an exit code; a submit call's note about its outcome is
-        # not one (its answer() and verify() runs are counted from the submission below).
-        if call.sandbox is not None and "exit_code" in call.sandbox:
+        # A submit call's answer() and verify() runs are counted from the submission below.
+        if call.ran_in_sandbox:
             calls += 1
             seconds += call.duration_s
     if record.submission is not None:

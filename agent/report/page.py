@@ -246,10 +246,9 @@ def _summary_section(samples: list[SampleRecord], prices: Prices, run: RunData) 
 
 def _plots_section(run: RunData, force_at: int, cap: int) -> str:
     samples = run.samples
-    durations = [
-        c.duration_s for s in samples for c in s.tool_calls if c.sandbox is not None or c.duration_s > 0
-    ]
-    timed_out = sum(1 for s in samples for c in s.tool_calls if c.sandbox and c.sandbox.get("timed_out"))
+    executions = [c for s in samples for c in s.tool_calls if c.ran_in_sandbox]
+    durations = [c.duration_s for c in executions]
+    timed_out = sum(1 for c in executions if c.sandbox and c.sandbox.get("timed_out"))
     figures = [
         (
             plots.accuracy_by_subject(subject_rows(samples, run.prices)),

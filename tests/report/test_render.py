@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import random
 import re
 from pathlib import Path
 
 import pytest
 
 from agent.errors import UserError
-from agent.records import Outcome, SampleRecord
+from agent.records import Outcome, SampleRecord, ToolCallRecord
 from agent.report.loader import load_run
 from agent.report.page import LOCAL_BACKEND_WARNING, embedded_record, json_for_script, render_report
 from tests.report.conftest import SMALL_CAP, SMALL_FORCE_AT
@@ -41,7 +42,31 @@ def test_page_holds_all_four_plots_with_data(small_run: Path) -> None:
     assert counted == len(run.samples)
     durations = _svg(html, "plot-durations")
     histogram_total = sum(int(n) for n in re.findall(r'class="hist" data-count="(\d+)"', durations))
-    assert histogram_total == sum(len(s.tool_calls) for s in run.samples)
+    assert histogram_total == sum(c.ran_in_sandbox for s in run.samples for c in s.tool_calls)
+
+
+def test_duration_histogram_counts_only_calls_that_ran_code(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    base = make_frontiermath_sample(rng, 0, run_id="calls", model="m", force_at=660_000, cap=10**6)
+    not_run = [
+        # Malformed arguments never reach the sandbox; a rejected submit carries only its outcome.
+        ToolCallRecord(
+            turn=1, call_id="a", name="python", raw_arguments="{", error="bad JSON", duration_s=3e-6,
+        ),
+        ToolCallRecord(
+            turn=2, call_id="b", name="submit_answer", raw_arguments="{}", duration_s=2e-4,
+            sandbox={"outcome": "invalid_submission"},
+        ),
+    ]  # fmt: skip
+    sample = base.model_copy(update={"tool_calls": [*base.tool_calls, *not_run]})
+    run_dir = write_run(
+        tmp_path / "calls",
+        [sample],
+        header("calls", ["m"], track="frontiermath", force_at=660_000, cap=10**6, backend="docker", samples=[sample]),  # noqa: E501
+    )
+    durations = _svg(_render(run_dir), "plot-durations")
+    histogram_total = sum(int(n) for n in re.findall(r'class="hist" data-count="(\d+)"', durations))
+    assert histogram_total == sum(c.ran_in_sandbox for c in base.tool_calls) > 0
 
 
 def test_token_limit_lines_sit_where_the_runs_budget_puts_them(small_run: Path) -> None:
