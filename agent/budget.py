@@ -11,6 +11,7 @@ re-tokenised, so accounting costs the same at turn 2 and at turn 2,000.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from agent.model.base import Usage
@@ -19,6 +20,13 @@ from agent.records import TurnUsage
 # The tokenizer used for estimates is rarely the provider's own; keep a margin so that a
 # slightly larger real prompt still cannot carry the conversation past the cap.
 ESTIMATE_MARGIN = 0.02
+# Beyond the margin, each reply shows how far our estimate of what was appended fell short
+# of the provider's count (another tokenizer, chat-template framing); later estimates are
+# scaled by the worst shortfall seen, within these bounds. Until a reply has shown it, the
+# worst case is assumed: on a real cap the first prompt is small, so that costs little room.
+# Tiny appends are too noisy to learn from.
+MAX_ESTIMATE_SCALE = 2.0
+MIN_CALIBRATION_TOKENS = 32
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,10 @@ class TokenBudget:
         self._prompt_base = 0
         # Tokens of messages appended since the last request, estimated one message at a time.
         self._pending = 0
+        # How much larger the provider's counts have been than our estimates; None until seen.
+        self._scale: float | None = None
+        # The estimated part of the last planned prompt and the reported base it sat on.
+        self._planned: tuple[int, int] | None = None
 
     # -- prompt-size bookkeeping -------------------------------------------------------
 
@@ -69,11 +81,20 @@ class TokenBudget:
         """Account for a message appended to the history since the last request."""
         self._pending += max(0, tokens)
 
+    @property
+    def calibrated(self) -> bool:
+        return self._scale is not None
+
+    @property
+    def estimate_scale(self) -> float:
+        return MAX_ESTIMATE_SCALE if self._scale is None else self._scale
+
+    def _estimated_part(self) -> int:
+        # Before the first reply there is no provider count to build on.
+        return self._pending + (0 if self.turns else self._fixed_prompt_tokens)
+
     def next_prompt_estimate(self) -> int:
-        raw = self._prompt_base + self._pending
-        if not self.turns:
-            # Before the first reply there is no provider count to build on.
-            raw += self._fixed_prompt_tokens
+        raw = self._prompt_base + math.ceil(self._estimated_part() * self.estimate_scale)
         return raw + int(raw * ESTIMATE_MARGIN)
 
     # -- thresholds --------------------------------------------------------------------
@@ -93,6 +114,7 @@ class TokenBudget:
 
     def plan_request(self) -> RequestPlan:
         prompt = self.next_prompt_estimate()
+        self._planned = (self._estimated_part(), self._prompt_base)
         force = self.submission_due
         if self.exhausted:
             return self._stop(
@@ -117,6 +139,16 @@ class TokenBudget:
         self.stop_reason = reason
         return RequestPlan(False, force, None, prompt, reason)
 
+    def _calibrate(self, usage: Usage) -> None:
+        planned, self._planned = self._planned, None
+        # An estimated usage is our own tokenizer's count: nothing to learn from it.
+        if planned is None or usage.estimated:
+            return
+        estimated_part, base = planned
+        if estimated_part >= MIN_CALIBRATION_TOKENS:
+            shortfall = (usage.input_tokens - base) / estimated_part
+            self._scale = min(MAX_ESTIMATE_SCALE, max(self._scale or 1.0, shortfall))
+
     # -- spending ----------------------------------------------------------------------
 
     def record_response(self, usage: Usage, *, forced: bool = False) -> TurnUsage:
@@ -129,6 +161,7 @@ class TokenBudget:
         self.estimated = self.estimated or usage.estimated
         if forced and self.forced_submission_turn is None:
             self.forced_submission_turn = turn_number
+        self._calibrate(usage)
         # The reply becomes part of the next prompt; reasoning is usually not sent back,
         # so counting it over-estimates, which errs on the safe side of the cap.
         self._prompt_base = usage.input_tokens + usage.output_tokens

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
 import random
 
-from agent.budget import ESTIMATE_MARGIN, TokenBudget
+import pytest
+
+from agent.budget import ESTIMATE_MARGIN, MAX_ESTIMATE_SCALE, TokenBudget
 from agent.model.base import Usage
 
 
@@ -97,8 +100,51 @@ def test_totals_count_input_output_and_reasoning() -> None:
 def test_prompt_estimate_is_incremental() -> None:
     budget = TokenBudget(token_cap=10**9, force_submit_at=10**8, fixed_prompt_tokens=40)
     budget.add_message_tokens(60)
-    assert budget.next_prompt_estimate() == 100 + int(100 * ESTIMATE_MARGIN)
-    budget.record_response(Usage(input_tokens=5_000, output_tokens=700))
+    # Before any reply showed how the provider counts, the worst case is assumed.
+    assert budget.next_prompt_estimate() == 200 + int(200 * ESTIMATE_MARGIN)
+    budget.plan_request()
+    budget.record_response(Usage(input_tokens=100, output_tokens=5_600))
+    assert budget.calibrated and budget.estimate_scale == 1.0
     budget.add_message_tokens(300)
     # Previous input + its reply + what was appended since; nothing else is recounted.
     assert budget.next_prompt_estimate() == 6_000 + int(6_000 * ESTIMATE_MARGIN)
+
+
+def test_estimates_learn_a_provider_tokenizer_that_counts_more() -> None:
+    # The provider counts appended text 1.5x what our tokenizer says (as Gemma's did against
+    # cl100k in the quickstart, which crossed an 8,000-token cap by 27 before calibration).
+    rng = random.Random(7)
+    for _ in range(100):
+        cap = rng.randint(4_000, 40_000)
+        budget = TokenBudget(token_cap=cap, force_submit_at=int(cap * 0.66), fixed_prompt_tokens=300)
+        budget.add_message_tokens(rng.randint(200, 800))
+        base = 0
+        for _turn in range(300):
+            plan = budget.plan_request()
+            if not plan.send:
+                break
+            assert plan.max_output_tokens is not None
+            appended = budget._estimated_part()
+            reported_input = base + math.ceil(appended * 1.5)
+            output = plan.max_output_tokens
+            budget.record_response(Usage(input_tokens=reported_input, output_tokens=output))
+            assert budget.used < cap, (cap, budget.used, budget.estimate_scale)
+            base = reported_input + output
+            budget.add_message_tokens(rng.randint(40, 600))
+        assert budget.estimate_scale == pytest.approx(1.5, rel=0.01)
+
+
+def test_calibration_ignores_tiny_appends_and_estimated_usage() -> None:
+    budget = TokenBudget(token_cap=10**6, force_submit_at=10**5)
+    budget.add_message_tokens(5)
+    budget.plan_request()
+    budget.record_response(Usage(input_tokens=50, output_tokens=10))  # 10x, but on 5 tokens
+    assert not budget.calibrated
+    budget.add_message_tokens(100)
+    budget.plan_request()
+    budget.record_response(Usage(input_tokens=60 + 300, output_tokens=10, estimated=True))
+    assert not budget.calibrated
+    budget.add_message_tokens(100)
+    budget.plan_request()
+    budget.record_response(Usage(input_tokens=370 + 900, output_tokens=10))  # 9x: bounded
+    assert budget.estimate_scale == MAX_ESTIMATE_SCALE
