@@ -8,10 +8,9 @@ owner process on this host is gone are removed, so cleaning up never disturbs a 
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import socket
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from docker.errors import DockerException
 
 from sandbox import labels
 from sandbox.containers import remove_container
-from sandbox.local_backend import CGROUP_PARENT, CGROUP_ROOT
+from sandbox.local_backend import CGROUP_PARENT, CGROUP_ROOT, kill_cgroup_and_remove
 
 
 @dataclass
@@ -83,7 +82,7 @@ def cleanup_local_cgroups(*, everything: bool = False) -> int:
         for group in parent.glob("call-*"):
             if not everything and pid_alive(_owner_pid(group)):
                 continue
-            if _kill_and_remove(group):
+            if kill_cgroup_and_remove(group, time.monotonic() + 5.0):
                 removed += 1
     return removed
 
@@ -94,21 +93,3 @@ def _owner_pid(group: Path) -> int:
         return int(group.name.split("-")[1])
     except (IndexError, ValueError):
         return 0
-
-
-def _kill_and_remove(group: Path) -> bool:
-    for _ in range(100):
-        try:
-            pids = [int(p) for p in (group / "cgroup.procs").read_text().split()]
-        except OSError:
-            break
-        if not pids:
-            break
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    try:
-        group.rmdir()
-    except OSError:
-        return False
-    return True

@@ -116,6 +116,30 @@ def _cgroups_writable() -> bool:
     return True
 
 
+def kill_cgroup_and_remove(directory: Path, deadline: float) -> bool:
+    """SIGKILL every process in a cgroup until it is empty (or the deadline passes), then remove it.
+
+    Killing repeats because a process may fork between reading ``cgroup.procs`` and the kill.
+    Returns whether the cgroup directory is gone.
+    """
+    while time.monotonic() < deadline:
+        try:
+            pids = [int(p) for p in (directory / "cgroup.procs").read_text().split()]
+        except OSError:
+            break
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.01)
+    try:
+        directory.rmdir()
+    except OSError:
+        return False
+    return True
+
+
 class CallCgroups:
     """Per-call cgroup v1 groups: ``pids`` and ``memory`` always, ``cpu`` (the CPU quota) when
     that controller is writable too. Killed and removed afterwards."""
@@ -170,19 +194,7 @@ class CallCgroups:
     def kill_all_and_remove(self) -> None:
         deadline = time.monotonic() + 5.0
         for directory in self.dirs:
-            while time.monotonic() < deadline:
-                try:
-                    pids = [int(p) for p in (directory / "cgroup.procs").read_text().split()]
-                except OSError:
-                    break
-                if not pids:
-                    break
-                for pid in pids:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                time.sleep(0.01)
-            with contextlib.suppress(OSError):
-                directory.rmdir()
+            kill_cgroup_and_remove(directory, deadline)
 
 
 def _scrubbed_env(home: str, python: str, cpus: float) -> dict[str, str]:
