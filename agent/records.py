@@ -26,10 +26,14 @@ class Outcome(StrEnum):
     MODEL_ERROR = "model_error"
     # A deterministic scorer (EED) ran past its hard time limit.
     SCORER_TIMEOUT = "scorer_timeout"
+    # Proctor itself raised while running the sample; the exception is in ``error``.
+    HARNESS_ERROR = "harness_error"
 
 
 # Outcomes that say nothing about the model's ability; summaries count them apart.
-ERROR_OUTCOMES = frozenset({Outcome.JUDGE_ERROR, Outcome.MODEL_ERROR, Outcome.VERIFY_ERROR})
+ERROR_OUTCOMES = frozenset(
+    {Outcome.JUDGE_ERROR, Outcome.MODEL_ERROR, Outcome.VERIFY_ERROR, Outcome.HARNESS_ERROR}
+)
 
 
 class TurnUsage(BaseModel):

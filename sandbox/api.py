@@ -18,6 +18,13 @@ class SandboxUnavailable(SandboxError):
     """The requested backend cannot be used on this machine (e.g. no Docker engine answers)."""
 
 
+class InvalidProgram(ValueError):
+    """The program itself cannot be handed to an interpreter (a NUL byte, text that is not UTF-8).
+
+    A fault of the code, not of the sandbox: callers report it to whoever wrote the code.
+    """
+
+
 @dataclass(frozen=True)
 class Limits:
     """Resource limits for one call. Defaults model "commodity hardware": one CPU, 1 GiB."""

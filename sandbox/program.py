@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from sandbox.api import InvalidProgram
+
 # MAX_ARG_STRLEN is 32 pages (128 KiB); keep well under it, counted in encoded bytes.
 _MAX_ARG_BYTES = 100_000
 _JOIN_AND_RUN = (
@@ -21,8 +23,24 @@ _JOIN_AND_RUN = (
 )
 
 
+def check_program_text(text: str, what: str = "the code") -> None:
+    """Raise :class:`InvalidProgram` for text no interpreter can be given on a command line."""
+    nul = text.find("\0")
+    if nul >= 0:
+        line = text.count("\n", 0, nul) + 1
+        raise InvalidProgram(f"{what} contains a NUL byte (line {line}, offset {nul}); remove it")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        line = text.count("\n", 0, exc.start) + 1
+        raise InvalidProgram(
+            f"{what} is not valid UTF-8 (line {line}, offset {exc.start}: {exc.reason})"
+        ) from None
+
+
 def python_argv(code: str, python: str = "python3") -> list[str]:
     """The argv that runs ``code`` as ``__main__`` in an isolated (-I) interpreter."""
+    check_program_text(code)
     if len(code.encode("utf-8")) <= _MAX_ARG_BYTES:
         return [python, "-I", "-c", code]
     return [python, "-I", "-c", _JOIN_AND_RUN, *_split(code)]
@@ -46,4 +64,7 @@ def resolve_argv(code: str | None, argv: Sequence[str] | None, python: str = "py
     assert argv is not None
     if not argv:
         raise ValueError("argv must not be empty")
-    return [str(part) for part in argv]
+    parts = [str(part) for part in argv]
+    for index, part in enumerate(parts):
+        check_program_text(part, f"argv[{index}]")
+    return parts

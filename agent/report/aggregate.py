@@ -28,6 +28,7 @@ OUTCOME_ORDER: tuple[Outcome, ...] = (
     Outcome.JUDGE_ERROR,
     Outcome.MODEL_ERROR,
     Outcome.SCORER_TIMEOUT,
+    Outcome.HARNESS_ERROR,
 )
 
 GroupKey = tuple[str, str, str | None, str | None]  # track, model, subject, effort
