@@ -20,7 +20,7 @@ from tests.judge.support import SEED_PAPER
 def seed_english_prompts() -> list[list[str]]:
     """The lines of each English original ("英文原文") block of the seed's appendix B."""
     if not SEED_PAPER.exists():
-        pytest.fail(f"seed paper not found at {SEED_PAPER} (set PROCTOR_SEEDS_DIR)")
+        pytest.fail(f"seed appendix not found at {SEED_PAPER}")
     lines = SEED_PAPER.read_text(encoding="utf-8").split("\n")
     blocks = []
     for index, line in enumerate(lines):
