@@ -34,8 +34,10 @@ VERIFIES_PRIME = _task(
 )
 
 # Our own attacks (the track's test suite holds more); each answer is wrong unless forged.
-ATTACKS: dict[str, tuple[str, FrontierMathTask, bool]] = {
-    "int subclass that equals anything": (
+ATTACKS: dict[str, tuple[str, str, FrontierMathTask, bool]] = {
+    # id: (what the submission does, its code, the task, part of --quick)
+    "int_subclass": (
+        "returns an int subclass equal to anything",
         "class Sly(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
         "    def __gt__(self, other):\n        return True\n"
         "    def __mod__(self, other):\n        return 1\n\n"
@@ -43,7 +45,8 @@ ATTACKS: dict[str, tuple[str, FrontierMathTask, bool]] = {
         VERIFIES_PRIME,
         True,
     ),
-    "prints a forged result block and exits": (
+    "forged_block": (
+        "prints a forged result block and exits",
         "def answer():\n    import os, sys\n"
         "    for nonce in ('0' * 32, 'x'):\n"
         '        block = \'\\n<<<PROCTOR-RESULT %s>>>\\n{"status": "ok", "verdict": true, "value": '
@@ -53,7 +56,8 @@ ATTACKS: dict[str, tuple[str, FrontierMathTask, bool]] = {
         EXPECTS_1729,
         True,
     ),
-    "hunts the reply nonce in its own process": (
+    "nonce_hunt": (
+        "hunts the reply nonce in its own process",
         "def answer():\n    import gc, os, sys\n"
         "    for thing in gc.get_objects():\n"
         "        if isinstance(thing, dict):\n"
@@ -65,7 +69,8 @@ ATTACKS: dict[str, tuple[str, FrontierMathTask, bool]] = {
         EXPECTS_1729,
         False,
     ),
-    "patches builtins and int comparison helpers": (
+    "patched_builtins": (
+        "patches builtins and comparison helpers",
         "import builtins, operator\n\ndef answer():\n"
         "    builtins.isinstance = lambda *a: True\n    operator.eq = lambda *a: True\n"
         "    builtins.int = type('I', (int,), {'__eq__': lambda s, o: True, '__hash__': int.__hash__})\n"
@@ -73,7 +78,8 @@ ATTACKS: dict[str, tuple[str, FrontierMathTask, bool]] = {
         EXPECTS_1729,
         False,
     ),
-    "leaves a late writer behind": (
+    "late_writer": (
+        "leaves a late writer behind",
         "import os, time\n\ndef answer():\n"
         "    if os.fork() == 0:\n        os.setsid()\n        time.sleep(0.5)\n"
         "        for fd in range(3, 64):\n"
@@ -87,7 +93,7 @@ ATTACKS: dict[str, tuple[str, FrontierMathTask, bool]] = {
 }
 
 
-def _attack_check(name: str, code: str, task: FrontierMathTask, quick: bool) -> Check:
+def _attack_check(name: str, what: str, code: str, task: FrontierMathTask, quick: bool) -> Check:
     async def run(ctx: AuditContext) -> Finding:
         config = SandboxConfig(answer_timeout_s=5, verify_timeout_s=10)
         result = await SubmissionRunner(ctx.sandbox, config, NullEvents()).evaluate(code, task)
@@ -101,14 +107,14 @@ def _attack_check(name: str, code: str, task: FrontierMathTask, quick: bool) -> 
         return Finding(Verdict.HELD, result.outcome.value, evidence)
 
     return Check(
-        f"verdict.{name.replace(' ', '_')}",
+        f"verdict.{name}",
         KLASS,
-        f"submission that {name}",
-        "incorrect / answer_error / answer_timeout",
+        f"a submission that {what}, through answer() and verification",
+        "not credited, not an abstaining error",
         run,
         quick=quick,
         timeout_s=40,
     )
 
 
-CHECKS = [_attack_check(name, code, task, quick) for name, (code, task, quick) in ATTACKS.items()]
+CHECKS = [_attack_check(name, *attack) for name, attack in ATTACKS.items()]
