@@ -84,6 +84,37 @@ report(found=found)
 """
 
 
+# Removes what a plant made. Where IPC or a path is not private to the sandbox (the local
+# backend shares the host's SysV IPC), it would otherwise outlive the audit on the host.
+_REMOVE = """\
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+removed = 0
+candidates = ["/tmp", os.getcwd(), os.path.expanduser("~"), "/dev/shm", "/var/tmp", "/run", "/run/lock",
+              "/var/lock", "/", "/etc", "/opt", "/usr/local", "/var/cache", "/var/lib"]
+for token in sys.stdin.read().split():
+    for d in candidates:
+        try:
+            os.unlink(os.path.join(d, ".proctor-audit-" + token))
+            removed += 1
+        except OSError:
+            pass
+    key = int(token[:7], 16)
+    # IPC_RMID is 0 for all three.
+    for ident, remove in ((libc.shmget(key, 0, 0), lambda i: libc.shmctl(i, 0, None)),
+                          (libc.msgget(key, 0), lambda i: libc.msgctl(i, 0, None)),
+                          (libc.semget(key, 0, 0), lambda i: libc.semctl(i, 0, 0))):
+        if ident >= 0:
+            remove(ident)
+            removed += 1
+report(removed=removed)
+"""
+
+
+async def _remove_ipc(ctx: AuditContext, tokens: list[str]) -> None:
+    await run_probe(ctx, _REMOVE, stdin=" ".join(tokens), timeout=10)
+
+
 async def _plant(ctx: AuditContext) -> tuple[str, dict[str, object] | None, str]:
     token = secrets.token_hex(16)
     result, reply = await run_probe(ctx, _PLANT, stdin=token, timeout=10)
@@ -92,6 +123,15 @@ async def _plant(ctx: AuditContext) -> tuple[str, dict[str, object] | None, str]
 
 async def across_calls(ctx: AuditContext) -> Finding:
     token, planted, stderr = await _plant(ctx)
+    try:
+        return await _look_after(ctx, token, planted, stderr)
+    finally:
+        await _remove_ipc(ctx, [token])
+
+
+async def _look_after(
+    ctx: AuditContext, token: str, planted: dict[str, object] | None, stderr: str
+) -> Finding:
     if planted is None:
         return Finding(Verdict.BROKEN, "the planting call did not report", escape_text(stderr))
     result, reply = await run_probe(ctx, _LOOK, stdin=token, timeout=10)
@@ -116,7 +156,12 @@ async def pool_reuse(ctx: AuditContext) -> Finding:
     rounds = 2 if ctx.quick else 3
     plants = await asyncio.gather(*(_plant(ctx) for _ in range(rounds)))
     tokens = " ".join(token for token, _, _ in plants)
-    looks = await asyncio.gather(*(run_probe(ctx, _LOOK, stdin=tokens, timeout=10) for _ in range(rounds)))
+    try:
+        looks = await asyncio.gather(
+            *(run_probe(ctx, _LOOK, stdin=tokens, timeout=10) for _ in range(rounds))
+        )
+    finally:
+        await _remove_ipc(ctx, tokens.split())
     found: list[str] = []
     for result, reply in looks:
         if reply is None:
