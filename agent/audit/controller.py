@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -27,6 +28,8 @@ DEADLINE_S = 3.0
 # a few seconds more for the engine to notice on a loaded machine.
 SWEEP_GRACE_S = 5.0 + 6.0
 RUN_ID_LABEL = "proctor.run_id"
+OWNER_PID_LABEL = "proctor.owner_pid"
+OWNER_HOST_LABEL = "proctor.owner_host"
 
 
 async def _controller(image: str | None, deadline: float) -> None:
@@ -46,8 +49,13 @@ def _container_state(client: Any, container_id: str) -> str:
         return "gone"
 
 
-def _find_container(client: Any, run_id: str) -> str | None:
-    found = client.api.containers(all=True, filters={"label": f"{RUN_ID_LABEL}={run_id}"})
+def _find_container(client: Any, run_id: str | None, pid: int) -> str | None:
+    """The controller's container: by its run ID, else by the owner labels every container carries."""
+    if run_id:
+        labels = [f"{RUN_ID_LABEL}={run_id}"]
+    else:
+        labels = [f"{OWNER_PID_LABEL}={pid}", f"{OWNER_HOST_LABEL}={socket.gethostname()}"]
+    found = client.api.containers(all=True, filters={"label": labels})
     return str(found[0]["Id"]) if found else None
 
 
@@ -69,14 +77,17 @@ def _sweep_check(image: str | None) -> Finding:
                 "the controller never started",
                 escape_text(process.stderr.read() if process.stderr else ""),
             )
-        run_id = json.loads(line)["run_id"]
+        announced = json.loads(line)
+        run_id = announced.get("run_id")
         wait_until = time.monotonic() + 30
         while container_id is None and time.monotonic() < wait_until:
-            container_id = _find_container(client, run_id)
+            container_id = _find_container(client, run_id, process.pid)
             time.sleep(0.1)
         if container_id is None:
             return Finding(
-                Verdict.BROKEN, "no container with the controller's run ID appeared", f"run_id {run_id}"
+                Verdict.BROKEN,
+                "no container of the controller's appeared",
+                f"run_id {run_id}, pid {process.pid}",
             )
         while _container_state(client, container_id) != "running" and time.monotonic() < wait_until:
             time.sleep(0.1)

@@ -142,6 +142,27 @@ def test_quick_audit_runs_only_its_subset(tmp_path: Path) -> None:
 
 
 @pytest.mark.docker
+def test_the_engine_default_runtime_is_accepted_and_recorded(tmp_path: Path) -> None:
+    report = tmp_path / "runc.json"
+    result = proctor(
+        "sandbox",
+        "audit",
+        "--backend",
+        "docker",
+        "--runtime",
+        "runc",
+        "--only",
+        "net.interfaces",
+        "--json",
+        str(report),
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.loads(report.read_text())
+    assert data["runtime"] == "runc" and [r["id"] for r in data["rows"]] == ["net.interfaces"]
+    assert "runtime runc" in result.stdout
+
+
+@pytest.mark.docker
 def test_runtime_the_engine_lacks_is_refused_in_one_line() -> None:
     result = proctor("sandbox", "audit", "--backend", "docker", "--runtime", "runsc", timeout=60)
     assert result.returncode == 2
