@@ -242,8 +242,11 @@ class Runner:
         config_file: Path | None = None,
         handle_signals: bool = True,
         sandbox_opener: SandboxOpener | None = None,
+        audit: str | None = None,
     ) -> None:
         self.config = config
+        # "quick" or "full": audit the opened sandbox before any sample runs (`proctor run --audit`).
+        self.audit = audit
         # Benchmarks inject an in-process double here; runs always use open_sandbox.
         self.sandbox_opener: SandboxOpener = sandbox_opener or open_sandbox
         self.progress = progress
@@ -400,7 +403,32 @@ class Runner:
         header["sessions"][-1].update(
             sandbox_backend=sandbox.backend, sandbox_image_id=described.get("image_id")
         )
+        if self.audit:
+            await self._audit_sandbox(sandbox, header)
         return sandbox
+
+    async def _audit_sandbox(self, sandbox: Sandbox, header: dict[str, Any]) -> None:
+        """Audit the very sandbox this run will use; refuse to start when anything is broken."""
+        from agent.audit import audit_sandbox
+        from agent.audit.render import headline
+
+        box = self.config.sandbox
+        limits = Limits(memory_bytes=parse_size(box.memory), cpus=box.cpus)
+        try:
+            report = await audit_sandbox(sandbox, limits, quick=self.audit == "quick")
+        except BaseException:
+            await sandbox.aclose()
+            raise
+        header["audit"] = report.summary()
+        header["sessions"][-1]["audit"] = header["audit"]
+        self.progress.console.print(headline(report), markup=False, highlight=False, soft_wrap=True)
+        if report.broken:
+            await sandbox.aclose()
+            names = ", ".join(f"{row.id} ({row.observed})" for row in report.broken)
+            failed = len(report.broken)
+            raise UserError(
+                f"--audit {self.audit}: the sandbox failed {failed} check(s), not starting: {names}"
+            )
 
     async def _run_pending(
         self,
@@ -519,6 +547,7 @@ async def execute_run(
     config_file: Path | None = None,
     handle_signals: bool = True,
     sandbox_opener: SandboxOpener | None = None,
+    audit: str | None = None,
 ) -> RunResult:
     runner = Runner(
         config,
@@ -526,5 +555,6 @@ async def execute_run(
         config_file=config_file,
         handle_signals=handle_signals,
         sandbox_opener=sandbox_opener,
+        audit=audit,
     )
     return await runner.run()

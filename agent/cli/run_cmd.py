@@ -27,7 +27,10 @@ EXIT_INTERRUPTED = 130
 EXIT_FAILED = 1
 
 
-def run_and_report(config: RunConfig, *, config_file: Path | None = None) -> None:
+AUDIT_MODES = ("quick", "full")
+
+
+def run_and_report(config: RunConfig, *, config_file: Path | None = None, audit: str | None = None) -> None:
     """Run, print the summary and where the run is, and exit with the run's status."""
     console = Console()
     if not console.is_terminal:
@@ -35,7 +38,9 @@ def run_and_report(config: RunConfig, *, config_file: Path | None = None) -> Non
         console = Console(width=160)
     progress = RunProgress(console)
     try:
-        result: RunResult = asyncio.run(execute_run(config, progress=progress, config_file=config_file))
+        result: RunResult = asyncio.run(
+            execute_run(config, progress=progress, config_file=config_file, audit=audit)
+        )
     except SandboxError as exc:
         raise UserError(f"sandbox: {exc}") from None
     print_final(console, result.summary, str(result.run_dir))
@@ -99,8 +104,14 @@ def run_command(
         int | None, typer.Option(help="Force submit_answer from this many tokens (default 660,000).")
     ] = None,
     limit_tasks: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = None,
+    audit: Annotated[
+        str | None,
+        typer.Option(help="Audit the sandbox first (quick or full); refuse to start if anything is broken."),
+    ] = None,
 ) -> None:
     """Run an eval: every model x task x trial, appended to DIR/samples.jsonl as each finishes."""
+    if audit is not None and audit not in AUDIT_MODES:
+        raise UserError(f"--audit: {audit!r} is not one of {', '.join(AUDIT_MODES)}")
     flags = RunFlags(
         track=track,
         tasks=tasks,
@@ -121,7 +132,7 @@ def run_command(
     config = load_run_config(config_file, flags, base=base, source=source)
     if config.resume and config.out is None:
         raise UserError("--resume: give --out DIR, the run directory to continue")
-    run_and_report(config, config_file=config_file)
+    run_and_report(config, config_file=config_file, audit=audit)
 
 
 def quickstart_config(model: str | None, out: Path | None, backend: str | None) -> RunConfig:

@@ -87,6 +87,21 @@ def _warnings(run: RunData) -> list[str]:
     return warnings + run.warnings
 
 
+def _audit_text(audit: Any) -> str:
+    """`proctor run --audit`'s outcome as recorded in run.json; "not run" without one."""
+    if not isinstance(audit, dict):
+        return "not run"
+    counts = audit.get("counts")
+    counts = counts if isinstance(counts, dict) else {}
+    tally = ", ".join(f"{counts.get(k, 0)} {k}" for k in ("held", "weak", "broken", "skipped"))
+    weak = [
+        str(r.get("id"))
+        for r in audit.get("not_held") or []
+        if isinstance(r, dict) and r.get("verdict") == "weak"
+    ]
+    return f"{audit.get('mode', '?')}: {tally}" + (f" (weak: {', '.join(weak)})" if weak else "")
+
+
 def _header(run: RunData) -> str:
     sandbox = run.sandbox
     backend = sandbox.get("backend")
@@ -108,6 +123,7 @@ def _header(run: RunData) -> str:
         ("track", ", ".join(run.tracks) or "—"),
         ("model", ", ".join(run.models) or "—"),
         ("sandbox", sandbox_text),
+        ("sandbox audit", _audit_text(run.header.get("audit"))),
         ("budget", f"force submit at {force_at:,} · cap {cap:,} tokens"),
         ("started", run.started_at or "—"),
         ("ended", run.ended_at or "—"),

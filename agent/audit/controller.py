@@ -1,0 +1,141 @@
+"""SIGKILL of the controlling process, then the deadline sweep (docker backend only).
+
+The audit starts this module as a separate controller process: it opens its own docker
+sandbox on the audited image, says its run ID, and starts one long call. The audit SIGKILLs
+it mid-call and then watches the container with that run ID, by ID: it must stop (or be
+gone) within the call's deadline plus the launcher's backstop grace, with nobody cleaning up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text
+
+KLASS = "enforcement"
+DEADLINE_S = 3.0
+# The launcher's own alarm fires this long after the deadline (sandbox.containers.BACKSTOP_GRACE_S);
+# a few seconds more for the engine to notice on a loaded machine.
+SWEEP_GRACE_S = 5.0 + 6.0
+RUN_ID_LABEL = "proctor.run_id"
+OWNER_PID_LABEL = "proctor.owner_pid"
+OWNER_HOST_LABEL = "proctor.owner_host"
+
+
+async def _controller(image: str | None, deadline: float) -> None:
+    from sandbox import open_sandbox
+
+    sandbox = await open_sandbox("docker", image=image, pool_size=0)
+    print(json.dumps({"run_id": sandbox.describe().get("run_id"), "pid": os.getpid()}), flush=True)
+    await sandbox.exec("import time\nwhile True:\n    time.sleep(0.05)\n", timeout=deadline)
+
+
+def _container_state(client: Any, container_id: str) -> str:
+    from docker.errors import NotFound
+
+    try:
+        return str(client.api.inspect_container(container_id)["State"]["Status"])
+    except NotFound:
+        return "gone"
+
+
+def _find_container(client: Any, run_id: str | None, pid: int) -> str | None:
+    """The controller's container: by its run ID, else by the owner labels every container carries."""
+    if run_id:
+        labels = [f"{RUN_ID_LABEL}={run_id}"]
+    else:
+        labels = [f"{OWNER_PID_LABEL}={pid}", f"{OWNER_HOST_LABEL}={socket.gethostname()}"]
+    found = client.api.containers(all=True, filters={"label": labels})
+    return str(found[0]["Id"]) if found else None
+
+
+def _sweep_check(image: str | None) -> Finding:
+    from sandbox.docker_backend import connect_engine
+
+    client = connect_engine()
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "PYTHONPATH": package_root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    argv = [sys.executable, "-m", "agent.audit.controller", image or "", str(DEADLINE_S)]
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    container_id = None
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if not line:
+            return Finding(
+                Verdict.BROKEN,
+                "the controller never started",
+                escape_text(process.stderr.read() if process.stderr else ""),
+            )
+        announced = json.loads(line)
+        run_id = announced.get("run_id")
+        wait_until = time.monotonic() + 30
+        while container_id is None and time.monotonic() < wait_until:
+            container_id = _find_container(client, run_id, process.pid)
+            time.sleep(0.1)
+        if container_id is None:
+            return Finding(
+                Verdict.BROKEN,
+                "no container of the controller's appeared",
+                f"run_id {run_id}, pid {process.pid}",
+            )
+        while _container_state(client, container_id) != "running" and time.monotonic() < wait_until:
+            time.sleep(0.1)
+        time.sleep(0.5)  # the call is handed over right after the launcher is ready
+        killed_at = time.monotonic()
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        limit = DEADLINE_S + SWEEP_GRACE_S
+        state = _container_state(client, container_id)
+        while state == "running" and time.monotonic() - killed_at < limit:
+            time.sleep(0.2)
+            state = _container_state(client, container_id)
+        after = time.monotonic() - killed_at
+        evidence = escape_text(
+            f"controller pid {process.pid} SIGKILLed mid-call (deadline {DEADLINE_S:g} s); container "
+            f"{container_id[:12]} {state} {after:.1f} s later; allowed {limit:g} s"
+        )
+        if state == "running":
+            return Finding(Verdict.BROKEN, f"still running {after:.1f} s after the controller died", evidence)
+        return Finding(Verdict.HELD, f"{state} {after:.1f} s after the controller died", evidence)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if container_id is not None:
+            from sandbox.containers import remove_container
+
+            with contextlib.suppress(Exception):
+                remove_container(client.api, container_id)
+        client.close()
+
+
+async def controller_sweep(ctx: AuditContext) -> Finding:
+    return await asyncio.to_thread(_sweep_check, ctx.image)
+
+
+CHECKS = [
+    Check(
+        "enforce.controller_killed",
+        KLASS,
+        "SIGKILL the controlling process during a call with a 3 s deadline",
+        "the container stops by the deadline + grace, by its ID",
+        controller_sweep,
+        timeout_s=60,
+        backends=("docker",),
+    ),
+]
+
+
+if __name__ == "__main__":
+    asyncio.run(_controller(sys.argv[1] or None, float(sys.argv[2])))

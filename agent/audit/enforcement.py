@@ -1,0 +1,304 @@
+"""Enforcement: programs that fight the limits and whatever enforces them.
+
+Escaped processes are looked for from the host's own /proc (containers and the local
+backend share its kernel): a marker in their command line, unique to this audit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import secrets
+import signal
+from pathlib import Path
+
+from agent.audit.model import (
+    AuditContext,
+    Check,
+    Finding,
+    Verdict,
+    describe_exec,
+    escape_text,
+    no_reply,
+    run_probe,
+)
+
+KLASS = "enforcement"
+
+
+def host_processes_with(marker: str) -> list[int]:
+    """PIDs on this host whose command line holds ``marker``."""
+    found = []
+    needle = marker.encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+async def _survivors(marker: str, grace_s: float) -> list[int]:
+    """Processes with ``marker`` still alive after ``grace_s``; each is killed by its PID."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace_s
+    while True:
+        alive = await asyncio.to_thread(host_processes_with, marker)
+        if not alive or loop.time() >= deadline:
+            break
+        await asyncio.sleep(0.2)
+    for pid in alive:
+        # Only processes carrying this audit's own random marker: ours, escaped.
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    return alive
+
+
+async def sigterm_ignored(ctx: AuditContext) -> Finding:
+    timeout = 1.5
+    body = (
+        "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+        "while True:\n    time.sleep(0.01)\n"
+    )
+    result, _ = await run_probe(ctx, body, timeout=timeout)
+    evidence = escape_text(f"timeout {timeout} s; {describe_exec(result)}")
+    if not result.timed_out:
+        return Finding(Verdict.BROKEN, "not reported as a timeout", evidence)
+    if result.duration_s > timeout + 5:
+        return Finding(Verdict.WEAK, f"ended only after {result.duration_s:.2f} s", evidence)
+    return Finding(Verdict.HELD, f"killed after {result.duration_s:.2f} s", evidence)
+
+
+_ESCAPE = """\
+import os, sys
+marker = sys.stdin.read().strip()
+def spawn(detach):
+    if os.fork() == 0:
+        if detach:
+            os.setsid()
+            if os.fork() != 0:
+                os._exit(0)
+        deaf = ("import time, signal; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "signal.signal(signal.SIGHUP, signal.SIG_IGN); time.sleep(60)")
+        os.execv(sys.executable, [sys.executable, "-c", deaf, marker])
+spawn(True)
+spawn(False)
+report(spawned=2)
+"""
+
+
+async def escaped_children(ctx: AuditContext) -> Finding:
+    marker = f"proctor-audit-escape-{secrets.token_hex(8)}"
+    result, reply = await run_probe(ctx, _ESCAPE, stdin=marker, timeout=10)
+    if reply is None:
+        return no_reply(result)
+    survivors = await _survivors(marker, grace_s=3.0)
+    evidence = escape_text(
+        "a double-forked setsid child and a plain child, both ignoring SIGTERM/SIGHUP; "
+        f"{describe_exec(result)}; "
+        f"alive on the host 3 s after the call: {survivors or 'none'}"
+    )
+    if survivors:
+        return Finding(
+            Verdict.BROKEN, f"{len(survivors)} process(es) outlived the call (killed by the audit)", evidence
+        )
+    return Finding(Verdict.HELD, "nothing outlived the call", evidence)
+
+
+async def fork_bomb(ctx: AuditContext) -> Finding:
+    ceiling = ctx.limits.pids * 2 + 16
+    body = f"""\
+import os, time
+made = 0
+error = None
+while made < {ceiling}:
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        error = str(exc)
+        break
+    if pid == 0:
+        time.sleep(30)
+        os._exit(0)
+    made += 1
+report(made=made, error=error)
+"""
+    result, reply = await run_probe(ctx, body, timeout=20)
+    if reply is None:
+        return no_reply(result)
+    follow_up, _ = await run_probe(ctx, "report(ok=True)\n", timeout=20)
+    evidence = escape_text(
+        f"forked {reply['made']} then: {reply['error']}; pids limit {ctx.limits.pids}; "
+        f"the next call: {describe_exec(follow_up)}"
+    )
+    if int(reply["made"]) >= ceiling:
+        return Finding(Verdict.BROKEN, f"{reply['made']} processes and no limit met", evidence)
+    if follow_up.exit_code != 0:
+        return Finding(Verdict.BROKEN, "the next call failed after the bomb", evidence)
+    return Finding(Verdict.HELD, f"stopped at {reply['made']} processes; the next call ran", evidence)
+
+
+async def zombie_bomb(ctx: AuditContext) -> Finding:
+    ceiling = ctx.limits.pids * 2 + 16
+    body = f"""\
+import os
+made = 0
+error = None
+while made < {ceiling}:
+    try:
+        pid = os.fork()
+    except OSError as exc:
+        error = str(exc)
+        break
+    if pid == 0:
+        os._exit(0)
+    made += 1
+report(made=made, error=error)
+"""
+    result, reply = await run_probe(ctx, body, timeout=20)
+    if reply is None:
+        return no_reply(result)
+    follow_up, _ = await run_probe(ctx, "report(ok=True)\n", timeout=20)
+    evidence = escape_text(
+        f"{reply['made']} children left unreaped, then: {reply['error']}; "
+        f"the next call: {describe_exec(follow_up)}"
+    )
+    if int(reply["made"]) >= ceiling:
+        return Finding(Verdict.BROKEN, f"{reply['made']} zombies and no limit met", evidence)
+    if follow_up.exit_code != 0:
+        return Finding(Verdict.BROKEN, "the next call failed after the zombies", evidence)
+    return Finding(Verdict.HELD, f"zombies bounded at {reply['made']}; the next call ran", evidence)
+
+
+_FIGHT = """\
+import os, signal, errno
+mine = {os.getpid()}
+out = {}
+for entry in os.listdir("/proc"):
+    if not entry.isdigit() or int(entry) in mine:
+        continue
+    pid = int(entry)
+    try:
+        comm = open("/proc/%d/comm" % pid).read().strip()
+    except OSError:
+        comm = "?"
+    row = {"comm": comm}
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        row["stop"] = "STOPPED"
+        os.kill(pid, signal.SIGCONT)
+    except OSError as exc:
+        row["stop"] = errno.errorcode.get(exc.errno, str(exc.errno))
+    for name in ("mem", "environ", "fd/0"):
+        try:
+            with open("/proc/%d/%s" % (pid, name), "rb") as f:
+                if name == "mem":
+                    f.seek(0x400000)
+                f.read(16)
+            row[name] = "READ"
+        except OSError as exc:
+            row[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+    try:
+        row["fds"] = len(os.listdir("/proc/%d/fd" % pid))
+    except OSError as exc:
+        row["fds"] = errno.errorcode.get(exc.errno, str(exc.errno))
+    out[pid] = row
+report(processes=out)
+"""
+
+
+async def _fight(ctx: AuditContext) -> tuple[Finding | None, dict[str, dict[str, object]]]:
+    from agent.audit.shared import shared_probe
+
+    result, reply = await shared_probe(ctx, "fight", _FIGHT, timeout=15)
+    if reply is None:
+        return no_reply(result), {}
+    return None, reply["processes"]
+
+
+async def stop_enforcer(ctx: AuditContext) -> Finding:
+    failed, processes = await _fight(ctx)
+    if failed is not None:
+        return failed
+    stopped = {pid: row["comm"] for pid, row in processes.items() if row["stop"] == "STOPPED"}
+    evidence = escape_text(
+        "; ".join(f"pid {pid} ({row['comm']}): {row['stop']}" for pid, row in processes.items())
+    )
+    if stopped:
+        return Finding(Verdict.BROKEN, f"stopped process(es) it did not start: {stopped}", evidence)
+    return Finding(Verdict.HELD, f"SIGSTOP refused for all {len(processes)} other process(es)", evidence)
+
+
+async def read_enforcer(ctx: AuditContext) -> Finding:
+    failed, processes = await _fight(ctx)
+    if failed is not None:
+        return failed
+    leaks = {
+        pid: [name for name in ("mem", "environ", "fd/0") if row.get(name) == "READ"]
+        for pid, row in processes.items()
+    }
+    leaks = {pid: names for pid, names in leaks.items() if names}
+    evidence = escape_text(
+        "; ".join(
+            f"pid {pid} ({row['comm']}): mem {row['mem']}, environ {row['environ']}, stdin {row['fd/0']}, "
+            f"fds {row['fds']}"
+            for pid, row in processes.items()
+        )
+    )
+    if leaks:
+        return Finding(Verdict.BROKEN, f"read the memory, environment or stdin of {leaks}", evidence)
+    return Finding(Verdict.HELD, f"nothing readable in {len(processes)} other process(es)", evidence)
+
+
+CHECKS = [
+    Check(
+        "enforce.sigterm",
+        KLASS,
+        "ignore SIGTERM and sleep forever under a 1.5 s timeout",
+        "killed anyway",
+        sigterm_ignored,
+        quick=True,
+    ),
+    Check(
+        "enforce.escaped_children",
+        KLASS,
+        "a double-forked setsid child and a plain child, both deaf to SIGTERM",
+        "none alive on the host after the call",
+        escaped_children,
+        quick=True,
+    ),
+    Check(
+        "enforce.fork_bomb",
+        KLASS,
+        "fork sleeping children until refused",
+        "bounded by the pids limit; next call runs",
+        fork_bomb,
+    ),
+    Check(
+        "enforce.zombie_bomb",
+        KLASS,
+        "fork children that exit and are never reaped",
+        "bounded; next call runs",
+        zombie_bomb,
+    ),
+    Check(
+        "enforce.stop",
+        KLASS,
+        "SIGSTOP every process it did not start (the launcher, init)",
+        "refused",
+        stop_enforcer,
+        quick=True,
+    ),
+    Check(
+        "enforce.read",
+        KLASS,
+        "read /proc/PID/mem, environ and stdin of every process it did not start",
+        "refused",
+        read_enforcer,
+        quick=True,
+    ),
+]

@@ -1,0 +1,161 @@
+"""What an audit check is, what it finds, and how its evidence is kept short and inert."""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from sandbox import ExecResult, Limits, Sandbox
+
+EVIDENCE_CHARS = 400
+RESULT_MARK = "AUDIT-RESULT "
+
+
+class Verdict(enum.StrEnum):
+    HELD = "held"
+    WEAK = "weak"
+    BROKEN = "broken"
+    # Not applicable to this backend (say, the controller sweep on local); never a pass.
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class Finding:
+    verdict: Verdict
+    observed: str
+    evidence: str = ""
+
+
+@dataclass
+class AuditContext:
+    """Everything a check may use: the sandbox under audit and the limits it was opened with."""
+
+    sandbox: Sandbox
+    limits: Limits
+    backend: str
+    quick: bool = False
+    # The image the sandbox was opened with (the SIGKILL check opens its own controller on it).
+    image: str | None = None
+    runtime: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+CheckFunc = Callable[[AuditContext], Awaitable[Finding]]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One row of the audit. ``quick`` checks make up ``--quick``; ``timeout_s`` bounds the row."""
+
+    id: str
+    klass: str
+    tried: str
+    expected: str
+    run: CheckFunc
+    quick: bool = False
+    timeout_s: float = 20.0
+    backends: tuple[str, ...] = ("docker", "local")
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    klass: str
+    tried: str
+    expected: str
+    observed: str
+    verdict: Verdict
+    evidence: str
+    duration_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "class": self.klass,
+            "tried": self.tried,
+            "expected": self.expected,
+            "observed": self.observed,
+            "verdict": self.verdict.value,
+            "evidence": self.evidence,
+            "duration_s": round(self.duration_s, 3),
+        }
+
+
+def escape_text(text: str, limit: int = EVIDENCE_CHARS) -> str:
+    """Printable ASCII only, bounded: sandbox output can never drive a terminal or a page.
+
+    Backslashes pass through unchanged, so escaping twice gives the same text.
+    """
+    out: list[str] = []
+    for char in text:
+        if char == "\n":
+            out.append("\\n")
+        elif " " <= char <= "~":
+            out.append(char)
+        else:
+            code = ord(char)
+            out.append(
+                f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+            )
+        if len(out) > limit:
+            break
+    joined = "".join(out)
+    return joined if len(joined) <= limit else joined[: limit - 3] + "..."
+
+
+def probe_reply(result: ExecResult) -> dict[str, Any] | None:
+    """The JSON object a probe program printed last, or None when it never got that far."""
+    for line in reversed(result.stdout.splitlines()):
+        if line.startswith(RESULT_MARK):
+            try:
+                reply = json.loads(line[len(RESULT_MARK) :])
+            except json.JSONDecodeError:
+                return None
+            return reply if isinstance(reply, dict) else None
+    return None
+
+
+def describe_exec(result: ExecResult) -> str:
+    """A short account of how a call ended, for evidence."""
+    if result.timed_out:
+        ending = "timed out"
+    elif result.oom_killed:
+        ending = f"oom-killed (exit {result.exit_code})"
+    else:
+        ending = f"exit {result.exit_code}"
+    tail = result.stderr.strip()[-200:]
+    return f"{ending} after {result.duration_s:.2f} s" + (f"; stderr: {tail}" if tail else "")
+
+
+# Prepended to every probe program: a way to report back that survives partial failures.
+PROBE_PRELUDE = f"""\
+import json as _json, sys as _sys
+def report(**values):
+    _sys.stdout.write({RESULT_MARK!r} + _json.dumps(values) + "\\n")
+    _sys.stdout.flush()
+"""
+
+
+async def run_probe(
+    ctx: AuditContext,
+    body: str,
+    *,
+    timeout: float = 10.0,
+    stdin: str | None = None,
+    limits: Limits | None = None,
+) -> tuple[ExecResult, dict[str, Any] | None]:
+    """Run one probe program through ``Sandbox.exec``, exactly as an eval's tool call would."""
+    result = await ctx.sandbox.exec(PROBE_PRELUDE + body, timeout=timeout, stdin=stdin, limits=limits)
+    return result, probe_reply(result)
+
+
+def no_reply(result: ExecResult) -> Finding:
+    """The probe died before it could answer: broken, because nothing was measured."""
+    return Finding(Verdict.BROKEN, "the probe did not report", escape_text(describe_exec(result)))
+
+
+def mib(value: float) -> str:
+    return f"{value / (1024 * 1024):.0f} MiB"

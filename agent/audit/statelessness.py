@@ -1,0 +1,195 @@
+"""Statelessness: nothing one call leaves behind may be seen by the next.
+
+A first call leaves a token everywhere it can write, in /dev/shm, in System V IPC, and in a
+detached process; later calls (through the same sandbox object, so through its warm pool)
+look for any of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+
+from agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text, no_reply, run_probe
+
+KLASS = "statelessness"
+
+_PLANT = """\
+import os, sys, ctypes
+token = sys.stdin.read().strip()
+planted = {}
+candidates = ["/tmp", os.getcwd(), os.path.expanduser("~"), "/dev/shm", "/var/tmp", "/run", "/run/lock",
+              "/var/lock", "/", "/etc", "/opt", "/usr/local", "/var/cache", "/var/lib"]
+for d in candidates:
+    path = os.path.join(d, ".proctor-audit-" + token)
+    try:
+        with open(path, "w") as f:
+            f.write(token)
+        planted[d] = "planted"
+    except OSError as exc:
+        planted[d] = type(exc).__name__
+libc = ctypes.CDLL(None, use_errno=True)
+key = int(token[:7], 16)
+planted["sysv_shm"] = libc.shmget(key, 4096, 0o1000 | 0o666)
+planted["sysv_msg"] = libc.msgget(key, 0o1000 | 0o666)
+planted["sysv_sem"] = libc.semget(key, 1, 0o1000 | 0o666)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        null = os.open("/dev/null", os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        try:
+            sleeper = [sys.executable, "-c", "import time; time.sleep(30)", "proctor-audit-" + token]
+            os.execv(sys.executable, sleeper)
+        finally:
+            os._exit(0)
+    os._exit(0)
+report(planted=planted)
+"""
+
+_LOOK = """\
+import os, sys
+tokens = sys.stdin.read().split()
+# Built, not written out: this program's own command line holds its source.
+MARK = "proctor" + "-audit-"
+found = []
+candidates = ["/tmp", os.getcwd(), os.path.expanduser("~"), "/dev/shm", "/var/tmp", "/run", "/run/lock",
+              "/var/lock", "/", "/etc", "/opt", "/usr/local", "/var/cache", "/var/lib"]
+for d in candidates:
+    try:
+        names = os.listdir(d)
+    except OSError:
+        continue
+    for name in names:
+        if name.startswith("." + MARK):
+            found.append(os.path.join(d, name))
+keys = {"%d" % int(t[:7], 16) for t in tokens}
+for kind in ("shm", "msg", "sem"):
+    try:
+        for line in open("/proc/sysvipc/" + kind).read().splitlines()[1:]:
+            if line.split() and line.split()[0] in keys:
+                found.append("sysv " + kind + " key " + line.split()[0])
+    except OSError:
+        pass
+for pid in os.listdir("/proc"):
+    if pid.isdigit() and int(pid) != os.getpid():
+        try:
+            args = open("/proc/%s/cmdline" % pid, "rb").read().split(b"\\0")
+            if any(arg.startswith(MARK.encode()) for arg in args):
+                found.append("process " + pid)
+        except OSError:
+            pass
+report(found=found)
+"""
+
+
+# Removes what a plant made. Where IPC or a path is not private to the sandbox (the local
+# backend shares the host's SysV IPC), it would otherwise outlive the audit on the host.
+_REMOVE = """\
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+removed = 0
+candidates = ["/tmp", os.getcwd(), os.path.expanduser("~"), "/dev/shm", "/var/tmp", "/run", "/run/lock",
+              "/var/lock", "/", "/etc", "/opt", "/usr/local", "/var/cache", "/var/lib"]
+for token in sys.stdin.read().split():
+    for d in candidates:
+        try:
+            os.unlink(os.path.join(d, ".proctor-audit-" + token))
+            removed += 1
+        except OSError:
+            pass
+    key = int(token[:7], 16)
+    # IPC_RMID is 0 for all three.
+    for ident, remove in ((libc.shmget(key, 0, 0), lambda i: libc.shmctl(i, 0, None)),
+                          (libc.msgget(key, 0), lambda i: libc.msgctl(i, 0, None)),
+                          (libc.semget(key, 0, 0), lambda i: libc.semctl(i, 0, 0))):
+        if ident >= 0:
+            remove(ident)
+            removed += 1
+report(removed=removed)
+"""
+
+
+async def _remove_ipc(ctx: AuditContext, tokens: list[str]) -> None:
+    await run_probe(ctx, _REMOVE, stdin=" ".join(tokens), timeout=10)
+
+
+async def _plant(ctx: AuditContext) -> tuple[str, dict[str, object] | None, str]:
+    token = secrets.token_hex(16)
+    result, reply = await run_probe(ctx, _PLANT, stdin=token, timeout=10)
+    return token, reply, result.stderr[-200:]
+
+
+async def across_calls(ctx: AuditContext) -> Finding:
+    token, planted, stderr = await _plant(ctx)
+    try:
+        return await _look_after(ctx, token, planted, stderr)
+    finally:
+        await _remove_ipc(ctx, [token])
+
+
+async def _look_after(
+    ctx: AuditContext, token: str, planted: dict[str, object] | None, stderr: str
+) -> Finding:
+    if planted is None:
+        return Finding(Verdict.BROKEN, "the planting call did not report", escape_text(stderr))
+    result, reply = await run_probe(ctx, _LOOK, stdin=token, timeout=10)
+    if reply is None:
+        return no_reply(result)
+    found: list[str] = reply["found"]
+    where = planted["planted"]
+    assert isinstance(where, dict)
+    evidence = escape_text(
+        f"planted: {[k for k, v in where.items() if v == 'planted']} + IPC + a setsid process; "
+        f"next call found: {found or 'nothing'}"
+    )
+    if found:
+        return Finding(
+            Verdict.BROKEN, f"the next call saw {len(found)} trace(s) of the previous one", evidence
+        )
+    return Finding(Verdict.HELD, "the next call saw nothing of the previous one", evidence)
+
+
+async def pool_reuse(ctx: AuditContext) -> Finding:
+    """Several plants at once and several looks at once, so every pooled slot serves both."""
+    rounds = 2 if ctx.quick else 3
+    plants = await asyncio.gather(*(_plant(ctx) for _ in range(rounds)))
+    tokens = " ".join(token for token, _, _ in plants)
+    try:
+        looks = await asyncio.gather(
+            *(run_probe(ctx, _LOOK, stdin=tokens, timeout=10) for _ in range(rounds))
+        )
+    finally:
+        await _remove_ipc(ctx, tokens.split())
+    found: list[str] = []
+    for result, reply in looks:
+        if reply is None:
+            return no_reply(result)
+        found.extend(reply["found"])
+    evidence = escape_text(
+        f"{rounds} concurrent planting calls, then {rounds} concurrent looks; found: {found or 'nothing'}"
+    )
+    if found:
+        return Finding(Verdict.BROKEN, f"{len(found)} trace(s) crossed between calls", evidence)
+    return Finding(Verdict.HELD, f"no trace crossed between {2 * rounds} calls", evidence)
+
+
+CHECKS = [
+    Check(
+        "state.across_calls",
+        KLASS,
+        "leave files in every writable path and /dev/shm, SysV IPC objects and a setsid process; "
+        "look in the next call",
+        "the next call sees none of it",
+        across_calls,
+        quick=True,
+    ),
+    Check(
+        "state.pool_reuse",
+        KLASS,
+        "the same, several calls at once, so each warm container is tried",
+        "no trace crosses between calls",
+        pool_reuse,
+    ),
+]

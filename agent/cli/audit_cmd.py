@@ -1,0 +1,152 @@
+"""`proctor sandbox audit`: probes and attacks against this machine's sandbox, one row per check."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from agent.audit import AuditReport, audit_sandbox
+from agent.audit.model import Row
+from agent.audit.render import print_table, write_html, write_json
+from agent.cli.app import sandbox_app
+from agent.config import SandboxConfig
+from agent.errors import UserError
+from agent.run_config_loader import format_validation_error, parse_size, read_config_file
+from sandbox import Limits, Sandbox, SandboxUnavailable, open_sandbox
+
+AUDIT_BACKENDS = ("auto", "docker", "local")
+RUNTIMES = ("runc", "runsc")
+EXIT_BROKEN = 1
+
+
+def limits_from_config(path: Path) -> tuple[SandboxConfig, Limits]:
+    """The sandbox section of a run config, and the limits an eval with it would get."""
+    data = read_config_file(path)
+    section = data.get("sandbox") or {}
+    if not isinstance(section, dict):
+        raise UserError(f"{path}: field 'sandbox': expected a mapping")
+    try:
+        config = SandboxConfig.model_validate(section)
+    except ValidationError as exc:
+        raise UserError(
+            format_validation_error(f"{path}", exc).replace("field '", "field 'sandbox.", 1)
+        ) from None
+    try:
+        memory = parse_size(config.memory)
+    except ValueError as exc:
+        raise UserError(f"{path}: field 'sandbox.memory': {exc}") from None
+    return config, Limits(memory_bytes=memory, cpus=config.cpus)
+
+
+def check_runtime(runtime: str | None, backend: str) -> None:
+    """Refuse, in one line, a runtime this engine lacks or this Proctor cannot select."""
+    if runtime is None:
+        return
+    if runtime not in RUNTIMES:
+        raise UserError(f"--runtime: {runtime!r} is not one of {', '.join(RUNTIMES)}")
+    if backend == "local":
+        raise UserError("--runtime: applies to the docker backend only")
+    from sandbox.docker_backend import connect_engine
+
+    try:
+        info = connect_engine().info()
+    except SandboxUnavailable as exc:
+        raise UserError(f"--runtime {runtime}: {exc}") from None
+    available = sorted((info.get("Runtimes") or {}).keys())
+    if runtime not in available:
+        raise UserError(
+            f"--runtime {runtime}: the engine has no such runtime (it has: {', '.join(available)})"
+        )
+    default = info.get("DefaultRuntime")
+    if runtime != default:
+        raise UserError(
+            f"--runtime {runtime}: the sandbox cannot select a runtime yet; it would run under the "
+            f"engine's default ({default}), so auditing it as {runtime} would be untrue"
+        )
+
+
+async def open_audited_sandbox(backend: str, image: str | None, pool_size: int, limits: Limits) -> Sandbox:
+    """The sandbox under audit, opened as an eval opens it. Tests swap this for weakened ones."""
+    return await open_sandbox(backend, image=image, pool_size=pool_size, default_limits=limits)
+
+
+async def _audit(
+    backend: str,
+    image: str | None,
+    pool_size: int,
+    limits: Limits,
+    quick: bool,
+    runtime: str | None,
+    only: list[str] | None,
+) -> AuditReport:
+    try:
+        sandbox = await open_audited_sandbox(backend, image, pool_size, limits)
+    except SandboxUnavailable as exc:
+        raise UserError(f"--backend {backend}: {exc}") from None
+    total: dict[str, int] = {"done": 0}
+
+    def progress(row: Row) -> None:
+        total["done"] += 1
+        print(f"  {row.verdict.value:>7}  {row.id}", file=sys.stderr, flush=True)
+
+    try:
+        return await audit_sandbox(sandbox, limits, quick=quick, runtime=runtime, only=only, on_row=progress)
+    finally:
+        await sandbox.aclose()
+
+
+@sandbox_app.command("audit")
+def audit_command(
+    backend: Annotated[str, typer.Option(help="auto, docker or local.")] = "auto",
+    runtime: Annotated[
+        str | None, typer.Option(help="Container runtime expected (runc or runsc); recorded in the report.")
+    ] = None,
+    image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
+    limits_from: Annotated[
+        Path | None, typer.Option("--limits-from", help="Take the sandbox limits from this run config.")
+    ] = None,
+    json_file: Annotated[
+        Path | None, typer.Option("--json", help="Write the report as JSON to FILE.")
+    ] = None,
+    html_file: Annotated[
+        Path | None, typer.Option("--html", help="Write a standalone HTML report to FILE.")
+    ] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="A subset that runs in under 20 s.")] = False,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", hidden=True, help="Run only these check IDs.")
+    ] = None,
+) -> None:
+    """Probe and attack the sandbox through the path evals use; exit 1 when anything is broken."""
+    if backend not in AUDIT_BACKENDS:
+        raise UserError(f"--backend: {backend!r} is not one of {', '.join(AUDIT_BACKENDS)}")
+    pool_size = 2
+    limits = Limits()
+    if limits_from is not None:
+        config, limits = limits_from_config(limits_from)
+        image = image or config.image
+        pool_size = config.pool_size or 2
+    check_runtime(runtime, backend)
+    for flag, path in (("--json", json_file), ("--html", html_file)):
+        if path is not None and not path.parent.is_dir():
+            raise UserError(f"{flag}: {path.parent} is not a directory")
+    logging.getLogger("sandbox.factory").setLevel(logging.ERROR)
+    report = asyncio.run(_audit(backend, image, pool_size, limits, quick, runtime, only))
+    console = Console() if sys.stdout.isatty() else Console(width=200)
+    print_table(report, console)
+    if json_file is not None:
+        write_json(report, json_file)
+    if html_file is not None:
+        write_html(report, html_file)
+    if report.broken:
+        raise typer.Exit(EXIT_BROKEN)
+
+
+def summary_for_header(report: AuditReport) -> dict[str, Any]:
+    return report.summary()

@@ -1,0 +1,232 @@
+"""`proctor sandbox audit`: the battery holds on the default docker sandbox, calls each deliberately
+weakened configuration broken (with evidence and a non-zero exit), reports the local backend
+honestly, and `proctor run --audit quick` refuses a broken sandbox or records a sound one.
+
+The CLI runs as a real process from this checkout (``PYTHONPATH``), as a user would run it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.audit.battery import ALL_CHECKS, select_checks
+from agent.audit.model import escape_text
+from agent.report.page import _audit_text
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+# Checks the docker sandbox on this branch's base fails for real: the program shares a uid with
+# its launcher, so it can trace, stop and read it. The h/docker work (launcher as root, program
+# as the image's uid) makes them hold; after that merge this set must be emptied.
+PENDING_LAUNCHER_FIX = {"priv.ptrace", "enforce.stop", "enforce.read"}
+
+
+def proctor(
+    *args: str, script: str | None = None, env: dict[str, str] | None = None, timeout: float = 170
+) -> subprocess.CompletedProcess[str]:
+    command = (
+        [sys.executable, script] if script else [sys.executable, "-c", "from agent.cli import main; main()"]
+    )
+    return subprocess.run(
+        [*command, *args],
+        cwd=REPO,
+        env={**ENV, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def rows_of(path: Path) -> dict[str, dict[str, Any]]:
+    return {row["id"]: row for row in json.loads(path.read_text())["rows"]}
+
+
+# -- no sandbox needed -----------------------------------------------------------------------
+
+
+def test_evidence_is_printable_bounded_and_stable() -> None:
+    hostile = "\x1b]0;pwned\x07\x1b[2J\x00\r\u202e\ud800" + "x" * 5000
+    once = escape_text(hostile)
+    assert len(once) <= 400
+    assert all(" " <= c <= "~" for c in once)
+    assert escape_text(once) == once
+    assert "\\x1b" in once and "\\x00" in once and "\\u202e" in once
+
+
+def test_every_check_is_classed_bounded_and_quick_subset_is_small() -> None:
+    ids = [check.id for check in ALL_CHECKS]
+    assert len(ids) == len(set(ids))
+    classes = {check.klass.split(":")[0] for check in ALL_CHECKS}
+    assert {"limits", "isolation", "statelessness", "enforcement", "output", "verdict path"} <= classes
+    assert all(0 < check.timeout_s <= 70 for check in ALL_CHECKS)
+    quick = select_checks("docker", quick=True)
+    assert 10 <= len(quick) < len(ALL_CHECKS)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--backend", "kvm"], "--backend: 'kvm' is not one of"),
+        (["--limits-from", "/nonexistent/run.yaml"], "/nonexistent/run.yaml: config file not found"),
+        (["--runtime", "kata"], "--runtime: 'kata' is not one of runc, runsc"),
+        (["--backend", "local", "--runtime", "runc"], "--runtime: applies to the docker backend only"),
+        (["--json", "/nonexistent/dir/a.json"], "--json: /nonexistent/dir is not a directory"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    result = proctor("sandbox", "audit", *args, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"proctor: error: {result.stderr.split('error: ', 1)[1].strip()}"
+    ]
+    assert message in result.stderr
+
+
+def test_bad_limits_field_names_file_and_field(tmp_path: Path) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_text("sandbox:\n  memory: lots\n")
+    result = proctor("sandbox", "audit", "--limits-from", str(config), timeout=60)
+    assert result.returncode == 2
+    assert f"{config}: field 'sandbox.memory'" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_report_header_text_for_a_recorded_audit() -> None:
+    assert _audit_text(None) == "not run"
+    recorded = {
+        "mode": "quick",
+        "counts": {"held": 20, "weak": 1, "broken": 0, "skipped": 0},
+        "not_held": [{"id": "limits.tmpfs", "verdict": "weak"}],
+    }
+    assert _audit_text(recorded) == "quick: 20 held, 1 weak, 0 broken, 0 skipped (weak: limits.tmpfs)"
+
+
+# -- the default docker sandbox ----------------------------------------------------------------
+
+
+@pytest.mark.docker
+def test_full_audit_on_default_docker(tmp_path: Path) -> None:
+    report, page = tmp_path / "audit.json", tmp_path / "audit.html"
+    result = proctor("sandbox", "audit", "--backend", "docker", "--json", str(report), "--html", str(page))
+    rows = rows_of(report)
+    assert set(rows) == {check.id for check in ALL_CHECKS}
+    broken = {name for name, row in rows.items() if row["verdict"] == "broken"}
+    # Exactly the known launcher rows, no others; once they hold the command exits 0.
+    assert broken <= PENDING_LAUNCHER_FIX, {
+        name: rows[name]["evidence"] for name in broken - PENDING_LAUNCHER_FIX
+    }
+    assert result.returncode == (1 if broken else 0), result.stderr[-2000:]
+    assert rows["enforce.controller_killed"]["verdict"] == "held"
+    assert rows["limits.memory"]["verdict"] == "held" and "MiB" in rows["limits.memory"]["observed"]
+    for row in rows.values():
+        assert all(" " <= c <= "~" for c in row["evidence"]) and len(row["evidence"]) <= 400
+    html = page.read_text()
+    assert "default-src 'none'" in html and "<script" not in html
+    assert "\x1b" not in html and "\x00" not in html
+    assert "sandbox audit (full) of backend docker" in result.stdout
+
+
+@pytest.mark.docker
+def test_quick_audit_runs_only_its_subset(tmp_path: Path) -> None:
+    report = tmp_path / "quick.json"
+    proctor("sandbox", "audit", "--backend", "docker", "--quick", "--json", str(report))
+    data = json.loads(report.read_text())
+    assert data["mode"] == "quick"
+    assert {r["id"] for r in data["rows"]} == {c.id for c in select_checks("docker", quick=True)}
+
+
+@pytest.mark.docker
+def test_the_engine_default_runtime_is_accepted_and_recorded(tmp_path: Path) -> None:
+    report = tmp_path / "runc.json"
+    result = proctor(
+        "sandbox",
+        "audit",
+        "--backend",
+        "docker",
+        "--runtime",
+        "runc",
+        "--only",
+        "net.interfaces",
+        "--json",
+        str(report),
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.loads(report.read_text())
+    assert data["runtime"] == "runc" and [r["id"] for r in data["rows"]] == ["net.interfaces"]
+    assert "runtime runc" in result.stdout
+
+
+@pytest.mark.docker
+def test_runtime_the_engine_lacks_is_refused_in_one_line() -> None:
+    result = proctor("sandbox", "audit", "--backend", "docker", "--runtime", "runsc", timeout=60)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "--runtime runsc:" in result.stderr
+
+
+# -- weakened docker sandboxes: each must be called broken, with the evidence ----------------
+
+WEAKENED_CLI = str(REPO / "tests" / "audit" / "weakened_cli.py")
+WEAKENED: dict[str, tuple[list[str], dict[str, str]]] = {
+    # weakness: (checks to run, {row id: text its evidence or observation must hold})
+    "network": (
+        ["net."],
+        {
+            "net.interfaces": "eth0",
+            "net.tcp4": "no connection was attempted",
+            "net.dns": "no connection was attempted",
+            "net.metadata": "eth0",
+        },
+    ),
+    "writable_root": (["limits.read_only_root"], {"limits.read_only_root": "WRITABLE"}),
+    "no_pids_limit": (
+        ["limits.pids", "enforce.fork_bomb"],
+        {"limits.pids": "no limit met", "enforce.fork_bomb": "no limit met"},
+    ),
+    "no_memory_limit": (["limits.memory"], {"limits.memory": "without being stopped"}),
+    "reused_pool": (
+        ["state."],
+        {"state.across_calls": ".proctor-audit-", "state.pool_reuse": ".proctor-audit-"},
+    ),
+}
+
+
+@pytest.mark.docker
+@pytest.mark.parametrize("weakness", sorted(WEAKENED))
+def test_weakened_configuration_is_reported_broken(weakness: str, tmp_path: Path) -> None:
+    only, expected = WEAKENED[weakness]
+    config = tmp_path / "run.yaml"
+    config.write_text("sandbox:\n  memory: 256m\n  pool_size: 1\n")  # a small cap keeps the bomb small
+    report = tmp_path / "audit.json"
+    args = ["sandbox", "audit", "--limits-from", str(config), "--json", str(report)]
+    for name in only:
+        args += ["--only", name]
+    result = proctor(*args, script=WEAKENED_CLI, env={"PROCTOR_TEST_WEAKEN": weakness}, timeout=120)
+    assert result.returncode == 1, result.stderr[-2000:]
+    rows = rows_of(report)
+    for name, text in expected.items():
+        assert rows[name]["verdict"] == "broken", rows[name]
+        assert text in rows[name]["evidence"] + rows[name]["observed"], rows[name]
+    assert "broken" in result.stdout
+
+
+# -- the local backend reports what it does not isolate -----------------------------------------
+
+
+def test_local_backend_reports_honestly(tmp_path: Path) -> None:
+    report = tmp_path / "local.json"
+    result = proctor("sandbox", "audit", "--backend", "local", "--quick", "--json", str(report))
+    data = json.loads(report.read_text())
+    assert data["backend"] == "local"
+    rows = {row["id"]: row for row in data["rows"]}
+    assert set(rows) == {c.id for c in select_checks("local", quick=True)}
+    assert result.returncode == (1 if any(r["verdict"] == "broken" for r in rows.values()) else 0)
+    # What this backend shares with the host is shown, whatever the verdict.
+    assert rows["priv.non_root"]["evidence"].startswith("uid ")
+    assert rows["net.interfaces"]["verdict"] == "held"
