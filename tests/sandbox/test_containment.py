@@ -9,6 +9,7 @@ plus the launcher's grace, with no cleanup run, and the next proctor command rem
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import os
@@ -155,7 +156,7 @@ async def test_late_writers_and_daemons_die_with_the_call(docker_sandbox: Sandbo
     )
     result = await docker_sandbox.exec(code, timeout=20)
     assert result.exit_code == 0 and result.stdout == "parent done\n", result
-    time.sleep(2)
+    await asyncio.sleep(2)  # past the grandchild's late write
     assert not host_processes_with(token)
 
 
@@ -226,8 +227,10 @@ def test_killed_controller_container_stops_by_its_deadline_and_is_swept(
     program = tmp_path / "hostile.py"
     program.write_text(f"# {token}\n{HOSTILE_PROGRAMS[name]}")
     controller = subprocess.Popen(
-        ["proctor", "sandbox", "exec", "--backend", "docker", "--image", sandbox_image]
-        + ["--timeout", str(TIMEOUT_S), "--memory", "256m", str(program)],
+        [
+            *("proctor", "sandbox", "exec", "--backend", "docker", "--image", sandbox_image),
+            *("--timeout", str(TIMEOUT_S), "--memory", "256m", str(program)),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
