@@ -387,11 +387,18 @@ class Runner:
             memory = parse_size(box.memory)
         except ValueError as exc:
             raise UserError(f"field 'sandbox.memory': {exc}") from None
+        # Passed only when set: injected openers (benchmarks) need not know the option.
+        bound = (
+            {"max_concurrent_executions": box.max_concurrent_executions}
+            if box.max_concurrent_executions is not None
+            else {}
+        )
         sandbox = await self.sandbox_opener(
             box.backend,
             image=box.image,
             pool_size=box.pool_size,
             default_limits=Limits(memory_bytes=memory, cpus=box.cpus),
+            **bound,
         )
         described = sandbox.describe()
         isolates_less = bool(described.get("isolates_less", sandbox.backend != "docker"))

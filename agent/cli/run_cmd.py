@@ -99,6 +99,12 @@ def run_command(
         int | None, typer.Option(help="Force submit_answer from this many tokens (default 660,000).")
     ] = None,
     limit_tasks: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = None,
+    max_sandbox_concurrency: Annotated[
+        int | None,
+        typer.Option(
+            help="Sandbox calls running at once, all samples together (default: the engine's CPUs)."
+        ),
+    ] = None,
 ) -> None:
     """Run an eval: every model x task x trial, appended to DIR/samples.jsonl as each finishes."""
     flags = RunFlags(
@@ -111,6 +117,7 @@ def run_command(
         out=out,
         resume=resume,
         backend=backend,
+        max_sandbox_concurrency=max_sandbox_concurrency,
         reasoning_effort=reasoning_effort,
         token_cap=token_cap,
         force_submit_at=force_submit_at,
