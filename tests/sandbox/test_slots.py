@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -157,3 +158,21 @@ def test_one_bound_across_event_loops_in_several_threads() -> None:
 def test_a_bound_below_one_is_refused() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         ExecutionSlots(0)
+
+
+def test_the_bound_is_configured_by_file_and_flag_and_checked(tmp_path: Path) -> None:
+    from agent.errors import UserError
+    from agent.run_config_loader import RunFlags, load_run_config
+
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text('{"id": "t"}\n')
+    config_file = tmp_path / "run.yaml"
+    config_file.write_text(f"tasks: {tasks}\nmodels: [openai/a]\nsandbox: {{max_concurrent_executions: 3}}\n")
+    assert load_run_config(config_file, RunFlags()).sandbox.max_concurrent_executions == 3
+    flagged = load_run_config(config_file, RunFlags(max_sandbox_concurrency=5))
+    assert flagged.sandbox.max_concurrent_executions == 5
+    config_file.write_text(f"tasks: {tasks}\nmodels: [openai/a]\n")
+    assert load_run_config(config_file, RunFlags()).sandbox.max_concurrent_executions is None
+    with pytest.raises(UserError) as caught:
+        load_run_config(config_file, RunFlags(max_sandbox_concurrency=0))
+    assert "sandbox.max_concurrent_executions" in str(caught.value) and "\n" not in str(caught.value)
