@@ -63,6 +63,8 @@ for who, pid in targets.items():
     attempt(f'prlimit {who}', lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (0, 0)) and None)
 attempt('kill -1 SIGSTOP', lambda: os.kill(-1, signal.SIGSTOP))
 attempt('setuid 0', lambda: os.setuid(0))
+# A user namespace would give it every capability there (useless outside, and refused here).
+found['unshare user namespace'] = ctypes_call(libc.unshare(0x10000000))
 status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())
 found['self'] = {k: status[k].strip() for k in ('CapEff', 'CapPrm', 'CapBnd', 'CapAmb', 'NoNewPrivs')}
 found['self']['uid'] = os.getresuid()
@@ -96,6 +98,7 @@ async def test_program_cannot_signal_trace_or_read_the_launcher_or_init(docker_s
     # kill(-1) reaches only the program's own processes (it has none): nothing else to stop.
     assert found["kill -1 SIGSTOP"] in ("ok", "ESRCH"), found
     assert found["setuid 0"] == "EPERM", found
+    assert found["unshare user namespace"] in ("EPERM", "EINVAL", "ENOSPC"), found
     assert found["self"] == {
         "CapEff": "0000000000000000",
         "CapPrm": "0000000000000000",
@@ -253,3 +256,50 @@ def test_killed_controller_container_stops_by_its_deadline_and_is_swept(
     completed = run_proctor("sandbox", "exec", str(tmp_path / "absent.py"))
     assert completed.returncode == 2, completed
     assert _wait_for(lambda: not _container_of(controller.pid), 10), _container_of(controller.pid)
+
+
+def test_the_sweep_removes_stopped_orphans_only(sandbox_image: str) -> None:
+    import docker
+    from docker.errors import NotFound
+
+    from sandbox.api import Limits
+    from sandbox.cleanup import sweep_stopped_orphans
+    from sandbox.containers import create_started_container, remove_container
+
+    client = docker.from_env()
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+
+    def labels(owner_pid: int) -> dict[str, str]:
+        made = sandbox_labels.container_labels(sandbox_labels.new_run_id(), "call")
+        return {**made, sandbox_labels.OWNER_PID: str(owner_pid)}
+
+    def exists(container_id: str) -> bool:
+        try:
+            client.api.inspect_container(container_id)
+        except NotFound:
+            return False
+        return True
+
+    def stopped(container_id: str) -> bool:
+        return not exists(container_id) or not client.api.inspect_container(container_id)["State"]["Running"]
+
+    running_orphan = create_started_container(
+        client.api, sandbox_image, Limits(), labels(finished.pid), "10001"
+    )
+    stopped_orphan = create_started_container(
+        client.api, sandbox_image, Limits(), labels(finished.pid), "10001"
+    )
+    stopped_live = create_started_container(client.api, sandbox_image, Limits(), labels(os.getpid()), "10001")
+    try:
+        for container in (stopped_orphan, stopped_live):
+            container.close()  # stdin closes: the waiting launcher exits, the container stops
+            assert _wait_for(lambda c=container: stopped(c.id), 30)
+        sweep_stopped_orphans(client)
+        assert not exists(stopped_orphan.id)
+        assert exists(stopped_live.id), "the sweep removed a live owner's container"
+        assert client.api.inspect_container(running_orphan.id)["State"]["Running"], "a running orphan went"
+    finally:
+        for container in (running_orphan, stopped_orphan, stopped_live):
+            container.close()
+            remove_container(client.api, container.id)
