@@ -36,7 +36,7 @@ from agent.store import RunStore, file_sha256, resume_conflicts, sample_key
 from agent.summary import prices_from_config, summarize
 from agent.tracks.base import SampleContext, Track
 from agent.tracks.registry import make_track
-from sandbox import Limits, Sandbox, open_sandbox
+from sandbox import Limits, Sandbox, execution_caller, open_sandbox
 
 # open_sandbox's signature: (backend, *, image, pool_size, default_limits) -> Sandbox.
 SandboxOpener = Callable[..., Awaitable[Sandbox]]
@@ -493,7 +493,10 @@ class Runner:
         started_at, started = utc_now(), time.monotonic()
         self.progress.sample_started()
         try:
-            record = await track.run_sample(sample.task, sample.trial, ctx)
+            # One fair turn per sample under the process's sandbox bound: a reply with sixty
+            # python calls queues behind itself, not in front of another sample's call.
+            with execution_caller(object()):
+                record = await track.run_sample(sample.task, sample.trial, ctx)
         except ModelError as exc:
             record = _fallback_model_error(sample, run_id, track, exc, started_at, started)
         except asyncio.CancelledError:

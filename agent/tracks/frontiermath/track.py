@@ -12,7 +12,6 @@ from agent.tracks.base import SampleContext, Track
 from agent.tracks.frontiermath.loop import DEFAULT_MAX_TURNS, Conversation
 from agent.tracks.frontiermath.prompt import load_template, render_prompt
 from agent.tracks.frontiermath.tasks import FrontierMathTask, load_frontiermath_tasks
-from sandbox import execution_caller
 
 
 def _now() -> str:
@@ -48,10 +47,7 @@ class FrontierMathTrack(Track):
         conversation = Conversation(
             task, ctx, prompt, reject_invalid=self.reject_invalid, max_turns=self.max_turns
         )
-        # One fair turn per sample under the process's sandbox bound: a reply with sixty
-        # python calls queues behind itself, not in front of another sample's call.
-        with execution_caller(object()):
-            result = await conversation.run()
+        result = await conversation.run()
         budget = result.budget
         correct = result.outcome is Outcome.CORRECT
         return SampleRecord(
