@@ -20,6 +20,7 @@ from tests.support.scripted_server import Reply, ReportedUsage, ScriptedServer, 
 
 REPO = Path(__file__).resolve().parents[2]
 BOUND = 2
+CALL_TIMEOUT_S = 4
 MANY = 60
 TIMED_PROGRAM = (
     "import json, time\nstarted = time.time()\ntime.sleep(0.2)\nprint(json.dumps([started, time.time()]))\n"
@@ -77,10 +78,13 @@ def test_sixty_parallel_calls_run_under_the_bound_and_do_not_starve_another_samp
         )
     )
     out = tmp_path / "run"
+    # Far less than the sixty calls take together: a wait in the queue must not count.
+    config = tmp_path / "run.yaml"
+    config.write_text(f"sandbox: {{timeout_s: {CALL_TIMEOUT_S}}}\n")
     with ScriptedServer(two_samples_model) as server:
         completed = subprocess.run(
             [
-                *("proctor", "run", "--track", "frontiermath", "--model", "openai/scripted"),
+                *("proctor", "run", str(config), "--track", "frontiermath", "--model", "openai/scripted"),
                 *("--backend", "docker", "--tasks", str(tasks), "--out", str(out)),
                 *("--max-concurrency", "2", "--max-sandbox-concurrency", str(BOUND)),
             ],
@@ -95,6 +99,9 @@ def test_sixty_parallel_calls_run_under_the_bound_and_do_not_starve_another_samp
     many, one = intervals(records["MANY"]), intervals(records["ONE"])
     assert len(many) == MANY and len(one) == 1
     assert most_at_once(many + one) <= BOUND
+    # No call timed out (intervals() checks), though the last started long after the first.
+    starts = sorted(start for start, _ in many)
+    assert starts[-1] - starts[0] > CALL_TIMEOUT_S, starts
     # Fair turns: the late single call waited for at most the calls already running, so
     # most of the sixty started after it (a FIFO queue would have run it last).
     started_after = sum(1 for start, _ in many if start > one[0][0])

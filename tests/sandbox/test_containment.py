@@ -63,6 +63,11 @@ for who, pid in targets.items():
     attempt(f'prlimit {who}', lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (0, 0)) and None)
 attempt('kill -1 SIGSTOP', lambda: os.kill(-1, signal.SIGSTOP))
 attempt('setuid 0', lambda: os.setuid(0))
+try:  # a core dump of itself is harmless; the point is that the hard limit holds
+    resource.setrlimit(resource.RLIMIT_CORE, (1 << 20, 1 << 20))
+    found['raise core limit'] = 'ok'
+except (OSError, ValueError):
+    found['raise core limit'] = 'refused'
 # A user namespace would give it every capability there (useless outside, and refused here).
 found['unshare user namespace'] = ctypes_call(libc.unshare(0x10000000))
 status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())
@@ -98,6 +103,7 @@ async def test_program_cannot_signal_trace_or_read_the_launcher_or_init(docker_s
     # kill(-1) reaches only the program's own processes (it has none): nothing else to stop.
     assert found["kill -1 SIGSTOP"] in ("ok", "ESRCH"), found
     assert found["setuid 0"] == "EPERM", found
+    assert found["raise core limit"] == "refused", found
     assert found["unshare user namespace"] in ("EPERM", "EINVAL", "ENOSPC"), found
     assert found["self"] == {
         "CapEff": "0000000000000000",
