@@ -264,7 +264,7 @@ def test_killed_controller_container_stops_by_its_deadline_and_is_swept(
     assert _wait_for(lambda: not _container_of(controller.pid), 10), _container_of(controller.pid)
 
 
-def test_the_sweep_removes_stopped_orphans_only(sandbox_image: str) -> None:
+def test_the_sweep_removes_a_stopped_orphan_and_keeps_a_live_owners_container(sandbox_image: str) -> None:
     import docker
     from docker.errors import NotFound
 
@@ -290,22 +290,56 @@ def test_the_sweep_removes_stopped_orphans_only(sandbox_image: str) -> None:
     def stopped(container_id: str) -> bool:
         return not exists(container_id) or not client.api.inspect_container(container_id)["State"]["Running"]
 
-    running_orphan = create_started_container(
-        client.api, sandbox_image, Limits(), labels(finished.pid), "10001"
-    )
-    stopped_orphan = create_started_container(
-        client.api, sandbox_image, Limits(), labels(finished.pid), "10001"
-    )
-    stopped_live = create_started_container(client.api, sandbox_image, Limits(), labels(os.getpid()), "10001")
+    orphan = create_started_container(client.api, sandbox_image, Limits(), labels(finished.pid), "10001")
+    live = create_started_container(client.api, sandbox_image, Limits(), labels(os.getpid()), "10001")
     try:
-        for container in (stopped_orphan, stopped_live):
+        for container in (orphan, live):
             container.close()  # stdin closes: the waiting launcher exits, the container stops
             assert _wait_for(lambda c=container: stopped(c.id), 30)
         sweep_stopped_orphans(client)
-        assert not exists(stopped_orphan.id)
-        assert exists(stopped_live.id), "the sweep removed a live owner's container"
-        assert client.api.inspect_container(running_orphan.id)["State"]["Running"], "a running orphan went"
+        assert not exists(orphan.id)
+        assert exists(live.id), "the sweep removed a live owner's container"
     finally:
-        for container in (running_orphan, stopped_orphan, stopped_live):
-            container.close()
+        for container in (orphan, live):
             remove_container(client.api, container.id)
+
+
+class FakeEngine:
+    """Just the two calls the sweep makes, over a fixed list of container summaries."""
+
+    def __init__(self, summaries: list[dict[str, object]]) -> None:
+        self.summaries = summaries
+        self.removed: list[str] = []
+        self.api = self
+
+    def containers(self, **_: object) -> list[dict[str, object]]:
+        return self.summaries
+
+    def remove_container(self, container_id: str, **_: object) -> None:
+        self.removed.append(container_id)
+
+
+@pytest.mark.parametrize(
+    ("state", "age_s", "owner", "removed"),
+    [
+        ("exited", 10, "dead", True),
+        ("created", 10, "dead", True),
+        ("running", 10, "dead", False),  # within its deadline: its launcher's backstop ends it
+        ("running", 26 * 3600, "dead", True),  # past any deadline
+        ("exited", 10, "alive", False),
+        ("running", 26 * 3600, "alive", False),
+        ("exited", 10, "other host", False),
+    ],
+)
+def test_the_sweep_rule(state: str, age_s: float, owner: str, removed: bool) -> None:
+    from sandbox.cleanup import sweep_stopped_orphans
+
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    made = sandbox_labels.container_labels("run", "call")
+    made[sandbox_labels.OWNER_PID] = str(os.getpid() if owner == "alive" else finished.pid)
+    if owner == "other host":
+        made[sandbox_labels.OWNER_HOST] = "another-machine"
+    engine = FakeEngine([{"Id": "c1", "State": state, "Created": time.time() - age_s, "Labels": made}])
+    assert sweep_stopped_orphans(engine) == (["c1"] if removed else [])  # type: ignore[arg-type]
+    assert engine.removed == (["c1"] if removed else [])
