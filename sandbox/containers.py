@@ -58,7 +58,9 @@ import ctypes, json, os, signal, sys
 config = json.loads(sys.argv[1])
 uid, gid = config['uid'], config['gid']
 libc = ctypes.CDLL(None, use_errno=True)
-libc.prctl(4, 0, 0, 0, 0)
+if libc.prctl(4, 0, 0, 0, 0) != 0:
+    os.write(2, b'sandbox: the launcher cannot make itself non-dumpable\\n')
+    os._exit(1)
 def demote():
     for cap in range(64):
         if libc.prctl(24, cap, 0, 0, 0) != 0:
