@@ -47,6 +47,9 @@ class SandboxConfig(BaseModel):
     verify_timeout_s: float = Field(default=60.0, gt=0)
     memory: str = "1g"
     cpus: float = Field(default=1.0, gt=0)
+    # Sandbox calls running at once in the whole process (queued fairly between samples);
+    # None: as many as the CPUs the backend can use (the engine's for docker).
+    max_concurrent_executions: int | None = Field(default=None, ge=1)
     # What the model sees of one tool result, in characters; truncation is stated.
     tool_output_chars: int = Field(default=20_000, gt=0)
 

@@ -47,6 +47,7 @@ class RunFlags:
     token_cap: int | None = None
     force_submit_at: int | None = None
     limit_tasks: int | None = None
+    max_sandbox_concurrency: int | None = None
 
 
 def format_validation_error(source: str, error: ValidationError) -> str:
@@ -129,6 +130,11 @@ def merge_flags(data: dict[str, Any], flags: RunFlags) -> dict[str, Any]:
         merged["budget"] = budget
     if flags.backend is not None:
         merged["sandbox"] = {**(merged.get("sandbox") or {}), "backend": flags.backend}
+    if flags.max_sandbox_concurrency is not None:
+        merged["sandbox"] = {
+            **(merged.get("sandbox") or {}),
+            "max_concurrent_executions": flags.max_sandbox_concurrency,
+        }
     return merged
 
 

@@ -36,7 +36,7 @@ from agent.store import RunStore, file_sha256, resume_conflicts, sample_key
 from agent.summary import prices_from_config, summarize
 from agent.tracks.base import SampleContext, Track
 from agent.tracks.registry import make_track
-from sandbox import Limits, Sandbox, open_sandbox
+from sandbox import Limits, Sandbox, execution_caller, open_sandbox
 
 # open_sandbox's signature: (backend, *, image, pool_size, default_limits) -> Sandbox.
 SandboxOpener = Callable[..., Awaitable[Sandbox]]
@@ -390,11 +390,18 @@ class Runner:
             memory = parse_size(box.memory)
         except ValueError as exc:
             raise UserError(f"field 'sandbox.memory': {exc}") from None
+        # Passed only when set: injected openers (benchmarks) need not know the option.
+        bound = (
+            {"max_concurrent_executions": box.max_concurrent_executions}
+            if box.max_concurrent_executions is not None
+            else {}
+        )
         sandbox = await self.sandbox_opener(
             box.backend,
             image=box.image,
             pool_size=box.pool_size,
             default_limits=Limits(memory_bytes=memory, cpus=box.cpus),
+            **bound,
         )
         described = sandbox.describe()
         isolates_less = bool(described.get("isolates_less", sandbox.backend != "docker"))
@@ -514,7 +521,10 @@ class Runner:
         started_at, started = utc_now(), time.monotonic()
         self.progress.sample_started()
         try:
-            record = await track.run_sample(sample.task, sample.trial, ctx)
+            # One fair turn per sample under the process's sandbox bound: a reply with sixty
+            # python calls queues behind itself, not in front of another sample's call.
+            with execution_caller(object()):
+                record = await track.run_sample(sample.task, sample.trial, ctx)
         except ModelError as exc:
             record = _fallback_model_error(sample, run_id, track, exc, started_at, started)
         except asyncio.CancelledError:

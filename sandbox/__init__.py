@@ -1,13 +1,24 @@
 """Run untrusted Python in isolated, stateless sandboxes.
 
 This package never imports ``agent``: the agent reaches it only through
-:func:`open_sandbox`, :class:`Sandbox`, :class:`ExecResult` and :class:`Limits`.
+:func:`open_sandbox`, :class:`Sandbox`, :class:`ExecResult` and :class:`Limits`, the
+exceptions, :func:`execution_caller` (whose calls share one fair turn under the process's
+execution bound) and :func:`check_program_text` (code no interpreter can take).
 """
 
 from sandbox.api import ExecResult, InvalidProgram, Limits, Sandbox, SandboxError, SandboxUnavailable
 from sandbox.factory import open_sandbox
+from sandbox.program import check_program_text
+from sandbox.slots import execution_caller
 
 __all__ = [
     "ExecResult",
     "InvalidProgram",
-    "Limits", "Sandbox", "SandboxError", "SandboxUnavailable", "open_sandbox"]
+    "Limits",
+    "Sandbox",
+    "SandboxError",
+    "SandboxUnavailable",
+    "check_program_text",
+    "execution_caller",
+    "open_sandbox",
+]

@@ -8,8 +8,10 @@ owner process on this host is gone are removed, so cleaning up never disturbs a 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +72,76 @@ def cleanup_containers(client: docker.DockerClient, *, everything: bool = False)
         else:
             report.removed.append(container_id)
     return report
+
+
+# A call's deadline is at most a day (the CLI's bound); past that plus a margin, a running
+# orphan can only be a launcher that was never given a program and never saw its stdin close.
+_RUNNING_ORPHAN_MAX_AGE_S = 25 * 3600
+_SWEEP_API_TIMEOUT_S = 3
+
+
+def sweep_stopped_orphans(client: docker.DockerClient) -> list[str]:
+    """Remove the containers of dead owners that have stopped (or are past any deadline).
+
+    Cheap enough for every proctor command: one list request, usually nothing to remove. A
+    running orphan is left alone: its launcher stops it by its deadline plus a grace, and the
+    next sweep (or ``proctor sandbox cleanup``) removes it then.
+    """
+    removed = []
+    now = time.time()
+    for summary in client.api.containers(all=True, filters={"label": labels.LABEL_FILTER}):
+        running = summary.get("State") == "running"
+        if running and now - float(summary.get("Created") or now) < _RUNNING_ORPHAN_MAX_AGE_S:
+            continue
+        if not is_orphan(summary.get("Labels") or {}):
+            continue
+        with contextlib.suppress(DockerException):
+            remove_container(client.api, summary["Id"])
+            removed.append(summary["Id"])
+    return removed
+
+
+class BackgroundSweep:
+    """``sweep_stopped_orphans`` on a daemon thread, silent when no engine answers."""
+
+    def __init__(self) -> None:
+        self.removed: list[str] = []
+        self._thread = threading.Thread(target=self._run, name="proctor-sweep", daemon=True)
+
+    def start(self) -> BackgroundSweep:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            client = docker.from_env(timeout=_SWEEP_API_TIMEOUT_S)
+            try:
+                self.removed = sweep_stopped_orphans(client)
+            finally:
+                client.close()
+        except Exception:  # best effort: no engine, no permission, a slow engine
+            return
+
+    def join(self, timeout: float) -> list[str]:
+        """What was removed, once done or ``timeout`` seconds from now, whichever comes first."""
+        self._thread.join(timeout)
+        return list(self.removed)
+
+
+_background: BackgroundSweep | None = None
+
+
+def start_background_sweep() -> BackgroundSweep:
+    """Start this process's one sweep (at most one per process)."""
+    global _background
+    if _background is None:
+        _background = BackgroundSweep().start()
+    return _background
+
+
+def background_sweep_result(timeout: float) -> list[str]:
+    """What this process's sweep removed (waiting up to ``timeout``); [] when none ran."""
+    return _background.join(timeout) if _background is not None else []
 
 
 def cleanup_local_cgroups(*, everything: bool = False) -> int:

@@ -32,15 +32,75 @@ from sandbox.output import CappedBuffer
 
 WORKDIR = "/work"
 HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
+# The container runs as root, with only the capabilities the launcher needs (see
+# LAUNCHER_CAPS); the program runs as the image's unprivileged user. The launcher enforces the
+# call's limits and reports its exit, so the program must not be able to signal, stop, trace or
+# read it: a process of another uid, made non-dumpable, is out of an unprivileged program's
+# reach (kill(2), ptrace(2) and /proc/<pid>/{mem,environ,fd} all check exactly that), and
+# docker-init (PID 1) is root as well.
+#
 # The launcher reads exactly the header and request with os.read (never past them), so every
-# byte after is the program's stdin; it exits quietly when stdin closes first (pool teardown).
-# It spawns the program as a fresh process, waits for it (killing it itself a little after the
-# deadline, should the host be gone), kills every process the program left behind, then writes
-# an exit report as the last bytes of BOTH streams. Each stream is ordered, so the report proves
-# all of the program's output has arrived: the host can answer without waiting for the engine
-# to notice the container stopping (about 50 ms here).
+# byte after is the program's stdin; it exits quietly when stdin closes first (pool teardown,
+# or a controller that died). It forks the program, which drops to the sandbox user with no
+# supplementary groups and an empty capability bounding set before exec (a failure there ends
+# the child, so nothing ever runs as root), waits for it (killing everything itself a little
+# after the deadline, should the host be gone), kills every process the program left behind,
+# then writes an exit report as the last bytes of BOTH streams. Each stream is ordered, so the
+# report proves all of the program's output has arrived: the host can answer without waiting
+# for the engine to notice the container stopping (about 50 ms here). The report carries a
+# per-call nonce that exists only in the launcher's memory and on the host.
+#
+# Before announcing itself ready, the launcher runs the image's entrypoint once as the sandbox
+# user (``ENTRYPOINT true``): the pinned image's sandbox-init prepares the numba cache on the
+# tmpfs, which must belong to the program, not to root.
 LAUNCHER = """\
-import os, sys
+import ctypes, json, os, signal, sys
+config = json.loads(sys.argv[1])
+uid, gid = config['uid'], config['gid']
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(4, 0, 0, 0, 0) != 0:
+    os.write(2, b'sandbox: the launcher cannot make itself non-dumpable\\n')
+    os._exit(1)
+def demote():
+    for cap in range(64):
+        if libc.prctl(24, cap, 0, 0, 0) != 0:
+            if ctypes.get_errno() == 22:
+                break
+            raise OSError(ctypes.get_errno(), 'cannot drop capability %d' % cap)
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getresuid() != (uid, uid, uid) or os.getgroups():
+        raise OSError(1, 'still privileged')
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+def spawn(argv):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            demote()
+            os.execvpe(argv[0], argv, os.environ)
+        except BaseException as exc:
+            try:
+                why = getattr(exc, 'strerror', None) or exc
+                os.write(2, ('sandbox: cannot run %r: %s\\n' % (argv[0], why)).encode())
+            finally:
+                os._exit(127)
+    return pid
+def wait(pid):
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return 128 - code if code < 0 else code
+def kill_all(*_):
+    try:
+        os.kill(-1, 9)
+    except OSError:
+        pass
+if config['prepare']:
+    prepared = wait(spawn(config['prepare'] + ['true']))
+    kill_all()
+    if prepared != 0:
+        os.write(2, b'sandbox: the image entrypoint failed (exit %d)\\n' % prepared)
+        os._exit(1)
 def take(n):
     data = b''
     while len(data) < n:
@@ -49,27 +109,15 @@ def take(n):
             os._exit(0)
         data += chunk
     return data
-import json
 os.write(1, b'\\0proctor-ready\\0')
 request = json.loads(take(int(take(10))))
-argv = request['argv']
-try:
-    pid = os.posix_spawnp(argv[0], argv, os.environ)
-except OSError as exc:
-    sys.stderr.write('sandbox: cannot run %r: %s\\n' % (argv[0], exc.strerror))
-    sys.stderr.flush()
-    code = 127
-else:
-    os.close(0)
-    import signal
-    signal.signal(signal.SIGALRM, lambda *_: os.kill(-1, 9))
-    signal.alarm(request['backstop_s'])
-    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    code = 128 - code if code < 0 else code
-try:
-    os.kill(-1, 9)
-except OSError:
-    pass
+signal.signal(signal.SIGALRM, kill_all)
+signal.alarm(request['backstop_s'])
+pid = spawn(request['argv'])
+os.close(0)
+code = wait(pid)
+kill_all()
+kill_all()
 oom = 0
 for path, key in (('/sys/fs/cgroup/memory/memory.oom_control', 'oom_kill'),
                   ('/sys/fs/cgroup/memory.events', 'oom_kill')):
@@ -86,6 +134,10 @@ os.write(1, report)
 os.write(2, report)
 os._exit(0)
 """
+# SETUID/SETGID: the program's fork drops to the sandbox user. SETPCAP: it also empties its
+# capability bounding set. KILL: a root process may signal another uid's processes only with it
+# (the backstop and the final sweep). Nothing else: no DAC override, no chown, no ptrace.
+LAUNCHER_CAPS = ("SETUID", "SETGID", "SETPCAP", "KILL")
 _RECV_BYTES = 256 * 1024
 _KILL_GRACE_S = 5.0
 BACKSTOP_GRACE_S = 5.0
@@ -167,14 +219,20 @@ def create_started_container(
     labels: dict[str, str],
     user: str,
     on_created: Callable[[str], None] | None = None,
+    prepare: list[str] | None = None,
 ) -> StartedContainer:
     """Create and start one locked-down container; return it once its launcher waits.
 
-    ``user`` is numeric, ``uid`` or ``uid:gid``: the tmpfs mounts are given to it.
-    ``on_created`` learns the ID as soon as the container exists, before it is started.
+    ``user`` is numeric, ``uid`` or ``uid:gid``, never root: the program runs as it and the
+    tmpfs mounts are given to it (the launcher alone runs as root). ``prepare`` is the image's
+    entrypoint, run once as ``user`` before the launcher is ready. ``on_created`` learns the
+    ID as soon as the container exists, before it is started.
     """
     memory = limits.memory_bytes
     uid, _, gid = user.partition(":")
+    if not uid.isdigit() or int(uid) == 0 or not (gid or uid).isdigit():
+        raise ValueError(f"the sandbox user must be a numeric, non-root uid[:gid], not {user!r}")
+    launcher_config = json.dumps({"uid": int(uid), "gid": int(gid or uid), "prepare": prepare or []})
     # The engine copies the image directory's mode onto a tmpfs mounted over it, so ``mode``
     # alone does not make /work writable; owning it does.
     tmpfs_opts = f"rw,nosuid,nodev,mode=1777,uid={uid},gid={gid or uid}"
@@ -186,6 +244,7 @@ def create_started_container(
             WORKDIR: f"{tmpfs_opts},size={limits.tmpfs_bytes}",
         },
         cap_drop=["ALL"],
+        cap_add=list(LAUNCHER_CAPS),
         security_opt=["no-new-privileges"],
         init=True,
         pids_limit=limits.pids,
@@ -207,8 +266,11 @@ def create_started_container(
     threads = str(max(1, int(limits.cpus)))
     created = api.create_container(
         image,
-        command=["python3", "-I", "-c", LAUNCHER],
-        user=user,
+        # The launcher replaces the image's entrypoint (it would run as root); it runs that
+        # entrypoint itself, as the sandbox user. -S: a root process imports only the stdlib.
+        entrypoint=["python3", "-I", "-S", "-c", LAUNCHER, launcher_config],
+        command=[],
+        user="0:0",
         working_dir=WORKDIR,
         environment={
             "HOME": WORKDIR,

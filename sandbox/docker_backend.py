@@ -14,6 +14,7 @@ import atexit
 import contextlib
 import functools
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -24,7 +25,7 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from sandbox import labels
-from sandbox.api import ExecResult, Limits, SandboxError, SandboxUnavailable
+from sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
 from sandbox.containers import (
     ContainerGone,
     RawRun,
@@ -82,6 +83,20 @@ def sandbox_user(client: docker.DockerClient, image_id: str) -> str:
     return f"{uid}:{gid or uid}"
 
 
+def image_entrypoint(client: docker.DockerClient, image_id: str) -> list[str]:
+    """The image's ENTRYPOINT (the launcher runs it as the sandbox user, never as root)."""
+    entrypoint = (client.images.get(image_id).attrs.get("Config") or {}).get("Entrypoint") or []
+    return [entrypoint] if isinstance(entrypoint, str) else [str(part) for part in entrypoint]
+
+
+def engine_cpus(client: docker.DockerClient) -> int:
+    """How many CPUs the engine can give its containers (``docker info`` NCPU)."""
+    try:
+        return max(1, int(client.info().get("NCPU") or 0))
+    except (DockerException, ValueError, TypeError):
+        return max(1, os.cpu_count() or 1)
+
+
 class DockerSandbox:
     backend = "docker"
 
@@ -94,12 +109,14 @@ class DockerSandbox:
         pool_size: int = 2,
         default_limits: Limits | None = None,
         user: str | None = None,
+        entrypoint: list[str] | None = None,
     ) -> None:
         self.client = client
         self.api: docker.APIClient = client.api
         self.image = image
         self.image_id = image_id
         self.user = user or sandbox_user(client, image_id)
+        self.entrypoint = image_entrypoint(client, image_id) if entrypoint is None else entrypoint
         self.default_limits = default_limits or Limits()
         self.run_id = labels.new_run_id()
         self._executor = ThreadPoolExecutor(max_workers=_MAX_THREADS, thread_name_prefix="sandbox-docker")
@@ -144,6 +161,9 @@ class DockerSandbox:
                 remove_container(self.api, container_id)
             self._forget(container_id)
 
+    def available_cpus(self) -> int:
+        return engine_cpus(self.client)
+
     def describe(self) -> dict[str, Any]:
         return {
             "backend": self.backend,
@@ -156,7 +176,11 @@ class DockerSandbox:
             "notes": [
                 "one fresh container per call (warm pool: started ahead, used once, destroyed)",
                 "network none, read-only root, tmpfs /tmp and /work, cap-drop ALL, no-new-privileges",
+                "the program runs as the image's unprivileged user with no capabilities at all; the "
+                "launcher enforcing its limits is root and non-dumpable: it cannot be signalled, "
+                "traced or read by the program",
                 "init process, pids/memory (no swap)/CPU limits, wall-clock kill of the whole container",
+                "the launcher kills everything a few seconds after the deadline even if the host is gone",
             ],
             "limits": self.default_limits.__dict__,
             "run_id": self.run_id,
@@ -177,6 +201,8 @@ class DockerSandbox:
             raise SandboxError("this sandbox has been closed")
         try:
             program = resolve_argv(code, argv, "python3")
+        except InvalidProgram:
+            raise  # the code's fault, reported to its author: not a sandbox failure
         except ValueError as exc:
             raise SandboxError(str(exc)) from exc
         limits = limits or self.default_limits
@@ -258,6 +284,7 @@ class DockerSandbox:
             labels.container_labels(self.run_id, role),
             self.user,
             on_created=self._track,
+            prepare=self.entrypoint,
         )
 
     def _track(self, container_id: str) -> None:

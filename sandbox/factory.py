@@ -23,6 +23,24 @@ async def open_sandbox(
     image: str | None = None,
     pool_size: int = 2,
     default_limits: Limits | None = None,
+    max_concurrent_executions: int | None = None,
+) -> Sandbox:
+    """Open a backend (see :func:`_open_backend`) under the process-wide execution bound.
+
+    ``max_concurrent_executions`` defaults to the CPUs the backend can use (sandbox/slots.py).
+    """
+    from sandbox.slots import limit_sandbox
+
+    opened = await _open_backend(backend, image=image, pool_size=pool_size, default_limits=default_limits)
+    return limit_sandbox(opened, max_concurrent_executions)
+
+
+async def _open_backend(
+    backend: BackendName | str = "auto",
+    *,
+    image: str | None = None,
+    pool_size: int = 2,
+    default_limits: Limits | None = None,
 ) -> Sandbox:
     """Open a sandbox. ``"auto"`` falls back to ``"local"`` with a warning when docker can't serve.
 

@@ -1,5 +1,7 @@
 """The typer applications every command module registers on."""
 
+import atexit
+
 import typer
 
 app = typer.Typer(
@@ -15,6 +17,19 @@ sandbox_app = typer.Typer(
 image_app = typer.Typer(help="Build the pinned sandbox image.", no_args_is_help=True)
 bench_app = typer.Typer(help="Benchmarks (not timed tests): sandbox, loop, eed.", no_args_is_help=True)
 score_app = typer.Typer(help="Deterministic scorers.", no_args_is_help=True)
+
+# Bounded: a slow engine never holds a command's exit for longer than this.
+SWEEP_JOIN_S = 3.0
+
+
+@app.callback()
+def sweep_leftovers() -> None:
+    """Every command first removes, in the background, sandbox containers that stopped after
+    their controlling process was killed (sandbox/cleanup.py: never a live run's)."""
+    from sandbox.cleanup import start_background_sweep
+
+    atexit.register(start_background_sweep().join, SWEEP_JOIN_S)
+
 
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(image_app, name="image")

@@ -108,6 +108,12 @@ def run_command(
         str | None,
         typer.Option(help="Audit the sandbox first (quick or full); refuse to start if anything is broken."),
     ] = None,
+    max_sandbox_concurrency: Annotated[
+        int | None,
+        typer.Option(
+            help="Sandbox calls running at once, all samples together (default: the engine's CPUs)."
+        ),
+    ] = None,
 ) -> None:
     """Run an eval: every model x task x trial, appended to DIR/samples.jsonl as each finishes."""
     if audit is not None and audit not in AUDIT_MODES:
@@ -122,6 +128,7 @@ def run_command(
         out=out,
         resume=resume,
         backend=backend,
+        max_sandbox_concurrency=max_sandbox_concurrency,
         reasoning_effort=reasoning_effort,
         token_cap=token_cap,
         force_submit_at=force_submit_at,

@@ -12,9 +12,19 @@ from typing import Annotated, Any
 
 import typer
 
-from agent.cli.app import bench_app, sandbox_app
+from agent.cli.app import SWEEP_JOIN_S, bench_app, sandbox_app
+from agent.cli.terminal_text import escape_for_terminal
 from agent.errors import UserError
-from sandbox import ExecResult, Limits, Sandbox, SandboxError, SandboxUnavailable, open_sandbox
+from sandbox import (
+    ExecResult,
+    InvalidProgram,
+    Limits,
+    Sandbox,
+    SandboxError,
+    SandboxUnavailable,
+    check_program_text,
+    open_sandbox,
+)
 from sandbox.factory import BACKENDS
 from sandbox.sizes import parse_size
 
@@ -55,8 +65,22 @@ def parse_exec_limits(memory: str | None, cpus_text: str | None) -> Limits:
 
 
 def read_program(file: str) -> str:
+    """The program's text; UserError naming the file when it cannot be a program."""
     if file == "-":
-        return sys.stdin.read()
+        try:
+            code = sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UserError(f"-: not UTF-8 text (byte {exc.start})") from None
+    else:
+        code = _read_file(file)
+    try:
+        check_program_text(code)
+    except InvalidProgram as exc:
+        raise UserError(f"{file}: {exc}") from None
+    return code
+
+
+def _read_file(file: str) -> str:
     path = Path(file)
     try:
         return path.read_text(encoding="utf-8")
@@ -85,6 +109,12 @@ async def _run_once(backend: str, image: str | None, code: str, timeout: float, 
         await sandbox.aclose()
 
 
+STATUS_PREFIX = "proctor: "
+# Reverse video: the program's own escapes are shown escaped on a terminal, so no program
+# output can look like this line there.
+_MARK_ON, _MARK_OFF = "\x1b[7m", "\x1b[0m"
+
+
 def status_line(result: ExecResult) -> str:
     if result.timed_out:
         outcome = "timed out"
@@ -94,7 +124,31 @@ def status_line(result: ExecResult) -> str:
         outcome = f"exit {result.exit_code}"
     flags = [f"{name} truncated" for name in ("stdout", "stderr") if getattr(result, f"{name}_truncated")]
     details = "; ".join([f"{result.duration_s:.2f} s", *flags])
-    return f"[sandbox {result.backend}: {outcome}; {details}]"
+    return f"{STATUS_PREFIX}[sandbox {result.backend}: {outcome}; {details}]"
+
+
+def print_result(result: ExecResult) -> None:
+    """The program's output, then the status line on stderr, on a line of its own.
+
+    On a terminal the program's control characters are escaped and the status line is marked
+    in a way the program cannot print; a pipe gets the program's bytes exactly.
+    """
+    out_tty, err_tty = sys.stdout.isatty(), sys.stderr.isatty()
+    stdout = escape_for_terminal(result.stdout) if out_tty else result.stdout
+    stderr = escape_for_terminal(result.stderr) if err_tty else result.stderr
+    sys.stdout.write(stdout)
+    sys.stdout.flush()
+    sys.stderr.write(stderr)
+    line = status_line(result)
+    if err_tty:
+        # A program that ends without a newline must not share the status line.
+        ends_open = (stderr and not stderr.endswith("\n")) or (
+            out_tty and not stderr and stdout and not stdout.endswith("\n")
+        )
+        line = ("\n" if ends_open else "") + _MARK_ON + line + _MARK_OFF
+    elif stderr and not stderr.endswith("\n"):
+        line = "\n" + line
+    print(line, file=sys.stderr, flush=True)
 
 
 @sandbox_app.command("exec")
@@ -122,16 +176,15 @@ def exec_program(
     logging.getLogger("sandbox.factory").setLevel(logging.ERROR)
     try:
         result = asyncio.run(_run_once(backend, image, code, timeout, limits))
+    except InvalidProgram as exc:
+        raise UserError(f"{file}: {exc}") from None
     except SandboxError as exc:
         print(f"proctor: error: the sandbox failed: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None
     if as_json:
         print(json.dumps(result.to_dict(), sort_keys=True))
         return
-    sys.stdout.write(result.stdout)
-    sys.stdout.flush()
-    sys.stderr.write(result.stderr)
-    print(status_line(result), file=sys.stderr)
+    print_result(result)
 
 
 @sandbox_app.command("cleanup")
@@ -142,16 +195,19 @@ def cleanup(
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as one JSON object.")] = False,
 ) -> None:
     """Remove sandbox containers (and local-backend cgroups) left behind by crashed runs."""
-    from sandbox.cleanup import cleanup_containers, cleanup_local_cgroups
+    from sandbox.cleanup import background_sweep_result, cleanup_containers, cleanup_local_cgroups
     from sandbox.docker_backend import connect_engine
 
+    # The sweep every command starts may have removed some of the same leftovers: count them.
+    swept = background_sweep_result(SWEEP_JOIN_S)
     outcome: dict[str, Any] = {"engine": True}
     try:
         report = cleanup_containers(connect_engine(), everything=everything)
     except SandboxUnavailable as exc:
-        outcome.update(engine=False, engine_error=str(exc), removed=[], kept_live=[], failed=[])
+        outcome.update(engine=False, engine_error=str(exc), removed=swept, kept_live=[], failed=[])
     else:
-        outcome.update(removed=report.removed, kept_live=report.kept_live, failed=report.failed)
+        removed = swept + [cid for cid in report.removed if cid not in swept]
+        outcome.update(removed=removed, kept_live=report.kept_live, failed=report.failed)
     outcome["cgroups_removed"] = cleanup_local_cgroups(everything=everything)
     if as_json:
         print(json.dumps(outcome, sort_keys=True))

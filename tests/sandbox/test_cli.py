@@ -77,7 +77,7 @@ def test_human_output_and_stdin_program(backend: str, request: pytest.FixtureReq
     )
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout == "42\n"
-    assert completed.stderr.strip().splitlines()[-1].startswith(f"[sandbox {backend}: timed out;")
+    assert completed.stderr.strip().splitlines()[-1].startswith(f"proctor: [sandbox {backend}: timed out;")
 
 
 @pytest.mark.parametrize(

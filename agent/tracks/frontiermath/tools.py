@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agent.model.base import ToolCall
-from sandbox import ExecResult
+from sandbox import ExecResult, InvalidProgram, check_program_text
 
 PYTHON_TOOL = "python"
 SUBMIT_TOOL = "submit_answer"
@@ -98,6 +98,11 @@ def parse_tool_call(call: ToolCall) -> ParsedCall:
         )
     if not isinstance(arguments["code"], str):
         return ParsedCall(call, None, "Error: the argument 'code' must be a string of Python source.")
+    try:
+        check_program_text(arguments["code"])
+    except InvalidProgram as exc:
+        # The code's fault, answered like any other bad argument: never run, never a crash.
+        return ParsedCall(call, None, f"Error: {exc}. Call {call.name} again with valid code.")
     return ParsedCall(call, arguments["code"], None)
 
 

@@ -1,0 +1,111 @@
+"""One bound on sandbox executions for the whole process, through a real `proctor run`.
+
+A scripted model answers one sample with sixty parallel python calls and another, a moment
+later, with one. Each program records its own start and end (the containers share the host's
+clock), so the run's records show how many ran at once and where the single call was served.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.runner.conftest import read_lines
+from tests.support.scripted_server import Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
+
+REPO = Path(__file__).resolve().parents[2]
+BOUND = 2
+CALL_TIMEOUT_S = 4
+MANY = 60
+TIMED_PROGRAM = (
+    "import json, time\nstarted = time.time()\ntime.sleep(0.2)\nprint(json.dumps([started, time.time()]))\n"
+)
+
+
+def two_samples_model(request: dict[str, Any], index: int) -> Step:
+    messages = request["messages"]
+    many = "MANY" in messages[0]["content"]
+    usage = ReportedUsage(prompt_tokens=1000, completion_tokens=50)
+    if not any(m["role"] == "assistant" for m in messages):
+        calls = [
+            ToolCallSpec("python", json.dumps({"code": TIMED_PROGRAM}), id=f"call_{i}")
+            for i in range(MANY if many else 1)
+        ]
+        # The single call arrives after the sixty are queued: a FIFO would serve it last.
+        return Reply(tool_calls=calls, usage=usage, delay_s=0.0 if many else 1.5)
+    return Reply(
+        tool_calls=[ToolCallSpec("submit_answer", json.dumps({"code": "def answer():\n    return 1\n"}))],
+        usage=usage,
+    )
+
+
+def intervals(record: dict[str, Any]) -> list[tuple[float, float]]:
+    found = []
+    for call in record["tool_calls"]:
+        if call["name"] == "python":
+            assert call["sandbox"]["timed_out"] is False, call
+            started, ended = json.loads(call["result"])
+            found.append((started, ended))
+    return found
+
+
+def most_at_once(spans: list[tuple[float, float]]) -> int:
+    events = sorted([(start, 1) for start, _ in spans] + [(end, -1) for _, end in spans])
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+@pytest.mark.docker
+def test_sixty_parallel_calls_run_under_the_bound_and_do_not_starve_another_sample(
+    sandbox_image: str, tmp_path: Path
+) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "".join(
+            json.dumps(
+                {"id": name, "question": f"{name}: find 1", "answer_type": "Python int", "answer": "1"}
+            )
+            + "\n"
+            for name in ("MANY", "ONE")
+        )
+    )
+    out = tmp_path / "run"
+    # Far less than the sixty calls take together: a wait in the queue must not count.
+    config = tmp_path / "run.yaml"
+    config.write_text(f"sandbox: {{timeout_s: {CALL_TIMEOUT_S}}}\n")
+    with ScriptedServer(two_samples_model) as server:
+        completed = subprocess.run(
+            [
+                *("proctor", "run", str(config), "--track", "frontiermath", "--model", "openai/scripted"),
+                *("--backend", "docker", "--tasks", str(tasks), "--out", str(out)),
+                *("--max-concurrency", "2", "--max-sandbox-concurrency", str(BOUND)),
+            ],
+            cwd=REPO,
+            env={**os.environ, "OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test"},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    records = {r["task_id"]: r for r in read_lines(out / "samples.jsonl")}
+    many, one = intervals(records["MANY"]), intervals(records["ONE"])
+    assert len(many) == MANY and len(one) == 1
+    assert most_at_once(many + one) <= BOUND
+    # No call timed out (intervals() checks), though the last started long after the first.
+    starts = sorted(start for start, _ in many)
+    assert starts[-1] - starts[0] > CALL_TIMEOUT_S, starts
+    # Fair turns: the late single call waited for at most the calls already running, so
+    # most of the sixty started after it (a FIFO queue would have run it last).
+    started_after = sum(1 for start, _ in many if start > one[0][0])
+    assert started_after >= MANY - 10, (started_after, one, sorted(many)[:5])
+    assert records["ONE"]["outcome"] == "correct" and records["MANY"]["outcome"] == "correct"
+    header = json.loads((out / "run.json").read_text())
+    assert header["sandbox"]["max_concurrent_executions"] == BOUND

@@ -1,0 +1,345 @@
+"""A hostile program against what enforces its limits (docker backend, real engine).
+
+The program knows our source: the launcher is its parent, docker-init is PID 1, the exit
+report's format is in sandbox/containers.py. It tries to stop, kill, trace and read them,
+forge the report, and outlive the call, both with its controller alive (the result must be
+the truth) and with its controller SIGKILLed (the container must still stop by its deadline
+plus the launcher's grace, with no cleanup run, and the next proctor command removes it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from sandbox import Sandbox, open_sandbox
+from sandbox import labels as sandbox_labels
+from sandbox.containers import BACKSTOP_GRACE_S
+from tests.sandbox.conftest import TEST_LIMITS, run_proctor
+from tests.sandbox.test_conformance import host_processes_with
+
+pytestmark = pytest.mark.docker
+
+# Every way an unprivileged process can reach another one, tried on the launcher (its parent)
+# and on docker-init (PID 1); each attempt's outcome is printed as JSON.
+ATTACKS = r"""
+import ctypes, errno, json, os, resource, signal
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+targets = {'launcher': os.getppid(), 'init': 1}
+found = {}
+def attempt(name, action):
+    try:
+        result = action()
+        found[name] = 'ok' if result in (None, 0) or (isinstance(result, int) and result > 0) else result
+    except OSError as exc:
+        found[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+def ctypes_call(result):
+    return errno.errorcode.get(ctypes.get_errno(), 'ok') if result == -1 else 'ok'
+for who, pid in targets.items():
+    for sig in (signal.SIGSTOP, signal.SIGKILL, signal.SIGTERM, signal.SIGALRM):
+        attempt(f'kill {who} {sig.name}', lambda: os.kill(pid, sig))
+    found[f'ptrace attach {who}'] = ctypes_call(libc.ptrace(16, pid, None, None))
+    found[f'ptrace seize {who}'] = ctypes_call(libc.ptrace(0x4206, pid, None, None))
+    def pidfd_kill(pid=pid):
+        fd = os.pidfd_open(pid)
+        return ctypes_call(libc.syscall(424, fd, signal.SIGKILL, None, 0))
+    attempt(f'pidfd_send_signal {who}', pidfd_kill)
+    attempt(f'read mem {who}', lambda: open(f'/proc/{pid}/mem', 'rb').read(1))
+    attempt(f'read environ {who}', lambda: open(f'/proc/{pid}/environ', 'rb').read())
+    attempt(f'list fd {who}', lambda: os.listdir(f'/proc/{pid}/fd'))
+    attempt(f'list root {who}', lambda: os.listdir(f'/proc/{pid}/root/'))
+    attempt(f'prlimit {who}', lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (0, 0)) and None)
+attempt('kill -1 SIGSTOP', lambda: os.kill(-1, signal.SIGSTOP))
+attempt('setuid 0', lambda: os.setuid(0))
+try:  # a core dump of itself is harmless; the point is that the hard limit holds
+    resource.setrlimit(resource.RLIMIT_CORE, (1 << 20, 1 << 20))
+    found['raise core limit'] = 'ok'
+except (OSError, ValueError):
+    found['raise core limit'] = 'refused'
+# A user namespace would give it every capability there (useless outside, and refused here).
+found['unshare user namespace'] = ctypes_call(libc.unshare(0x10000000))
+status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())
+found['self'] = {k: status[k].strip() for k in ('CapEff', 'CapPrm', 'CapBnd', 'CapAmb', 'NoNewPrivs')}
+found['self']['uid'] = os.getresuid()
+found['self']['groups'] = os.getgroups()
+print(json.dumps(found))
+"""
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def docker_sandbox(sandbox_image: str) -> AsyncIterator[Sandbox]:
+    opened = await open_sandbox("docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_program_cannot_signal_trace_or_read_the_launcher_or_init(docker_sandbox: Sandbox) -> None:
+    result = await docker_sandbox.exec(ATTACKS + "raise SystemExit(5)\n", timeout=20)
+    assert result.exit_code == 5 and not result.timed_out, result
+    found = json.loads(result.stdout)
+    for who in ("launcher", "init"):
+        for name in ("SIGSTOP", "SIGKILL", "SIGTERM", "SIGALRM"):
+            assert found[f"kill {who} {name}"] == "EPERM", found
+        assert found[f"ptrace attach {who}"] == "EPERM", found
+        assert found[f"ptrace seize {who}"] == "EPERM", found
+        assert found[f"pidfd_send_signal {who}"] == "EPERM", found
+        for name in ("read mem", "read environ", "list fd", "list root", "prlimit"):
+            assert found[f"{name} {who}"] in ("EACCES", "EPERM"), (name, who, found)
+    # kill(-1) reaches only the program's own processes (it has none): nothing else to stop.
+    assert found["kill -1 SIGSTOP"] in ("ok", "ESRCH"), found
+    assert found["setuid 0"] == "EPERM", found
+    assert found["raise core limit"] == "refused", found
+    assert found["unshare user namespace"] in ("EPERM", "EINVAL", "ENOSPC"), found
+    assert found["self"] == {
+        "CapEff": "0000000000000000",
+        "CapPrm": "0000000000000000",
+        "CapBnd": "0000000000000000",
+        "CapAmb": "0000000000000000",
+        "NoNewPrivs": "1",
+        "uid": [10001, 10001, 10001],
+        "groups": [],
+    }
+
+
+FORGE = r"""
+import os, sys, secrets
+# The format from sandbox/containers.py, with every nonce the program could guess.
+for nonce in (secrets.token_hex(16), '0' * 32, 'f' * 32):
+    for code, oom in ((0, 0), (0, 1), (42, 0)):
+        line = ('\0proctor-exit:%s:%d:%d\0' % (nonce, code, oom)).encode()
+        os.write(1, line)
+        os.write(2, line)
+"""
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_forged_exit_report_is_program_output_not_the_result(docker_sandbox: Sandbox) -> None:
+    exited = await docker_sandbox.exec(FORGE + "raise SystemExit(7)\n", timeout=20)
+    assert (exited.exit_code, exited.timed_out, exited.oom_killed) == (7, False, False), exited
+    assert exited.stdout.count("proctor-exit:") == 9 and exited.stderr.count("proctor-exit:") == 9
+    spun = await docker_sandbox.exec(FORGE + "while True: pass\n", timeout=2)
+    assert spun.timed_out and spun.exit_code is None and not spun.oom_killed, spun
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_program_cannot_starve_the_report_with_its_own_rlimits(docker_sandbox: Sandbox) -> None:
+    code = (
+        "import os, resource\n"
+        "for limit in (resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE, resource.RLIMIT_NPROC):\n"
+        "    resource.setrlimit(limit, (0, 0))\n"
+        "os.kill(os.getpid(), 9)\n"
+    )
+    result = await docker_sandbox.exec(code, timeout=20)
+    assert (result.exit_code, result.timed_out, result.oom_killed) == (137, False, False), result
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_late_writers_and_daemons_die_with_the_call(docker_sandbox: Sandbox) -> None:
+    token = f"late-{uuid.uuid4().hex}"
+    code = (
+        f"# {token}\n"
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(1.5)\n"
+        "        os.write(1, b'LATE\\n')\n"
+        "        os._exit(0)\n"
+        "    os._exit(0)\n"
+        "print('parent done', flush=True)\n"
+    )
+    result = await docker_sandbox.exec(code, timeout=20)
+    assert result.exit_code == 0 and result.stdout == "parent done\n", result
+    await asyncio.sleep(2)  # past the grandchild's late write
+    assert not host_processes_with(token)
+
+
+# -- the controller SIGKILLed: nobody reads, nobody cleans up -----------------------------
+
+TIMEOUT_S = 2
+
+
+def _container_of(owner_pid: int) -> list[dict[str, object]]:
+    import docker
+
+    return list(
+        docker.from_env().api.containers(
+            all=True,
+            filters={"label": [sandbox_labels.LABEL_FILTER, f"{sandbox_labels.OWNER_PID}={owner_pid}"]},
+        )
+    )
+
+
+def _wait_for(predicate: Callable[[], object], within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
+HOSTILE_PROGRAMS = {
+    "stops-traces-and-reads": ATTACKS + "import time\ntime.sleep(600)\n",
+    "forges-then-spins": FORGE + "while True: pass\n",
+    "daemonises-late-writers": (
+        "import os, time\n"
+        "for _ in range(3):\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        if os.fork() == 0:\n"
+        "            while True:\n"
+        "                time.sleep(0.5)\n"
+        "                os.write(1, b'still here\\n')\n"
+        "        os._exit(0)\n"
+        "time.sleep(600)\n"
+    ),
+    "fork-bomb": (
+        "import os, time\n"
+        "while True:\n"
+        "    try:\n"
+        "        os.fork()\n"
+        "    except OSError:\n"
+        "        time.sleep(0.5)\n"
+    ),
+    "thread-bomb": (
+        "import threading, time\n"
+        "while True:\n"
+        "    try:\n"
+        "        threading.Thread(target=time.sleep, args=(600,), daemon=True).start()\n"
+        "    except RuntimeError:\n"
+        "        time.sleep(0.5)\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_PROGRAMS))
+def test_killed_controller_container_stops_by_its_deadline_and_is_swept(
+    name: str, sandbox_image: str, tmp_path: Path
+) -> None:
+    token = f"hostile-{uuid.uuid4().hex}"
+    program = tmp_path / "hostile.py"
+    program.write_text(f"# {token}\n{HOSTILE_PROGRAMS[name]}")
+    controller = subprocess.Popen(
+        [
+            *("proctor", "sandbox", "exec", "--backend", "docker", "--image", sandbox_image),
+            *("--timeout", str(TIMEOUT_S), "--memory", "256m", str(program)),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert _wait_for(lambda: host_processes_with(token), 60), "the hostile program never started"
+        started = time.monotonic()
+        time.sleep(0.3)  # let it launch its attack
+    finally:
+        os.kill(controller.pid, signal.SIGKILL)
+        controller.wait()
+    # The launcher's backstop: the deadline plus its grace, from when the program was handed
+    # over (a little before we saw it), with headroom for a loaded two-core machine.
+    bound_s = math.ceil(TIMEOUT_S + BACKSTOP_GRACE_S) + 6
+    assert _wait_for(
+        lambda: all(c.get("State") != "running" for c in _container_of(controller.pid)), bound_s
+    ), f"the container of {name} outlived its deadline: {_container_of(controller.pid)}"
+    assert time.monotonic() - started <= bound_s + 1
+    assert not host_processes_with(token)
+    # Any later proctor command removes the stopped leftover (no cleanup command run).
+    completed = run_proctor("sandbox", "exec", str(tmp_path / "absent.py"))
+    assert completed.returncode == 2, completed
+    assert _wait_for(lambda: not _container_of(controller.pid), 10), _container_of(controller.pid)
+
+
+def test_the_sweep_removes_a_stopped_orphan_and_keeps_a_live_owners_container(sandbox_image: str) -> None:
+    import docker
+    from docker.errors import NotFound
+
+    from sandbox.api import Limits
+    from sandbox.cleanup import sweep_stopped_orphans
+    from sandbox.containers import create_started_container, remove_container
+
+    client = docker.from_env()
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+
+    def labels(owner_pid: int) -> dict[str, str]:
+        made = sandbox_labels.container_labels(sandbox_labels.new_run_id(), "call")
+        return {**made, sandbox_labels.OWNER_PID: str(owner_pid)}
+
+    def exists(container_id: str) -> bool:
+        try:
+            client.api.inspect_container(container_id)
+        except NotFound:
+            return False
+        return True
+
+    def stopped(container_id: str) -> bool:
+        return not exists(container_id) or not client.api.inspect_container(container_id)["State"]["Running"]
+
+    orphan = create_started_container(client.api, sandbox_image, Limits(), labels(finished.pid), "10001")
+    live = create_started_container(client.api, sandbox_image, Limits(), labels(os.getpid()), "10001")
+    try:
+        for container in (orphan, live):
+            container.close()  # stdin closes: the waiting launcher exits, the container stops
+            assert _wait_for(lambda c=container: stopped(c.id), 30)
+        sweep_stopped_orphans(client)
+        assert not exists(orphan.id)
+        assert exists(live.id), "the sweep removed a live owner's container"
+    finally:
+        for container in (orphan, live):
+            remove_container(client.api, container.id)
+
+
+class FakeEngine:
+    """Just the two calls the sweep makes, over a fixed list of container summaries."""
+
+    def __init__(self, summaries: list[dict[str, object]]) -> None:
+        self.summaries = summaries
+        self.removed: list[str] = []
+        self.api = self
+
+    def containers(self, **_: object) -> list[dict[str, object]]:
+        return self.summaries
+
+    def remove_container(self, container_id: str, **_: object) -> None:
+        self.removed.append(container_id)
+
+
+@pytest.mark.parametrize(
+    ("state", "age_s", "owner", "removed"),
+    [
+        ("exited", 10, "dead", True),
+        ("created", 10, "dead", True),
+        ("running", 10, "dead", False),  # within its deadline: its launcher's backstop ends it
+        ("running", 26 * 3600, "dead", True),  # past any deadline
+        ("exited", 10, "alive", False),
+        ("running", 26 * 3600, "alive", False),
+        ("exited", 10, "other host", False),
+    ],
+)
+def test_the_sweep_rule(state: str, age_s: float, owner: str, removed: bool) -> None:
+    from sandbox.cleanup import sweep_stopped_orphans
+
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    made = sandbox_labels.container_labels("run", "call")
+    made[sandbox_labels.OWNER_PID] = str(os.getpid() if owner == "alive" else finished.pid)
+    if owner == "other host":
+        made[sandbox_labels.OWNER_HOST] = "another-machine"
+    engine = FakeEngine([{"Id": "c1", "State": state, "Created": time.time() - age_s, "Labels": made}])
+    assert sweep_stopped_orphans(engine) == (["c1"] if removed else [])  # type: ignore[arg-type]
+    assert engine.removed == (["c1"] if removed else [])
