@@ -235,7 +235,10 @@ def create_started_container(
     launcher_config = json.dumps({"uid": int(uid), "gid": int(gid or uid), "prepare": prepare or []})
     # The engine copies the image directory's mode onto a tmpfs mounted over it, so ``mode``
     # alone does not make /work writable; owning it does.
-    tmpfs_opts = f"rw,nosuid,nodev,mode=1777,uid={uid},gid={gid or uid}"
+    # Inodes too are bounded (one per 4 KiB of size): without nr_inodes a tmpfs allows one per
+    # two pages of host RAM, millions of empty files charged to nobody's byte limit.
+    inodes = max(1024, limits.tmpfs_bytes // 4096)
+    tmpfs_opts = f"rw,nosuid,nodev,mode=1777,uid={uid},gid={gid or uid},nr_inodes={inodes}"
     host_config = api.create_host_config(
         network_mode="none",
         read_only=True,

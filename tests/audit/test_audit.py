@@ -25,7 +25,6 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 # Checks the docker sandbox on this branch's base fails for real: the program shares a uid with
 # its launcher, so it can trace, stop and read it. The h/docker work (launcher as root, program
 # as the image's uid) makes them hold; after that merge this set must be emptied.
-PENDING_LAUNCHER_FIX = {"priv.ptrace", "enforce.stop", "enforce.read"}
 
 
 def proctor(
@@ -118,10 +117,8 @@ def test_full_audit_on_default_docker(tmp_path: Path) -> None:
     assert set(rows) == {check.id for check in ALL_CHECKS}
     broken = {name for name, row in rows.items() if row["verdict"] == "broken"}
     # Exactly the known launcher rows, no others; once they hold the command exits 0.
-    assert broken <= PENDING_LAUNCHER_FIX, {
-        name: rows[name]["evidence"] for name in broken - PENDING_LAUNCHER_FIX
-    }
-    assert result.returncode == (1 if broken else 0), result.stderr[-2000:]
+    assert not broken, {name: rows[name]["evidence"] for name in broken}
+    assert result.returncode == 0, result.stderr[-2000:]
     assert rows["enforce.controller_killed"]["verdict"] == "held"
     assert rows["limits.memory"]["verdict"] == "held" and "MiB" in rows["limits.memory"]["observed"]
     for row in rows.values():

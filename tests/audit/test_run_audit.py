@@ -18,7 +18,6 @@ from agent.report.loader import load_run
 from agent.report.page import render_report
 from agent.runner import execute_run
 from sandbox import Limits, Sandbox
-from tests.audit.test_audit import PENDING_LAUNCHER_FIX
 from tests.audit.weakened import open_weakened
 from tests.runner.conftest import make_config, quiet_progress
 from tests.runner.test_frontiermath_runs import submitting_model, write_fm_tasks
@@ -67,13 +66,7 @@ async def test_run_records_the_audit_or_refuses_for_the_known_rows(tmp_path: Pat
             track="frontiermath",
             sandbox=SandboxConfig(backend="docker", pool_size=1),
         )
-        try:
-            await execute_run(config, progress=quiet_progress(), handle_signals=False, audit="quick")
-        except UserError as exc:
-            named = {part.split(" ")[0] for part in str(exc).split("not starting: ")[1].split(", ")}
-            # Only the launcher rows the h/docker work fixes may fail here.
-            assert named and {n for n in named if "." in n} <= PENDING_LAUNCHER_FIX, str(exc)
-            return
+        await execute_run(config, progress=quiet_progress(), handle_signals=False, audit="quick")
     header = json.loads((out / "run.json").read_text())
     assert header["audit"]["mode"] == "quick" and header["audit"]["passed"] is True
     assert header["sessions"][-1]["audit"]["counts"]["broken"] == 0
