@@ -39,7 +39,6 @@ class RunProgress:
         self.successes = 0
         self.scored = 0
         self.error_outcomes = 0
-        self.harness_errors = 0
         self.retries = 0
         self.live_tokens = 0
         self.finished_tokens = 0
@@ -105,18 +104,6 @@ class RunProgress:
             parts.append(f"acc={self.accuracy_text()}")
             self.console.print(" ".join(parts), markup=False, highlight=False, soft_wrap=True)
 
-    def sample_failed(self, what: str, error: BaseException) -> None:
-        """The harness itself failed on a sample: nothing was recorded, resume will retry it."""
-        self.running = max(0, self.running - 1)
-        self.harness_errors += 1
-        self.console.print(
-            f"sample {what} failed in the harness (not recorded, --resume retries it): "
-            f"{type(error).__name__}: {error}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
-
     def end(self) -> None:
         if self._live is not None:
             self._live.stop()
@@ -156,8 +143,8 @@ class RunProgress:
             Text(f"sandbox in flight {self.sandbox_in_flight} (calls {self.sandbox_calls})"),
             Text(f"elapsed {elapsed:.0f}s"),
         )
-        errors = Text(f"errors {self.error_outcomes + self.harness_errors}")
-        if self.error_outcomes + self.harness_errors:
+        errors = Text(f"errors {self.error_outcomes}")
+        if self.error_outcomes:
             errors.stylize("bold red")
         retry = Text(f"retries {self.retries}")
         if self.last_retry_reason:

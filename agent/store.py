@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
+from agent.encodable import Replacements, make_encodable
 from agent.errors import UserError
-from agent.records import SampleRecord
+from agent.records import Outcome, SampleRecord, TextReplacements
 
 RUN_HEADER = "run.json"
 SAMPLES = "samples.jsonl"
@@ -86,7 +88,8 @@ def load_samples(path: Path, *, repair: bool = False) -> LoadedSamples:
 
     Only the last line can be torn, because every record is written by one ``write`` call
     and the file is only ever appended to; a bad line anywhere else is real corruption
-    and is reported with its line number rather than silently dropped.
+    and is reported with its line number rather than silently dropped. A ``harness_error``
+    record is superseded by a later record of the same sample (``--resume`` re-ran it).
     """
     if not path.exists():
         return LoadedSamples(records=[])
@@ -115,20 +118,41 @@ def load_samples(path: Path, *, repair: bool = False) -> LoadedSamples:
             os.fsync(handle.fileno())
 
     records: list[SampleRecord] = []
-    seen: set[SampleKey] = set()
+    position: dict[SampleKey, int] = {}
     duplicates: list[SampleKey] = []
     for number, line in enumerate(complete.split(b"\n"), start=1):
         if not line.strip():
             continue
         record = _parse_record(path, number, line)
         key = sample_key(record)
-        if key in seen:
+        if key in position:
+            index = position[key]
+            if records[index].outcome is Outcome.HARNESS_ERROR:
+                records[index] = record
+                continue
             # Cannot happen with one writer; if it ever does, the first record wins.
             duplicates.append(key)
             continue
-        seen.add(key)
+        position[key] = len(records)
         records.append(record)
     return LoadedSamples(records=records, torn_bytes=torn, duplicates=duplicates)
+
+
+def encode_record(record: SampleRecord) -> tuple[bytes, SampleRecord]:
+    """The record as one JSONL line, and the record as stored (they differ only when text
+    UTF-8 cannot hold had to be replaced; see :mod:`agent.encodable`)."""
+    try:
+        return record.model_dump_json().encode("utf-8") + b"\n", record
+    except (PydanticSerializationError, UnicodeEncodeError):
+        pass
+    replacements = Replacements()
+    data = make_encodable(record.model_dump(mode="python"), replacements)
+    if replacements.count:
+        data["unencodable_text"] = TextReplacements(
+            count=replacements.count, fields=replacements.paths
+        ).model_dump()
+    stored = SampleRecord.model_validate(data)
+    return stored.model_dump_json().encode("utf-8") + b"\n", stored
 
 
 class SampleWriter:
@@ -142,12 +166,14 @@ class SampleWriter:
         self._lock = threading.Lock()
         self._handle = path.open("ab")
 
-    def append(self, record: SampleRecord) -> None:
-        line = record.model_dump_json().encode("utf-8") + b"\n"
+    def append(self, record: SampleRecord) -> SampleRecord:
+        """Write ``record``; return it as stored (with any replaced text)."""
+        line, stored = encode_record(record)
         with self._lock:
             self._handle.write(line)
             self._handle.flush()
             os.fsync(self._handle.fileno())
+        return stored
 
     def close(self) -> None:
         with self._lock:
