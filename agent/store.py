@@ -21,6 +21,7 @@ from pydantic_core import PydanticSerializationError
 
 from agent.encodable import Replacements, make_encodable
 from agent.errors import UserError
+from agent.input_files import MAX_CONFIG_BYTES, read_text_input, too_deep
 from agent.records import Outcome, SampleRecord, TextReplacements
 
 RUN_HEADER = "run.json"
@@ -55,12 +56,13 @@ def write_json_atomically(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any]:
+    text = read_text_input(path, "JSON file", max_bytes=MAX_CONFIG_BYTES)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: not found") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise UserError(too_deep(str(path))) from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object")
     return data
@@ -223,8 +225,17 @@ class RunStore:
         return read_json(self.header_path)
 
     def write_header(self, header: dict[str, Any]) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._make_directory()
         write_json_atomically(self.header_path, header)
+
+    def _make_directory(self) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            # A file in the way (FileExistsError, NotADirectoryError) or no permission.
+            raise UserError(
+                f"{self.directory}: cannot create the run directory ({exc.strerror or exc})"
+            ) from None
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomically(self.summary_path, summary)
@@ -233,7 +244,7 @@ class RunStore:
         return load_samples(self.samples_path, repair=repair)
 
     def open_writer(self) -> SampleWriter:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._make_directory()
         self._writer = SampleWriter(self.samples_path)
         return self._writer
 

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from agent.errors import UserError
+from agent.input_files import MAX_TASK_FILE_BYTES, check_data, read_text_input, too_deep
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -48,17 +49,22 @@ class TaskEntry:
 def read_task_entries(path: Path) -> list[TaskEntry]:
     """Read every entry of ``path`` without validating its fields."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TaskFileError(f"{path}: task file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskFileError(f"{path}: cannot read task file: {exc}") from None
+    text = read_text_input(path, "task file", max_bytes=MAX_TASK_FILE_BYTES, error=TaskFileError)
     reader = _reader_for(path, text)
-    entries = reader(path, text)
+    try:
+        entries = reader(path, text)
+    except RecursionError:
+        raise TaskFileError(too_deep(str(path))) from None
     if not entries:
         raise TaskFileError(f"{path}: no tasks in file")
+    for entry in entries:
+        # NaN, infinities, lone surrogates and deep nesting are refused wherever they sit.
+        check_data(entry.data, _locator(entry), error=TaskFileError)
     return entries
+
+
+def _locator(entry: TaskEntry) -> Callable[[list[str]], str]:
+    return lambda where: entry.location(where[0] if where else None)
 
 
 def load_task_models(
