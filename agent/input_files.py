@@ -37,13 +37,15 @@ def read_text_input(path: Path, what: str, *, max_bytes: int, error: type[UserEr
             raise error(f"{path}: is a directory, not a {what}")
         if size > max_bytes:
             raise error(f"{path}: {what} is {size:,} bytes; the limit is {max_bytes:,}")
-        data = path.read_bytes()
+        # Bounded even when stat says little: /dev/zero, a FIFO, a file still growing.
+        with path.open("rb") as handle:
+            data = handle.read(max_bytes + 1)
     except FileNotFoundError:
         raise error(f"{path}: cannot read {what}: no such file ({what} not found)") from None
     except OSError as exc:
         raise error(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
-    if len(data) > max_bytes:  # grew between stat and read
-        raise error(f"{path}: {what} is over {max_bytes:,} bytes")
+    if len(data) > max_bytes:
+        raise error(f"{path}: {what} is over {max_bytes:,} bytes; the limit is {max_bytes:,}")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -105,6 +107,11 @@ def check_data(value: Any, where: Callable[[list[str]], str], *, error: type[Use
     if found is not None:
         path, problem = found
         raise error(f"{where(path)}: field '{_describe(path)}': {problem}")
+
+
+def unreadable_value(exc: ValueError) -> str:
+    """Why a parser refused a value it could tokenise (integers of more than 4,300 digits)."""
+    return f"a value cannot be read ({str(exc).split(';')[0]})"
 
 
 def too_deep(source: str) -> str:

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from agent.config import RunConfig
 from agent.errors import UserError
-from agent.input_files import MAX_CONFIG_BYTES, check_data, read_text_input, too_deep
+from agent.input_files import MAX_CONFIG_BYTES, check_data, read_text_input, too_deep, unreadable_value
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
@@ -69,6 +69,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
         data = yaml.safe_load(text)
     except RecursionError:
         raise UserError(too_deep(str(path))) from None
+    except ValueError as exc:  # not a YAMLError: integers of more than 4,300 digits
+        raise UserError(f"{path}: {unreadable_value(exc)}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
@@ -204,4 +206,7 @@ def load_run_config(
         raise UserError(f"{source}: field 'tasks': a task file is needed (--tasks FILE)")
     if "models" not in data and not flags.models:
         raise UserError(f"{source}: field 'models': at least one model is needed (--model openai/NAME)")
-    return validate_run_config(merge_flags(data, flags), source)
+    merged = merge_flags(data, flags)
+    # Flags too: a non-UTF-8 command-line byte arrives as a lone surrogate (surrogateescape).
+    check_data(merged, lambda _where: source)
+    return validate_run_config(merged, source)

@@ -21,7 +21,7 @@ from pydantic_core import PydanticSerializationError
 
 from agent.encodable import Replacements, make_encodable
 from agent.errors import UserError
-from agent.input_files import MAX_CONFIG_BYTES, read_text_input, too_deep
+from agent.input_files import MAX_CONFIG_BYTES, read_text_input, too_deep, unreadable_value
 from agent.records import Outcome, SampleRecord, TextReplacements
 
 RUN_HEADER = "run.json"
@@ -63,6 +63,8 @@ def read_json(path: Path) -> dict[str, Any]:
         raise UserError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
     except RecursionError:
         raise UserError(too_deep(str(path))) from None
+    except ValueError as exc:
+        raise UserError(f"{path}: {unreadable_value(exc)}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object")
     return data

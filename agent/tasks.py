@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from agent.errors import UserError
-from agent.input_files import MAX_TASK_FILE_BYTES, check_data, read_text_input, too_deep
+from agent.input_files import MAX_TASK_FILE_BYTES, check_data, read_text_input, too_deep, unreadable_value
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -153,6 +153,8 @@ def _read_jsonl(path: Path, text: str) -> list[TaskEntry]:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TaskFileError(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+        except ValueError as exc:
+            raise TaskFileError(f"{path}:{number}: {unreadable_value(exc)}") from None
         entries.append(TaskEntry(_require_mapping(value, f"{path}:{number}"), path, number))
     return entries
 
@@ -172,6 +174,10 @@ def _read_json_list(path: Path, text: str) -> list[TaskEntry]:
         except json.JSONDecodeError as exc:
             raise TaskFileError(
                 f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})"
+            ) from None
+        except ValueError as exc:
+            raise TaskFileError(
+                f"{path}: entry {len(entries)} (line {line}): {unreadable_value(exc)}"
             ) from None
         index = len(entries)
         entries.append(
@@ -206,6 +212,8 @@ def _read_yaml_list(path: Path, text: str) -> list[TaskEntry]:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise TaskFileError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    except ValueError as exc:
+        raise TaskFileError(f"{path}: {unreadable_value(exc)}") from None
     if values is None:
         return []
     if not isinstance(values, list) or not isinstance(root, yaml.SequenceNode):

@@ -25,6 +25,8 @@ from agent.model.base import ToolCall
 MISSING_NAME = "missing_name"
 # Longest id kept as sent; longer ones are replaced (OpenAI's own ids are ~30 characters).
 MAX_ID_CHARS = 256
+# Longest tool name taken as a name; no tool of ours comes close.
+MAX_NAME_CHARS = 256
 _ids = itertools.count(1)
 
 
@@ -132,7 +134,12 @@ def normalize_calls(raw_calls: Iterable[RawCall]) -> list[ToolCall]:
             problem = "it has no 'function' field (the tool's name and arguments)"
             deviations.append(problem)
             problems.append(problem)
-        if isinstance(raw.name, str) and raw.name:
+        if isinstance(raw.name, str) and len(raw.name) > MAX_NAME_CHARS:
+            name = MISSING_NAME
+            problem = f"the tool name is {len(raw.name):,} characters long"
+            deviations.append(f"{problem}; Proctor called it {MISSING_NAME!r}")
+            problems.append(problem)
+        elif isinstance(raw.name, str) and raw.name:
             name = raw.name
         else:
             name = MISSING_NAME

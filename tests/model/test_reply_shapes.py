@@ -223,3 +223,12 @@ def test_huge_deep_and_bignum_arguments_are_tool_errors_not_exceptions() -> None
     assert "nested too deeply" in (parse_tool_call(deep).error or "")
     bignum = ToolCall("a", "python", '{"code": ' + "9" * 5000 + "}")
     assert "cannot be read" in (parse_tool_call(bignum).error or "")
+
+
+async def test_a_ten_thousand_character_tool_name_is_not_echoed_back() -> None:
+    response = await ask(
+        RawReply(chat_body({"tool_calls": [call(function={"name": "n" * 10_000, "arguments": "{}"})]}))
+    )
+    tool_call = only_call(response)
+    assert tool_call.name == "missing_name" and "10,000 characters" in (tool_call.problem or "")
+    assert len(response.as_message()["tool_calls"][0]["function"]["name"]) < 100

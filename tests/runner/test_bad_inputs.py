@@ -197,3 +197,60 @@ def test_prompt_template_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
     path.write_bytes(b"{question} {answer_type}\n\xff\n")
     with pytest.raises(UserError, match=r"t\.txt:2: prompt template is not UTF-8 text"):
         load_template(path)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "needle"),
+    [
+        (
+            "big.jsonl",
+            '{"id": "a", "question": "q", "answer": ' + "9" * 5000 + "}\n",
+            "big.jsonl:1: a value cannot be read",
+        ),
+        (
+            "big.json",
+            '[{"id": "a", "question": "q", "answer": ' + "9" * 5000 + "}]",
+            "big.json: entry 0 (line 1): a value",
+        ),
+        (
+            "big.yaml",
+            "- id: a\n  question: q\n  answer: " + "9" * 5000 + "\n",
+            "big.yaml: a value cannot be read",
+        ),
+    ],
+    ids=["jsonl", "json", "yaml"],
+)
+def test_integers_python_refuses_to_read_are_user_errors(
+    tmp_path: Path, name: str, text: str, needle: str
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(UserError) as caught:
+        load_science_tasks(path, "olympiad")
+    assert needle in str(caught.value)
+    config = tmp_path / "run.yaml"
+    config.write_text("models: [openai/x]\ntrials: " + "9" * 5000 + "\n")
+    with pytest.raises(UserError, match=r"run\.yaml: a value cannot be read"):
+        load_run_config(config, RunFlags())
+
+
+def test_a_device_as_config_is_cut_off_at_the_cap() -> None:
+    with pytest.raises(UserError, match="/dev/zero: config file is over 4,194,304 bytes"):
+        load_run_config(Path("/dev/zero"), RunFlags())
+
+
+def test_a_non_utf8_command_line_byte_is_a_field_error(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(GOOD_ROW) + "\n")
+    # What Python makes of the byte 0xff in argv (surrogateescape).
+    with pytest.raises(UserError, match=r"field 'models.0.name': holds a lone UTF-16 surrogate \(\\udcff\)"):
+        load_run_config(None, RunFlags(tasks=tasks, models=["openai/\udcff"], track="olympiad"))
+
+
+def test_proctor_view_of_a_tampered_run_is_one_line(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "samples.jsonl").write_bytes(b'{"run_id": "caf\xe9"}\n')
+    assert "samples.jsonl:1: samples file is not UTF-8 text" in one_error_line(proctor("view", str(run)))
+    (run / "samples.jsonl").write_text(DEEP + "\n")
+    assert "samples.jsonl:1: nested too deeply" in one_error_line(proctor("view", str(run)))
