@@ -71,6 +71,12 @@ class SdkClient(ABC):
                     f"{self.endpoint.base_url}: the reply is not valid JSON "
                     f"({exc.msg} at character {exc.pos})"
                 ) from exc
+            except RecursionError as exc:
+                raise ModelError(f"{self.endpoint.base_url}: the reply is nested too deeply to read") from exc
+            except ValueError as exc:
+                # JSON Python will not hold (integers of more than 4,300 digits), bytes not UTF-8.
+                reason = str(exc).split(";")[0][:300]
+                raise ModelError(f"{self.endpoint.base_url}: the reply cannot be read ({reason})") from exc
 
         async def post() -> Any:
             nonlocal body

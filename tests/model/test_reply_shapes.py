@@ -232,3 +232,20 @@ async def test_a_ten_thousand_character_tool_name_is_not_echoed_back() -> None:
     tool_call = only_call(response)
     assert tool_call.name == "missing_name" and "10,000 characters" in (tool_call.problem or "")
     assert len(response.as_message()["tool_calls"][0]["function"]["name"]) < 100
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        (b'{"choices": [', "not valid JSON"),
+        (b"\xff\xfe{}", "not valid JSON"),
+        (b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+        (b'{"usage": {"prompt_tokens": ' + b"9" * 5000 + b"}}", r"cannot be read \(Exceeds the limit"),
+    ],
+    ids=["truncated", "not-utf8", "deep", "bignum"],
+)
+async def test_bodies_python_cannot_read_are_model_errors(raw: bytes, reason: str) -> None:
+    from agent.model.base import ModelError
+
+    with pytest.raises(ModelError, match=reason):
+        await ask(RawReply(raw=raw))

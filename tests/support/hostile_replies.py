@@ -140,7 +140,7 @@ replies = st.builds(
         st.none(),
         st.none(),
         st.none(),
-        st.sampled_from(["http_500", "bad_json", "bad_escape", "not_object"]),
+        st.sampled_from(["http_500", "bad_json", "bad_escape", "not_object", "deep_body", "bignum_body"]),
     ),
 )
 
@@ -208,6 +208,10 @@ def render(spec: ReplySpec, request: dict[str, Any]) -> Step:
         return RawReply(
             raw=b'{"choices": [{"index": 0, "message": {"role": "assistant", "content": "a\\qb\\ud800"}}]}'
         )
+    if spec.special == "deep_body":
+        return RawReply(raw=b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}")
+    if spec.special == "bignum_body":
+        return RawReply(raw=b'{"choices": [], "usage": {"prompt_tokens": ' + b"9" * 5000 + b"}}")
     if spec.special == "not_object":
         return RawReply(body=["not", "an", "object"])
     return RawReply(body=responses_body(spec) if "input" in request else chat_body(spec))
