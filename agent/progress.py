@@ -7,6 +7,7 @@ sample, so logs stay readable and greppable.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -91,8 +92,8 @@ class RunProgress:
         if not self.use_live:
             parts = [
                 f"[{self.done}/{self.total}]",
-                f"{record.model}",
-                f"{record.task_id}#{record.trial}",
+                visible(record.model),
+                f"{visible(record.task_id)}#{record.trial}",
                 f"{record.outcome.value}",
                 f"tokens={record.total_tokens}",
                 f"{record.duration_s:.1f}s",
@@ -100,7 +101,7 @@ class RunProgress:
             if record.retries:
                 parts.append(f"retries={record.retries}")
             if record.error:
-                parts.append(f"error={record.error.splitlines()[0][:120]}")
+                parts.append(f"error={visible(record.error.splitlines()[0][:120])}")
             parts.append(f"acc={self.accuracy_text()}")
             self.console.print(" ".join(parts), markup=False, highlight=False, soft_wrap=True)
 
@@ -153,6 +154,15 @@ class RunProgress:
         return Group(bar, stats)
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` safe to print on a terminal: control characters (ESC above all, which rich
+    passes through) are shown as ``\\xNN`` instead of being obeyed."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
 def _estimate_text(estimate: dict[str, Any] | None, *, scale: float = 1.0, digits: int = 3) -> str:
     if not estimate:
         return "-"
@@ -187,8 +197,9 @@ def summary_table(summary: dict[str, Any]) -> Table:
         if errors.get("total"):
             details = ", ".join(f"{k} {v}" for k, v in errors.items() if k != "total" and v)
             error_text += f" ({details})"
-        row = [
-            name,
+        row: list[str | Text] = [
+            # Text, not str: a subject or model name is data, never rich markup ("[/]" would raise).
+            Text(visible(name)),
             str(group.get("samples", 0)),
             _estimate_text(group.get("accuracy")),
             _estimate_text(group.get("accuracy_errors_as_failures")),
