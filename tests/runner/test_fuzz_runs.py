@@ -11,7 +11,8 @@ file, and the page renders without letting a reply's HTML out.
 
 FrontierMath and the Olympiad python tool run against the in-process sandbox double (it
 answers every exec without running code): the sandbox is not what is under test here.
-Bounded and derandomized so CI runs the same examples every time.
+Bounded and derandomized so CI runs the same examples every time (20 per track; set
+PROCTOR_FUZZ_EXAMPLES to run more while hunting).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import asyncio
 import contextlib
 import io
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -43,7 +45,7 @@ FUZZ = settings(
     # No shrinking: each example is a whole run, and shrinking one takes minutes; the
     # failing example is reported as drawn.
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
-    max_examples=12,
+    max_examples=int(os.environ.get("PROCTOR_FUZZ_EXAMPLES", "20")),
     derandomize=True,
     deadline=None,
     database=None,
