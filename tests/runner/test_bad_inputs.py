@@ -254,3 +254,24 @@ def test_proctor_view_of_a_tampered_run_is_one_line(tmp_path: Path) -> None:
     assert "samples.jsonl:1: samples file is not UTF-8 text" in one_error_line(proctor("view", str(run)))
     (run / "samples.jsonl").write_text(DEEP + "\n")
     assert "samples.jsonl:1: nested too deeply" in one_error_line(proctor("view", str(run)))
+
+
+def test_score_pairs_file_with_unreadable_lines_scores_the_rest(tmp_path: Path) -> None:
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(
+        DEEP
+        + "\n"
+        + '{"reference": "x", "answer": '
+        + "9" * 5000
+        + "}\n"
+        + '{"reference": "x", "answer": "x"}\n'
+    )
+    done = proctor("score", "eed", "--pairs", str(pairs))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"{pairs}:1: nested too deeply" in done.stderr
+    assert f"{pairs}:2: a value cannot be read" in done.stderr
+    assert '"line": 3' in done.stdout and '"score": 100' in done.stdout
+    pairs.write_bytes(b'{"reference": "caf\xe9"}\n')
+    assert "pairs.jsonl:1: pairs file is not UTF-8 text" in one_error_line(
+        proctor("score", "eed", "--pairs", str(pairs))
+    )
