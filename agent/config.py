@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class ModelConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     # "openai/NAME" talks to OPENAI_BASE_URL (or base_url); "local/gemma3-270m" starts llama.cpp.
     name: str
@@ -28,7 +28,7 @@ class ModelConfig(BaseModel):
 
 
 class BudgetConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     token_cap: int = Field(default=1_000_000, gt=0)
     force_submit_at: int = Field(default=660_000, gt=0)
@@ -37,7 +37,7 @@ class BudgetConfig(BaseModel):
 
 
 class SandboxConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     backend: Literal["auto", "docker", "local"] = "auto"
     image: str | None = None
@@ -55,7 +55,7 @@ class SandboxConfig(BaseModel):
 
 
 class RunConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     track: str = "frontiermath"
     tasks: Path

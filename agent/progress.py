@@ -7,6 +7,7 @@ sample, so logs stay readable and greppable.
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -39,7 +40,6 @@ class RunProgress:
         self.successes = 0
         self.scored = 0
         self.error_outcomes = 0
-        self.harness_errors = 0
         self.retries = 0
         self.live_tokens = 0
         self.finished_tokens = 0
@@ -92,8 +92,8 @@ class RunProgress:
         if not self.use_live:
             parts = [
                 f"[{self.done}/{self.total}]",
-                f"{record.model}",
-                f"{record.task_id}#{record.trial}",
+                visible(record.model),
+                f"{visible(record.task_id)}#{record.trial}",
                 f"{record.outcome.value}",
                 f"tokens={record.total_tokens}",
                 f"{record.duration_s:.1f}s",
@@ -101,21 +101,9 @@ class RunProgress:
             if record.retries:
                 parts.append(f"retries={record.retries}")
             if record.error:
-                parts.append(f"error={record.error.splitlines()[0][:120]}")
+                parts.append(f"error={visible(record.error.splitlines()[0][:120])}")
             parts.append(f"acc={self.accuracy_text()}")
             self.console.print(" ".join(parts), markup=False, highlight=False, soft_wrap=True)
-
-    def sample_failed(self, what: str, error: BaseException) -> None:
-        """The harness itself failed on a sample: nothing was recorded, resume will retry it."""
-        self.running = max(0, self.running - 1)
-        self.harness_errors += 1
-        self.console.print(
-            f"sample {what} failed in the harness (not recorded, --resume retries it): "
-            f"{type(error).__name__}: {error}",
-            markup=False,
-            highlight=False,
-            soft_wrap=True,
-        )
 
     def end(self) -> None:
         if self._live is not None:
@@ -156,14 +144,23 @@ class RunProgress:
             Text(f"sandbox in flight {self.sandbox_in_flight} (calls {self.sandbox_calls})"),
             Text(f"elapsed {elapsed:.0f}s"),
         )
-        errors = Text(f"errors {self.error_outcomes + self.harness_errors}")
-        if self.error_outcomes + self.harness_errors:
+        errors = Text(f"errors {self.error_outcomes}")
+        if self.error_outcomes:
             errors.stylize("bold red")
         retry = Text(f"retries {self.retries}")
         if self.last_retry_reason:
             retry.append(f" (last: {self.last_retry_reason[:60]})", style="dim")
         stats.add_row(errors, retry, Text(""))
         return Group(bar, stats)
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` safe to print on a terminal: control characters (ESC above all, which rich
+    passes through) are shown as ``\\xNN`` instead of being obeyed."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
 def _estimate_text(estimate: dict[str, Any] | None, *, scale: float = 1.0, digits: int = 3) -> str:
@@ -200,8 +197,9 @@ def summary_table(summary: dict[str, Any]) -> Table:
         if errors.get("total"):
             details = ", ".join(f"{k} {v}" for k, v in errors.items() if k != "total" and v)
             error_text += f" ({details})"
-        row = [
-            name,
+        row: list[str | Text] = [
+            # Text, not str: a subject or model name is data, never rich markup ("[/]" would raise).
+            Text(visible(name)),
             str(group.get("samples", 0)),
             _estimate_text(group.get("accuracy")),
             _estimate_text(group.get("accuracy_errors_as_failures")),

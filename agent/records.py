@@ -9,7 +9,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Outcome(StrEnum):
@@ -36,7 +36,12 @@ ERROR_OUTCOMES = frozenset(
 )
 
 
-class TurnUsage(BaseModel):
+class _Stored(BaseModel):
+    # NaN and infinities are written as strings so they read back (JSON has no spelling for them).
+    model_config = ConfigDict(ser_json_inf_nan="strings")
+
+
+class TurnUsage(_Stored):
     turn: int
     input_tokens: int
     output_tokens: int
@@ -46,11 +51,14 @@ class TurnUsage(BaseModel):
     forced_submission: bool = False
 
 
-class ToolCallRecord(BaseModel):
+class ToolCallRecord(_Stored):
     turn: int
     call_id: str
     name: str
     raw_arguments: str
+    # Where the call left the OpenAI tool-call shape (no id, arguments not a string, ...);
+    # the ids and names above are then the ones Proctor used in the conversation.
+    deviations: list[str] = Field(default_factory=list)
     error: str | None = None
     result: str = ""
     truncated: bool = False
@@ -63,7 +71,7 @@ class ToolCallRecord(BaseModel):
         return self.sandbox is not None and "exit_code" in self.sandbox
 
 
-class SubmissionRecord(BaseModel):
+class SubmissionRecord(_Stored):
     code: str
     turn: int | None = None
     check_problems: list[str] = Field(default_factory=list)
@@ -74,7 +82,7 @@ class SubmissionRecord(BaseModel):
     verification: str | None = None
 
 
-class JudgeRecord(BaseModel):
+class JudgeRecord(_Stored):
     decided_by: str  # "precheck" | "judge"
     model: str | None = None
     replies: list[str] = Field(default_factory=list)
@@ -88,7 +96,7 @@ class JudgeRecord(BaseModel):
     output_tokens: int = 0
 
 
-class EEDRecord(BaseModel):
+class EEDRecord(_Stored):
     score: float
     relative_distance: float | None = None
     distance: float | None = None
@@ -98,7 +106,16 @@ class EEDRecord(BaseModel):
     extracted_answer: str | None = None
 
 
-class SampleRecord(BaseModel):
+class TextReplacements(_Stored):
+    """Text the store could not encode as UTF-8 and replaced (rule in docs/runs.md)."""
+
+    rule: str = "lone surrogate -> \\uXXXX"
+    count: int
+    # JSON paths of the first fields where a replacement happened.
+    fields: list[str] = Field(default_factory=list)
+
+
+class SampleRecord(_Stored):
     run_id: str
     track: str
     task_id: str
@@ -129,6 +146,10 @@ class SampleRecord(BaseModel):
     started_at: str
     finished_at: str
     duration_s: float
+    # harness_error only: the end of the traceback, for whoever fixes the harness.
+    harness_traceback: str | None = None
+    # Set when the store had to replace text that UTF-8 cannot hold.
+    unencodable_text: TextReplacements | None = None
 
     @property
     def key(self) -> tuple[str, int]:

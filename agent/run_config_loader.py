@@ -7,6 +7,7 @@ given as flags are relative to the working directory, as usual on a command line
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,7 @@ from pydantic import ValidationError
 
 from agent.config import RunConfig
 from agent.errors import UserError
+from agent.input_files import MAX_CONFIG_BYTES, check_data, read_text_input, too_deep, unreadable_value
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
@@ -63,14 +65,13 @@ def format_validation_error(source: str, error: ValidationError) -> str:
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: config file not found") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read config file ({exc.strerror})") from None
+    text = read_text_input(path, "config file", max_bytes=MAX_CONFIG_BYTES)
     try:
         data = yaml.safe_load(text)
+    except RecursionError:
+        raise UserError(too_deep(str(path))) from None
+    except ValueError as exc:  # not a YAMLError: integers of more than 4,300 digits
+        raise UserError(f"{path}: {unreadable_value(exc)}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark is not None else ""
@@ -80,6 +81,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of config fields at the top level")
+    check_data(data, lambda _where: str(path))
     return data
 
 
@@ -168,7 +170,26 @@ def validate_run_config(data: dict[str, Any], source: str) -> RunConfig:
         parse_size(config.sandbox.memory)
     except ValueError as exc:
         raise UserError(f"{source}: field 'sandbox.memory': {exc}") from None
+    if config.out is not None:
+        check_run_dir(config.out, source)
     return config
+
+
+def check_run_dir(out: Path, source: str) -> None:
+    """``out`` must be a directory we can create or write in; say so now, not mid-run."""
+    if out.exists() or out.is_symlink():
+        if not out.is_dir():
+            raise UserError(f"{source}: field 'out': {out} exists and is not a directory")
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise UserError(f"{source}: field 'out': cannot write in {out} (permission denied)")
+        return
+    parent = out.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"{source}: field 'out': cannot create {out}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise UserError(f"{source}: field 'out': cannot create {out}: {parent} is not writable")
 
 
 def load_run_config(
@@ -191,4 +212,7 @@ def load_run_config(
         raise UserError(f"{source}: field 'tasks': a task file is needed (--tasks FILE)")
     if "models" not in data and not flags.models:
         raise UserError(f"{source}: field 'models': at least one model is needed (--model openai/NAME)")
-    return validate_run_config(merge_flags(data, flags), source)
+    merged = merge_flags(data, flags)
+    # Flags too: a non-UTF-8 command-line byte arrives as a lone surrogate (surrogateescape).
+    check_data(merged, lambda _where: source)
+    return validate_run_config(merged, source)

@@ -21,12 +21,14 @@ import signal
 import socket
 import sys
 import time
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.config import ModelConfig, RunConfig
+from agent.encodable import safe_text
 from agent.errors import UserError
 from agent.model.base import ModelClient, ModelError
 from agent.progress import RunProgress
@@ -196,6 +198,57 @@ def _fallback_model_error(
     )
 
 
+# Bounds on what a harness_error record keeps of the exception (a hostile reply can make the
+# message itself huge).
+MAX_ERROR_CHARS = 2_000
+MAX_TRACEBACK_CHARS = 8_000
+
+
+def describe_exception(error: BaseException) -> str:
+    """``Type: message``, bounded; never raises, whatever the exception's ``__str__`` does."""
+    try:
+        message = str(error)
+    except Exception:  # a broken __str__ must not lose the sample either
+        message = "<message unavailable>"
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return safe_text(text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + " [...]")
+
+
+def _traceback_tail(error: BaseException) -> str:
+    try:
+        text = "".join(traceback.format_exception(error))
+    except Exception:
+        return "<traceback unavailable>"
+    # The end holds the raising frame; that is the part worth keeping.
+    return safe_text(text if len(text) <= MAX_TRACEBACK_CHARS else "[...]\n" + text[-MAX_TRACEBACK_CHARS:])
+
+
+def harness_error_record(
+    sample: PlannedSample,
+    run_id: str,
+    track_name: str,
+    error: BaseException,
+    started_at: str,
+    started: float,
+) -> SampleRecord:
+    """Proctor itself failed on this sample: keep the failure as a result counted apart."""
+    return SampleRecord(
+        run_id=run_id,
+        track=track_name,
+        task_id=str(sample.task.id),
+        trial=sample.trial,
+        model=sample.label,
+        subject=getattr(sample.task, "subject", None),
+        reasoning_effort=sample.model.reasoning_effort,
+        outcome=Outcome.HARNESS_ERROR,
+        error=describe_exception(error),
+        harness_traceback=_traceback_tail(error),
+        started_at=started_at,
+        finished_at=utc_now(),
+        duration_s=time.monotonic() - started,
+    )
+
+
 @contextlib.asynccontextmanager
 async def _local_server(model: ModelConfig) -> AsyncIterator[str]:
     """Start llama.cpp for a ``local/...`` model and yield its OpenAI-compatible base URL."""
@@ -302,11 +355,12 @@ class Runner:
         run_id = header["run_id"]
 
         loaded = store.load(repair=True)
-        done_keys = {sample_key(r) for r in loaded.records}
+        # A harness_error is Proctor's failure, not a result: --resume runs that sample again.
+        done_keys = {sample_key(r) for r in loaded.records if r.outcome is not Outcome.HARNESS_ERROR}
         planned = plan_samples(labels, config, tasks)
         planned_keys = {p.key for p in planned}
         pending = [p for p in planned if p.key not in done_keys]
-        already = [r for r in loaded.records if sample_key(r) in planned_keys]
+        already = [r for r in loaded.records if sample_key(r) in planned_keys and sample_key(r) in done_keys]
 
         session: dict[str, Any] = {
             "started_at": utc_now(),
@@ -353,7 +407,9 @@ class Runner:
 
         if self.interrupted:
             status = "interrupted"
-        elif failure is not None or self.harness_errors:
+        elif failure is not None:
+            # A sample the harness failed on is recorded (harness_error); only a failure of the
+            # run itself (store, sandbox, clients) marks the whole run failed.
             status = "failed"
         else:
             status = "finished"
@@ -450,22 +506,25 @@ class Runner:
         queue: Iterator[PlannedSample] = iter(pending)
         finished = 0
 
-        writes: set[asyncio.Future[None]] = set()
+        writes: set[asyncio.Future[Any]] = set()
 
         async def worker() -> None:
             nonlocal finished
             for sample in queue:
+                started_at, started = utc_now(), time.monotonic()
                 record = await self._run_one(track, sample, run_id, sandbox, clients[sample.label], judge)
-                if record is None:
-                    continue
-                # Shielded: once a record is complete, Ctrl-C must not leave it unwritten; the
-                # write is awaited again below before the file is closed.
-                write = asyncio.ensure_future(asyncio.to_thread(writer.append, record))
-                writes.add(write)
-                await asyncio.shield(write)
-                writes.discard(write)
+                try:
+                    stored = await self._write(writer, record, writes)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    # The record itself could not be stored: keep the sample as the harness
+                    # error it is (a bare record; it is the content that failed).
+                    self._note_harness_error(sample, exc)
+                    failed = harness_error_record(sample, run_id, track.name, exc, started_at, started)
+                    stored = await self._write(writer, failed, writes)
                 finished += 1
-                self.progress.sample_finished(record)
+                self.progress.sample_finished(stored)
 
         loop = asyncio.get_running_loop()
         self._workers = [
@@ -490,6 +549,23 @@ class Runner:
                 raise outcome
         return finished
 
+    @staticmethod
+    async def _write(writer: Any, record: SampleRecord, writes: set[asyncio.Future[Any]]) -> SampleRecord:
+        # Shielded: once a record is complete, Ctrl-C must not leave it unwritten; the
+        # write is awaited again after the workers stop, before the file is closed.
+        write = asyncio.ensure_future(asyncio.to_thread(writer.append, record))
+        writes.add(write)
+        try:
+            stored: SampleRecord = await asyncio.shield(write)
+        finally:
+            if write.done():
+                writes.discard(write)
+        return stored
+
+    def _note_harness_error(self, sample: PlannedSample, error: BaseException) -> None:
+        what = f"{sample.label} {sample.task.id}#{sample.trial}"
+        self.harness_errors.append(f"{what}: {describe_exception(error)}")
+
     def _interrupt(self, signum: int) -> None:
         """First Ctrl-C: stop cleanly (cancel in-flight samples, keep finished ones)."""
         self.interrupted = True
@@ -507,7 +583,8 @@ class Runner:
         sandbox: Sandbox | None,
         client: ModelClient,
         judge: ModelClient | None,
-    ) -> SampleRecord | None:
+    ) -> SampleRecord:
+        """Run one sample to a record; whatever the track raises becomes a recorded outcome."""
         ctx = SampleContext(
             run_id=run_id,
             model=client,
@@ -525,16 +602,17 @@ class Runner:
             # python calls queues behind itself, not in front of another sample's call.
             with execution_caller(object()):
                 record = await track.run_sample(sample.task, sample.trial, ctx)
+            if not isinstance(record, SampleRecord):
+                raise TypeError(f"track {track.name} returned {type(record).__name__}, not a SampleRecord")
         except ModelError as exc:
             record = _fallback_model_error(sample, run_id, track, exc, started_at, started)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            # Not the model's fault and not a result: leave it unrecorded so --resume retries it.
-            what = f"{sample.label} {sample.task.id}#{sample.trial}"
-            self.harness_errors.append(f"{what}: {type(exc).__name__}: {exc}")
-            self.progress.sample_failed(what, exc)
-            return None
+            # Not the model's fault and not a result; recorded apart, and --resume runs it again.
+            # (KeyboardInterrupt and other BaseExceptions still stop the run.)
+            self._note_harness_error(sample, exc)
+            record = harness_error_record(sample, run_id, track.name, exc, started_at, started)
         # The runner owns the identity of a sample; the track owns everything else.
         return record.model_copy(
             update={

@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import PydanticSerializationError
 
+from agent.encodable import Replacements, make_encodable
 from agent.errors import UserError
-from agent.records import SampleRecord
+from agent.input_files import MAX_CONFIG_BYTES, read_text_input, too_deep, unreadable_value
+from agent.records import Outcome, SampleRecord, TextReplacements
 
 RUN_HEADER = "run.json"
 SAMPLES = "samples.jsonl"
@@ -53,12 +56,15 @@ def write_json_atomically(path: Path, data: Any) -> None:
 
 
 def read_json(path: Path) -> dict[str, Any]:
+    text = read_text_input(path, "JSON file", max_bytes=MAX_CONFIG_BYTES)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{path}: not found") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise UserError(too_deep(str(path))) from None
+    except ValueError as exc:
+        raise UserError(f"{path}: {unreadable_value(exc)}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object")
     return data
@@ -86,7 +92,8 @@ def load_samples(path: Path, *, repair: bool = False) -> LoadedSamples:
 
     Only the last line can be torn, because every record is written by one ``write`` call
     and the file is only ever appended to; a bad line anywhere else is real corruption
-    and is reported with its line number rather than silently dropped.
+    and is reported with its line number rather than silently dropped. A ``harness_error``
+    record is superseded by a later record of the same sample (``--resume`` re-ran it).
     """
     if not path.exists():
         return LoadedSamples(records=[])
@@ -115,20 +122,41 @@ def load_samples(path: Path, *, repair: bool = False) -> LoadedSamples:
             os.fsync(handle.fileno())
 
     records: list[SampleRecord] = []
-    seen: set[SampleKey] = set()
+    position: dict[SampleKey, int] = {}
     duplicates: list[SampleKey] = []
     for number, line in enumerate(complete.split(b"\n"), start=1):
         if not line.strip():
             continue
         record = _parse_record(path, number, line)
         key = sample_key(record)
-        if key in seen:
+        if key in position:
+            index = position[key]
+            if records[index].outcome is Outcome.HARNESS_ERROR:
+                records[index] = record
+                continue
             # Cannot happen with one writer; if it ever does, the first record wins.
             duplicates.append(key)
             continue
-        seen.add(key)
+        position[key] = len(records)
         records.append(record)
     return LoadedSamples(records=records, torn_bytes=torn, duplicates=duplicates)
+
+
+def encode_record(record: SampleRecord) -> tuple[bytes, SampleRecord]:
+    """The record as one JSONL line, and the record as stored (they differ only when text
+    UTF-8 cannot hold had to be replaced; see :mod:`agent.encodable`)."""
+    try:
+        return record.model_dump_json().encode("utf-8") + b"\n", record
+    except (PydanticSerializationError, UnicodeEncodeError):
+        pass
+    replacements = Replacements()
+    data = make_encodable(record.model_dump(mode="python"), replacements)
+    if replacements.count:
+        data["unencodable_text"] = TextReplacements(
+            count=replacements.count, fields=replacements.paths
+        ).model_dump()
+    stored = SampleRecord.model_validate(data)
+    return stored.model_dump_json().encode("utf-8") + b"\n", stored
 
 
 class SampleWriter:
@@ -142,12 +170,14 @@ class SampleWriter:
         self._lock = threading.Lock()
         self._handle = path.open("ab")
 
-    def append(self, record: SampleRecord) -> None:
-        line = record.model_dump_json().encode("utf-8") + b"\n"
+    def append(self, record: SampleRecord) -> SampleRecord:
+        """Write ``record``; return it as stored (with any replaced text)."""
+        line, stored = encode_record(record)
         with self._lock:
             self._handle.write(line)
             self._handle.flush()
             os.fsync(self._handle.fileno())
+        return stored
 
     def close(self) -> None:
         with self._lock:
@@ -197,8 +227,17 @@ class RunStore:
         return read_json(self.header_path)
 
     def write_header(self, header: dict[str, Any]) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._make_directory()
         write_json_atomically(self.header_path, header)
+
+    def _make_directory(self) -> None:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            # A file in the way (FileExistsError, NotADirectoryError) or no permission.
+            raise UserError(
+                f"{self.directory}: cannot create the run directory ({exc.strerror or exc})"
+            ) from None
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomically(self.summary_path, summary)
@@ -207,7 +246,7 @@ class RunStore:
         return load_samples(self.samples_path, repair=repair)
 
     def open_writer(self) -> SampleWriter:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self._make_directory()
         self._writer = SampleWriter(self.samples_path)
         return self._writer
 

@@ -3,7 +3,8 @@
 Definitions (also in docs/runs.md):
 
 * **accuracy** (primary): over samples whose outcome is *not* an error outcome
-  (``judge_error``, ``model_error``, ``verify_error``: they say nothing about the model),
+  (``judge_error``, ``model_error``, ``verify_error``, ``harness_error``: they say nothing
+  about the model),
   the mean over tasks of each task's mean ``success``. With the same number of trials per
   task this equals the plain mean over samples.
 * **accuracy_errors_as_failures**: the same over *all* samples, error outcomes counted as

@@ -17,6 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from agent.errors import UserError
+from agent.input_files import MAX_TASK_FILE_BYTES, check_data, read_text_input, too_deep, unreadable_value
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -48,17 +49,22 @@ class TaskEntry:
 def read_task_entries(path: Path) -> list[TaskEntry]:
     """Read every entry of ``path`` without validating its fields."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TaskFileError(f"{path}: task file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskFileError(f"{path}: cannot read task file: {exc}") from None
+    text = read_text_input(path, "task file", max_bytes=MAX_TASK_FILE_BYTES, error=TaskFileError)
     reader = _reader_for(path, text)
-    entries = reader(path, text)
+    try:
+        entries = reader(path, text)
+    except RecursionError:
+        raise TaskFileError(too_deep(str(path))) from None
     if not entries:
         raise TaskFileError(f"{path}: no tasks in file")
+    for entry in entries:
+        # NaN, infinities, lone surrogates and deep nesting are refused wherever they sit.
+        check_data(entry.data, _locator(entry), error=TaskFileError)
     return entries
+
+
+def _locator(entry: TaskEntry) -> Callable[[list[str]], str]:
+    return lambda where: entry.location(where[0] if where else None)
 
 
 def load_task_models(
@@ -147,6 +153,8 @@ def _read_jsonl(path: Path, text: str) -> list[TaskEntry]:
             value = json.loads(line)
         except json.JSONDecodeError as exc:
             raise TaskFileError(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+        except ValueError as exc:
+            raise TaskFileError(f"{path}:{number}: {unreadable_value(exc)}") from None
         entries.append(TaskEntry(_require_mapping(value, f"{path}:{number}"), path, number))
     return entries
 
@@ -166,6 +174,10 @@ def _read_json_list(path: Path, text: str) -> list[TaskEntry]:
         except json.JSONDecodeError as exc:
             raise TaskFileError(
                 f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})"
+            ) from None
+        except ValueError as exc:
+            raise TaskFileError(
+                f"{path}: entry {len(entries)} (line {line}): {unreadable_value(exc)}"
             ) from None
         index = len(entries)
         entries.append(
@@ -200,6 +212,8 @@ def _read_yaml_list(path: Path, text: str) -> list[TaskEntry]:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise TaskFileError(f"{where}: invalid YAML: {getattr(exc, 'problem', None) or exc}") from None
+    except ValueError as exc:
+        raise TaskFileError(f"{path}: {unreadable_value(exc)}") from None
     if values is None:
         return []
     if not isinstance(values, list) or not isinstance(root, yaml.SequenceNode):

@@ -57,7 +57,7 @@ def count_text_tokens(text: str) -> int:
         return 0
     encoding = _encoding()
     if encoding is None:
-        return -(-len(text.encode("utf-8")) // 3)
+        return -(-len(text.encode("utf-8", "surrogatepass")) // 3)
     return len(encoding.encode(text, disallowed_special=()))
 
 

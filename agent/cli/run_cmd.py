@@ -16,7 +16,7 @@ from agent.errors import UserError
 from agent.progress import RunProgress, print_final
 from agent.run_config_loader import RunFlags, load_run_config, read_config_file
 from agent.runner import RunResult, execute_run
-from agent.store import RUN_HEADER, read_json
+from agent.store import RUN_HEADER, SAMPLES, read_json
 from sandbox import SandboxError
 
 # The repository's configs/ (the package is installed from a checkout: `pip install -e .`).
@@ -54,14 +54,16 @@ def run_and_report(config: RunConfig, *, config_file: Path | None = None, audit:
             soft_wrap=True,
         )
         raise typer.Exit(EXIT_INTERRUPTED)
-    if result.status == "failed":
+    if result.harness_errors:
         console.print(
-            f"{len(result.harness_errors)} sample(s) failed in the harness and were not recorded "
-            f"(see {result.run_dir / RUN_HEADER}); after fixing the cause: {resume_hint}",
+            f"{len(result.harness_errors)} sample(s) failed in the harness and are recorded as "
+            f"harness_error (see their 'error' in {result.run_dir / SAMPLES}); after fixing the cause, "
+            f"{resume_hint} runs them again",
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
+    if result.status == "failed":
         raise typer.Exit(EXIT_FAILED)
 
 

@@ -13,6 +13,7 @@ import typer
 
 from agent.cli.app import score_app
 from agent.errors import UserError
+from agent.input_files import MAX_TASK_FILE_BYTES, read_text_input, unreadable_value
 from agent.scoring.latex_preprocess import MODES
 from agent.scoring.worker_pool import WorkerStartupError
 
@@ -69,28 +70,30 @@ def score_eed(
 
 def _read_pairs(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
     """Yield (line number, pair) or (line number, error message) for each non-blank line."""
-    try:
-        handle = path.open(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"cannot read {path}: {exc.strerror or exc}") from None
-    with handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{number}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield number, f"{where}: invalid JSON ({exc.msg})"
-                continue
-            if not isinstance(row, dict):
-                yield number, f"{where}: expected a JSON object with reference and answer"
-                continue
-            missing = [key for key in ("reference", "answer") if not isinstance(row.get(key), str)]
-            if missing:
-                yield number, f"{where}: field {missing[0]!r} is missing or not a string"
-                continue
-            yield number, row
+    text = read_text_input(path, "pairs file", max_bytes=MAX_TASK_FILE_BYTES)
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{path}:{number}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            yield number, f"{where}: invalid JSON ({exc.msg})"
+            continue
+        except RecursionError:
+            yield number, f"{where}: nested too deeply"
+            continue
+        except ValueError as exc:
+            yield number, f"{where}: {unreadable_value(exc)}"
+            continue
+        if not isinstance(row, dict):
+            yield number, f"{where}: expected a JSON object with reference and answer"
+            continue
+        missing = [key for key in ("reference", "answer") if not isinstance(row.get(key), str)]
+        if missing:
+            yield number, f"{where}: field {missing[0]!r} is missing or not a string"
+            continue
+        yield number, row
 
 
 def _score_pairs_file(path: Path, mode: str, timeout: float) -> None:

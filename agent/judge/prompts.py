@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from agent.errors import UserError
+from agent.input_files import MAX_CONFIG_BYTES, read_text_input
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "configs" / "prompts"
 
@@ -36,10 +37,7 @@ def load_template(name_or_path: str | Path, placeholders: tuple[str, ...]) -> st
     if not path.is_absolute() and path.parent == Path("."):
         bundled = PROMPTS_DIR / path
         path = bundled if bundled.exists() or not path.exists() else path
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read prompt template: {exc.strerror or exc}") from exc
+    text = read_text_input(path, "prompt template", max_bytes=MAX_CONFIG_BYTES)
     if text.endswith("\n"):
         text = text[:-1]
     missing = [name for name in placeholders if "{" + name + "}" not in text]

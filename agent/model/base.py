@@ -12,10 +12,16 @@ class ModelError(RuntimeError):
 
 @dataclass
 class ToolCall:
+    """One call, always well-formed strings; ``reply_shapes`` makes it so from any reply."""
+
     id: str
     name: str
     # Kept raw: small models send malformed JSON and the loop must report, not crash.
     arguments: str
+    # Where the server's call left the OpenAI shape (e.g. "no id (null); Proctor called it ...").
+    deviations: list[str] = field(default_factory=list)
+    # Set when the call cannot run as sent; the text is the tool error the model gets back.
+    problem: str | None = None
 
 
 @dataclass
@@ -41,6 +47,10 @@ class ChatResponse:
     retries: int = 0
     reasoning: str | None = None
     raw: dict[str, Any] = field(default_factory=dict)
+    # The model declined (Chat Completions ``refusal``); its text, when it sent one.
+    refusal: str | None = None
+    # Where the reply left the OpenAI shape (content not text, no choices, ...), for the record.
+    deviations: list[str] = field(default_factory=list)
 
     def as_message(self) -> dict[str, Any]:
         """The assistant message in Chat Completions form, ready to append to history."""
@@ -51,6 +61,16 @@ class ChatResponse:
                 for c in self.tool_calls
             ]
         return message
+
+
+def reply_notes(response: ChatResponse) -> dict[str, Any]:
+    """What a transcript keeps beside the message: a refusal, and how the reply broke shape."""
+    notes: dict[str, Any] = {}
+    if response.refusal:
+        notes["refusal"] = response.refusal
+    if response.deviations:
+        notes["reply_deviations"] = list(response.deviations)
+    return notes
 
 
 class ModelClient(Protocol):

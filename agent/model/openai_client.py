@@ -9,8 +9,18 @@ from openai.types.chat import ChatCompletion
 
 from agent import tokens
 from agent.config import ModelConfig
-from agent.model.base import ChatResponse, ToolCall, Usage
+from agent.model.base import ChatResponse, Usage
 from agent.model.endpoint import api_model_name, is_local_model
+from agent.model.reply_shapes import (
+    RawCall,
+    as_list,
+    content_text,
+    count_or_none,
+    field_of,
+    json_type,
+    normalize_calls,
+    text_or_none,
+)
 from agent.model.retry import RetryCallback, RetryPolicy
 from agent.model.sdk_client import SdkClient
 
@@ -96,35 +106,63 @@ class OpenAIChatClient(SdkClient):
         tools: list[dict[str, Any]] | None,
         retries: int,
     ) -> ChatResponse:
-        choice = completion.choices[0] if completion.choices else None
-        message = choice.message if choice is not None else None
-        content = message.content if message is not None else None
+        deviations: list[str] = []
+        choices = as_list(field_of(completion, "choices"))
+        if not choices:
+            deviations.append("the reply has no choices")
+        choice = choices[0] if choices else None
+        message = field_of(choice, "message")
+        content, content_deviation = content_text(field_of(message, "content"))
+        if content_deviation:
+            deviations.append(content_deviation)
         # Reasoning text, where a compatible server returns it (vLLM, llama.cpp, DeepSeek).
-        reasoning = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
-        tool_calls = [
-            ToolCall(id=call.id, name=call.function.name, arguments=call.function.arguments or "")
-            for call in (message.tool_calls or [] if message is not None else [])
-            if getattr(call, "function", None) is not None
-        ]
-        reported = completion.usage
-        details = getattr(reported, "completion_tokens_details", None) if reported is not None else None
+        reasoning = text_or_none(field_of(message, "reasoning_content")) or text_or_none(
+            field_of(message, "reasoning")
+        )
+        raw_calls = field_of(message, "tool_calls")
+        if raw_calls is not None and not isinstance(raw_calls, list):
+            deviations.append(f"tool_calls was {json_type(raw_calls)}, not a list; ignored")
+        tool_calls = normalize_calls(_raw_chat_call(call) for call in as_list(raw_calls))
+        reported = field_of(completion, "usage")
+        details = field_of(reported, "completion_tokens_details")
         usage = usage_from_counts(
-            getattr(reported, "prompt_tokens", None),
-            getattr(reported, "completion_tokens", None),
-            getattr(details, "reasoning_tokens", None),
+            count_or_none(field_of(reported, "prompt_tokens")),
+            count_or_none(field_of(reported, "completion_tokens")),
+            count_or_none(field_of(details, "reasoning_tokens")),
             estimate_input=lambda: tokens.estimate_prompt_tokens(messages, tools),
             estimate_output=lambda: tokens.estimate_output_tokens(
-                content,
-                ((c.name, c.arguments) for c in tool_calls),
-                reasoning if isinstance(reasoning, str) else None,
+                content, ((c.name, c.arguments) for c in tool_calls), reasoning
             ),
         )
+        finish_reason = field_of(choice, "finish_reason")
         return ChatResponse(
             content=content,
             tool_calls=tool_calls,
             usage=usage,
-            finish_reason=choice.finish_reason if choice is not None else None,
+            finish_reason=None if finish_reason is None else str(finish_reason)[:200],
             retries=retries,
-            reasoning=reasoning if isinstance(reasoning, str) else None,
-            raw=completion.model_dump(mode="json", exclude_none=True),
+            reasoning=reasoning,
+            raw=raw_dump(completion),
+            refusal=text_or_none(field_of(message, "refusal")),
+            deviations=deviations,
         )
+
+
+def _raw_chat_call(call: Any) -> RawCall:
+    function = field_of(call, "function")
+    return RawCall(
+        id=field_of(call, "id"),
+        name=field_of(function, "name"),
+        arguments=field_of(function, "arguments"),
+        type=field_of(call, "type"),
+        has_function=function is not None,
+    )
+
+
+def raw_dump(reply: Any) -> dict[str, Any]:
+    """The reply as JSON data, for debugging; empty when the SDK object cannot dump itself."""
+    try:
+        dumped = reply.model_dump(mode="json", exclude_none=True, warnings=False)
+    except Exception:
+        return {}
+    return dumped if isinstance(dumped, dict) else {}

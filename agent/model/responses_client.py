@@ -17,9 +17,18 @@ from typing import Any
 from openai.types.responses import Response
 
 from agent import tokens
-from agent.model.base import ChatResponse, ToolCall
+from agent.model.base import ChatResponse
 from agent.model.endpoint import api_model_name
-from agent.model.openai_client import usage_from_counts
+from agent.model.openai_client import raw_dump, usage_from_counts
+from agent.model.reply_shapes import (
+    RawCall,
+    as_list,
+    count_or_none,
+    field_of,
+    json_type,
+    normalize_calls,
+    text_or_none,
+)
 from agent.model.sdk_client import SdkClient
 
 
@@ -133,26 +142,46 @@ class OpenAIResponsesClient(SdkClient):
     ) -> ChatResponse:
         texts: list[str] = []
         summaries: list[str] = []
-        tool_calls: list[ToolCall] = []
-        for item in response.output or []:
-            kind = getattr(item, "type", None)
+        raw_calls: list[RawCall] = []
+        deviations: list[str] = []
+        refusals: list[str] = []
+        output = field_of(response, "output")
+        if output is not None and not isinstance(output, list):
+            deviations.append(f"output was {json_type(output)}, not a list; ignored")
+        for item in as_list(output):
+            kind = field_of(item, "type")
             if kind == "message":
-                texts.extend(
-                    part.text for part in item.content if getattr(part, "type", None) == "output_text"
-                )
+                for part in as_list(field_of(item, "content")):
+                    text = text_or_none(field_of(part, "text"))
+                    if field_of(part, "type") == "output_text" and text is not None:
+                        texts.append(text)
+                    elif field_of(part, "type") == "refusal":
+                        refusal = text_or_none(field_of(part, "refusal"))
+                        if refusal is not None:
+                            refusals.append(refusal)
             elif kind == "function_call":
-                tool_calls.append(ToolCall(id=item.call_id, name=item.name, arguments=item.arguments or ""))
+                raw_calls.append(
+                    RawCall(
+                        id=field_of(item, "call_id"),
+                        name=field_of(item, "name"),
+                        arguments=field_of(item, "arguments"),
+                    )
+                )
             elif kind == "reasoning":
-                summaries.extend(part.text for part in (item.summary or []) if getattr(part, "text", None))
+                for part in as_list(field_of(item, "summary")):
+                    text = text_or_none(field_of(part, "text"))
+                    if text:
+                        summaries.append(text)
+        tool_calls = normalize_calls(raw_calls)
         content = "".join(texts) if texts else None
         reasoning = "\n\n".join(summaries) if summaries else None
 
-        reported = response.usage
-        details = getattr(reported, "output_tokens_details", None) if reported is not None else None
+        reported = field_of(response, "usage")
+        details = field_of(reported, "output_tokens_details")
         usage = usage_from_counts(
-            getattr(reported, "input_tokens", None),
-            getattr(reported, "output_tokens", None),
-            getattr(details, "reasoning_tokens", None),
+            count_or_none(field_of(reported, "input_tokens")),
+            count_or_none(field_of(reported, "output_tokens")),
+            count_or_none(field_of(details, "reasoning_tokens")),
             estimate_input=lambda: tokens.estimate_prompt_tokens(messages, tools),
             estimate_output=lambda: tokens.estimate_output_tokens(
                 content, ((c.name, c.arguments) for c in tool_calls), reasoning
@@ -165,7 +194,9 @@ class OpenAIResponsesClient(SdkClient):
             finish_reason=_finish_reason(response, bool(tool_calls)),
             retries=retries,
             reasoning=reasoning,
-            raw=response.model_dump(mode="json", exclude_none=True),
+            raw=raw_dump(response),
+            refusal="\n".join(refusals) if refusals else None,
+            deviations=deviations,
         )
 
 
@@ -173,8 +204,7 @@ def _finish_reason(response: Any, has_tool_calls: bool) -> str:
     """The Chat Completions vocabulary, so the loop treats both APIs alike."""
     if has_tool_calls:
         return "tool_calls"
-    if getattr(response, "status", None) == "incomplete":
-        details = getattr(response, "incomplete_details", None)
-        reason = getattr(details, "reason", None)
-        return "length" if reason == "max_output_tokens" else str(reason or "incomplete")
+    if field_of(response, "status") == "incomplete":
+        reason = field_of(field_of(response, "incomplete_details"), "reason")
+        return "length" if reason == "max_output_tokens" else str(reason or "incomplete")[:200]
     return "stop"

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from agent.config import ModelConfig
-from agent.model.base import ChatResponse
+from agent.encodable import Replacements, make_encodable
+from agent.model.base import ChatResponse, ModelError
 from agent.model.endpoint import Endpoint
 from agent.model.retry import RetryCallback, RetryPolicy, call_with_retries
 
@@ -58,12 +60,39 @@ class SdkClient(ABC):
         request = self._request(messages, tools, tool_choice, max_output_tokens)
         semaphore = self.endpoint.semaphore()
 
+        body = request
+
         async def attempt() -> Any:
+            try:
+                return await post()
+            except json.JSONDecodeError as exc:
+                # The endpoint answered 200 with a body that is not JSON: its failure, not ours.
+                raise ModelError(
+                    f"{self.endpoint.base_url}: the reply is not valid JSON "
+                    f"({exc.msg} at character {exc.pos})"
+                ) from exc
+            except RecursionError as exc:
+                raise ModelError(f"{self.endpoint.base_url}: the reply is nested too deeply to read") from exc
+            except ValueError as exc:
+                # JSON Python will not hold (integers of more than 4,300 digits), bytes not UTF-8.
+                reason = str(exc).split(";")[0][:300]
+                raise ModelError(f"{self.endpoint.base_url}: the reply cannot be read ({reason})") from exc
+
+        async def post() -> Any:
+            nonlocal body
             async with semaphore:
                 # The SDK's generic post: same transport, errors and typed parsing as the typed
                 # create() methods, minus their per-field request transform, which costs ~0.5 ms
                 # per message and would grow each turn with the conversation.
-                return await self._sdk.post(self.path, cast_to=self.reply_type, body=request)
+                try:
+                    return await self._sdk.post(self.path, cast_to=self.reply_type, body=body)
+                except UnicodeEncodeError:
+                    # The history holds text UTF-8 cannot carry (a lone surrogate a model sent,
+                    # now quoted back). Raised before anything is sent; the text goes out with
+                    # the store's replacement rule (\uXXXX) instead. Checked only on failure,
+                    # so well-formed histories pay nothing.
+                    body = make_encodable(request, Replacements())
+                    return await self._sdk.post(self.path, cast_to=self.reply_type, body=body)
 
         reply, retries = await call_with_retries(
             attempt,

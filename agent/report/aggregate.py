@@ -1,7 +1,7 @@
 """Summary rows for the report, computed by ``agent.summary.summarize_group``.
 
 Using the run summary's own function keeps the page and ``summary.json`` identical in
-meaning: accuracy over scored samples only (judge, model and verifier errors are counted
+meaning: accuracy over scored samples only (judge, model, verifier and harness errors are counted
 apart, never as wrong), task-clustered SE and bootstrap CI, cost from configured prices.
 """
 

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.errors import UserError
+from agent.input_files import MAX_CONFIG_BYTES, read_text_input, too_deep, unreadable_value
 from agent.records import SampleRecord
 from agent.summary import wall_seconds as summary_wall_seconds
 
@@ -147,6 +148,10 @@ class RunData:
         return max(0.0, (end - start).total_seconds())
 
 
+# A run's samples may be large (10 MB replies, thousands of samples); this only stops /dev/zero.
+MAX_SAMPLES_BYTES = 16 * 1024 * 1024 * 1024
+
+
 def load_run(run_dir: Path) -> RunData:
     """Load and validate a run directory; raise UserError with file and line on bad input."""
     run_dir = Path(run_dir)
@@ -165,7 +170,7 @@ def load_run(run_dir: Path) -> RunData:
 
 
 def _load_samples(path: Path, warnings: list[str]) -> list[SampleRecord]:
-    text = path.read_text(encoding="utf-8")
+    text = read_text_input(path, "samples file", max_bytes=MAX_SAMPLES_BYTES)
     lines = text.split("\n")
     by_key: dict[tuple[str, str, int], SampleRecord] = {}
     for index, line in enumerate(lines, start=1):
@@ -180,6 +185,10 @@ def _load_samples(path: Path, warnings: list[str]) -> list[SampleRecord]:
                 warnings.append(f"{path.name}:{index}: ignored an unfinished last line")
                 continue
             raise UserError(f"{path}:{index}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:
+            raise UserError(too_deep(f"{path}:{index}")) from None
+        except ValueError as exc:
+            raise UserError(f"{path}:{index}: {unreadable_value(exc)}") from None
         try:
             record = SampleRecord.model_validate(data)
         except ValidationError as exc:
@@ -202,9 +211,13 @@ def _load_json_object(path: Path, warnings: list[str], *, required: bool) -> dic
         warnings.append(f"{path.name} is missing; the header shows what the samples themselves record")
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_text_input(path, "JSON file", max_bytes=MAX_CONFIG_BYTES))
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise UserError(too_deep(str(path))) from None
+    except ValueError as exc:
+        raise UserError(f"{path}: {unreadable_value(exc)}") from None
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a JSON object at the top level")
     return data

@@ -14,6 +14,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
+from agent.encodable import safe_text
 from agent.records import SampleRecord
 from agent.report import plots
 from agent.report.aggregate import (
@@ -34,12 +35,18 @@ LOCAL_BACKEND_WARNING = (
 
 
 def esc(value: object) -> str:
-    return escape("" if value is None else str(value), quote=True)
+    # safe_text: a lone surrogate (only possible from a hand-edited run.json) could not be
+    # written as UTF-8; it is shown as its \\uXXXX spelling instead.
+    return escape(safe_text("" if value is None else str(value)), quote=True)
 
 
 def json_for_script(data: Any) -> str:
-    """JSON that cannot end its <script> element early: every "<" becomes \\u003c."""
-    return json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    """JSON that cannot end its <script> element early: every "<" becomes \\u003c.
+
+    Control characters are escaped by JSON itself; a lone surrogate keeps its \\uXXXX escape.
+    """
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return safe_text(text).replace("<", "\\u003c")
 
 
 def asset(name: str) -> str:

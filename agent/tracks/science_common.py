@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
-from agent.model.base import ChatResponse, ModelError, Usage
+from agent.model.base import ChatResponse, ModelError, Usage, reply_notes
 from agent.records import EEDRecord, JudgeRecord, Outcome, SampleRecord, ToolCallRecord, TurnUsage
 from agent.tracks.base import SampleContext
 
@@ -102,6 +102,7 @@ class SampleLog:
             message["reasoning"] = response.reasoning
         if response.finish_reason:
             message["finish_reason"] = response.finish_reason
+        message.update(reply_notes(response))
         self.transcript.append(message)
         # Retries reach the progress display through the client's own on_retry callback.
         self.ctx.events.tokens_used(usage.total)

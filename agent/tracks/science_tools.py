@@ -13,7 +13,7 @@ import asyncio
 import time
 from typing import Any
 
-from agent.model.base import ModelError
+from agent.model.base import ModelError, ToolCall
 from agent.records import ToolCallRecord
 from agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
 from agent.tracks.frontiermath.tools import (
@@ -63,12 +63,20 @@ async def answer_with_python_tool(log: SampleLog, prompt: str, max_turns: int) -
     return content
 
 
-async def _run_call(log: SampleLog, *, call_turn: int, call: Any) -> ToolCallRecord:
-    record = ToolCallRecord(turn=call_turn, call_id=call.id, name=call.name, raw_arguments=call.arguments)
+async def _run_call(log: SampleLog, *, call_turn: int, call: ToolCall) -> ToolCallRecord:
+    record = ToolCallRecord(
+        turn=call_turn,
+        call_id=call.id,
+        name=call.name,
+        raw_arguments=call.arguments,
+        deviations=call.deviations,
+    )
     started = time.monotonic()
     parsed = parse_tool_call(call)
     sandbox = log.ctx.sandbox
-    if call.name != PYTHON_TOOL:
+    if call.problem is not None:
+        record.error = record.result = call.problem
+    elif call.name != PYTHON_TOOL:
         record.error = record.result = f"Error: unknown tool {call.name!r}. The only tool is {PYTHON_TOOL!r}."
     elif parsed.error is not None:
         record.error = record.result = parsed.error

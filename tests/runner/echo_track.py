@@ -115,9 +115,21 @@ class SandboxEchoTrack(EchoTrack):
         record["sandbox_image"] = result.image
 
 
+class CrashingEchoTrack(EchoTrack):
+    """Raises a harness bug on questions containing 'crash' (exercises harness_error records)."""
+
+    name: ClassVar[str] = "echo-crash"
+
+    async def run_sample(self, task: Any, trial: int, ctx: SampleContext) -> SampleRecord:
+        if "crash" in task.question:
+            raise RuntimeError(f"harness bug on {task.id}")
+        return await super().run_sample(task, trial, ctx)
+
+
 def register() -> None:
     """Make the test tracks reachable by name through the real registry."""
     from agent.tracks import registry
 
     registry._TRACKS["echo"] = "tests.runner.echo_track:EchoTrack"
     registry._TRACKS["echo-sandbox"] = "tests.runner.echo_track:SandboxEchoTrack"
+    registry._TRACKS["echo-crash"] = "tests.runner.echo_track:CrashingEchoTrack"

@@ -194,7 +194,7 @@ class FlakyTrack(EchoTrack):
         return await super().run_sample(task, trial, ctx)
 
 
-async def test_a_harness_failure_is_not_recorded_and_resume_reruns_it(
+async def test_a_harness_failure_is_recorded_apart_and_resume_reruns_it(
     tmp_path: Path, echo_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ):
     from agent.tracks import registry
@@ -204,15 +204,30 @@ async def test_a_harness_failure_is_not_recorded_and_resume_reruns_it(
     out = tmp_path / "run"
     FlakyTrack.broken = True
     result = await run(make_config(tasks, out, echo_server.base_url))
-    assert result.status == "failed" and len(result.harness_errors) == 1
+    assert result.status == "finished" and len(result.harness_errors) == 1
     assert "harness bug" in result.harness_errors[0]
-    assert sorted(r["task_id"] for r in read_lines(out / "samples.jsonl")) == ["t00", "t02"]
-    assert json.loads((out / "run.json").read_text())["status"] == "failed"
+    records = {r["task_id"]: r for r in read_lines(out / "samples.jsonl")}
+    assert sorted(records) == ["t00", "t01", "t02"]
+    broken = records["t01"]
+    assert broken["outcome"] == "harness_error" and broken["error"] == "RuntimeError: harness bug"
+    assert "raise RuntimeError" in broken["harness_traceback"]
+    assert result.summary["overall"]["errors"]["harness_error"] == 1
+    assert result.summary["overall"]["accuracy"]["mean"] == 1.0  # counted apart, not as a failure
+    assert json.loads((out / "run.json").read_text())["status"] == "finished"
 
     FlakyTrack.broken = False
     result = await run(make_config(tasks, out, echo_server.base_url, resume=True))
     assert result.status == "finished" and result.ran_now == 1
-    assert sorted(r["task_id"] for r in read_lines(out / "samples.jsonl")) == ["t00", "t01", "t02"]
+    header = json.loads((out / "run.json").read_text())
+    assert header["sessions"][-1]["already_done"] == 2
+    # The rerun's record supersedes the harness_error line for every reader.
+    lines = read_lines(out / "samples.jsonl")
+    assert [r["task_id"] for r in lines].count("t01") == 2
+    loaded = load_samples(out / "samples.jsonl")
+    assert {r.task_id: r.outcome.value for r in loaded.records}["t01"] == "correct"
+    assert loaded.duplicates == []
+    assert result.summary["overall"]["errors"]["harness_error"] == 0
+    assert result.summary["finished_samples"] == 3
 
 
 async def test_model_failure_becomes_a_model_error_record_counted_apart(tmp_path: Path):

@@ -73,7 +73,13 @@ def test_accuracy_is_mean_of_task_means_with_task_clustered_se_errors_excluded()
 
 def test_errors_are_counted_apart_and_also_reported_as_failures():
     group = summarize_group(RECORDS)
-    assert group["errors"] == {"judge_error": 1, "model_error": 0, "verify_error": 0, "total": 1}
+    assert group["errors"] == {
+        "harness_error": 0,
+        "judge_error": 1,
+        "model_error": 0,
+        "verify_error": 0,
+        "total": 1,
+    }
     assert group["outcomes"] == {"correct": 3, "incorrect": 2, "answer_error": 1, "judge_error": 1}
     as_failures = group["accuracy_errors_as_failures"]
     # C becomes 0/3, still task mean 0: the task-level mean stays 0.5 ...

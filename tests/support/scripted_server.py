@@ -14,6 +14,9 @@ Steps:
 - ``HttpError(429, "slow down", retry_after="2")``, ``HttpError(401, "bad key")``,
   ``HttpError(429, "out of credit", code="insufficient_quota")``.
 - ``Drop()``: close the connection without answering.
+- ``RawReply(body={...})`` sends ``body`` as the whole JSON reply, whatever its shape (for
+  replies no well-behaved server sends: ``arguments`` as an object, ``name: null``, no
+  ``choices``); ``RawReply(raw=b"...")`` sends those bytes verbatim (invalid JSON escapes).
 - Any step takes ``delay_s`` (wait before answering) to simulate slow replies.
 
 Every request body is recorded in ``server.requests`` (path, parsed JSON, headers; only the
@@ -104,7 +107,16 @@ class Drop:
     delay_s: float = 0.0
 
 
-Step = Reply | HttpError | Drop
+@dataclass
+class RawReply:
+    """A 200 reply whose JSON body (or raw bytes) is sent exactly as given."""
+
+    body: Any = None
+    raw: bytes | None = None
+    delay_s: float = 0.0
+
+
+Step = Reply | HttpError | Drop | RawReply
 Script = Sequence[Step] | Callable[[dict[str, Any], int], Step]
 
 
@@ -349,7 +361,9 @@ def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
             return  # quiet: test output should show test failures, not access logs
 
         def _send_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
+            self._send_bytes(status, json.dumps(payload).encode(), headers)
+
+        def _send_bytes(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -396,6 +410,10 @@ def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 self.close_connection = True
                 # RST rather than FIN so the client sees a dropped connection at once.
                 self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                return
+            if isinstance(step, RawReply):
+                data = step.raw if step.raw is not None else json.dumps(step.body).encode()
+                self._send_bytes(200, data)
                 return
             if isinstance(step, HttpError):
                 headers = {}

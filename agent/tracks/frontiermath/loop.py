@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.budget import RequestPlan, TokenBudget
-from agent.model.base import ChatResponse, ModelError
+from agent.model.base import ChatResponse, ModelError, reply_notes
 from agent.records import Outcome, SubmissionRecord, ToolCallRecord
 from agent.tokens import estimate_message_tokens, estimate_tools_tokens
 from agent.tracks.base import SampleContext
@@ -196,6 +196,7 @@ class Conversation:
             extra["forced_submission"] = True
         if response.reasoning:
             extra["reasoning"] = response.reasoning
+        extra.update(reply_notes(response))
         message = response.as_message()
         if message["content"] is None:
             # Some OpenAI-compatible servers (llama.cpp's) refuse a null content in the history.
@@ -235,7 +236,13 @@ class Conversation:
         self, parsed: ParsedCall, turn: int, *, is_submission: bool
     ) -> tuple[ToolCallRecord, SubmissionResult | None]:
         call = parsed.call
-        record = ToolCallRecord(turn=turn, call_id=call.id, name=call.name, raw_arguments=call.arguments)
+        record = ToolCallRecord(
+            turn=turn,
+            call_id=call.id,
+            name=call.name,
+            raw_arguments=call.arguments,
+            deviations=call.deviations,
+        )
         started = time.monotonic()
         submission: SubmissionResult | None = None
         if parsed.error is not None:

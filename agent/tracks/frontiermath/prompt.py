@@ -12,6 +12,7 @@ from pathlib import Path
 
 from agent.config import RunConfig
 from agent.errors import UserError
+from agent.input_files import MAX_CONFIG_BYTES, read_text_input
 from agent.tracks.frontiermath.tasks import FrontierMathTask
 
 # configs/ sits next to the packages in a checkout; the template ships there.
@@ -22,10 +23,7 @@ _PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 
 def load_template(path: Path | None) -> str:
     template_path = path or DEFAULT_TEMPLATE
-    try:
-        text = template_path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"{template_path}: cannot read prompt template: {exc.strerror or exc}") from None
+    text = read_text_input(template_path, "prompt template", max_bytes=MAX_CONFIG_BYTES)
     for required in ("answer_type", "question"):
         if "{" + required + "}" not in text:
             raise UserError(f"{template_path}: prompt template lacks the {{{required}}} placeholder")

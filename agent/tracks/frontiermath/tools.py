@@ -62,15 +62,27 @@ class ParsedCall:
 
 
 _EXAMPLE = '{"code": "print(1 + 1)"}'
+# Longest arguments string a call may send (characters); a program this long is not one a
+# model means to run, and parsing it would cost the whole run memory and time.
+MAX_ARGUMENT_CHARS = 1_000_000
 
 
 def parse_tool_call(call: ToolCall) -> ParsedCall:
     """Validate a call's name and JSON arguments; malformed calls become an explanatory error."""
+    if call.problem is not None:
+        return ParsedCall(call, None, call.problem)
     if call.name not in TOOL_NAMES:
         return ParsedCall(
             call,
             None,
             f"Error: unknown tool {call.name!r}. The available tools are: {', '.join(TOOL_NAMES)}.",
+        )
+    if len(call.arguments) > MAX_ARGUMENT_CHARS:
+        return ParsedCall(
+            call,
+            None,
+            f"Error: the arguments of this {call.name} call are {len(call.arguments):,} characters long; "
+            f"the limit is {MAX_ARGUMENT_CHARS:,}. Send a shorter program.",
         )
     try:
         arguments = json.loads(call.arguments) if call.arguments.strip() else None
@@ -80,6 +92,16 @@ def parse_tool_call(call: ToolCall) -> ParsedCall:
             None,
             f"Error: the arguments of this {call.name} call are not valid JSON ({exc.msg}: line "
             f"{exc.lineno}, column {exc.colno}). Call the tool again with a JSON object such as {_EXAMPLE}.",
+        )
+    except (ValueError, RecursionError) as exc:
+        # Valid JSON Python will not hold: nesting past the recursion limit, integers of
+        # more than 4,300 digits.
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        return ParsedCall(
+            call,
+            None,
+            f"Error: the arguments of this {call.name} call cannot be read ({reason}). Call the tool "
+            f"again with a JSON object such as {_EXAMPLE}.",
         )
     if not isinstance(arguments, dict):
         return ParsedCall(

@@ -1,0 +1,119 @@
+"""Reading the files a user hands Proctor (configs, task files, templates) without surprises.
+
+Every failure is a :class:`UserError` naming the file, and the line and field where they are
+knowable; nothing a file holds may reach the user as a traceback. The limits are documented
+in docs/runs.md:
+
+* size: at most ``MAX_TASK_FILE_BYTES`` for task files and ``MAX_CONFIG_BYTES`` for configs
+  and templates (checked before reading);
+* text: UTF-8 only (the error names the line of the first bad byte);
+* nesting: at most ``MAX_NESTING`` levels of lists/objects (deeper input is refused, both by
+  the parsers' own recursion limit and by :func:`check_data`);
+* numbers: finite only (``NaN``, ``Infinity``, ``.inf``, ``1e999`` are refused);
+* strings: valid Unicode only (no lone UTF-16 surrogates such as the JSON escape ``\\ud800``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent.errors import UserError
+
+MAX_TASK_FILE_BYTES = 256 * 1024 * 1024
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+MAX_NESTING = 64
+# Values visited per file; YAML aliases can make a small file a huge tree.
+MAX_VALUES = 5_000_000
+
+
+def read_text_input(path: Path, what: str, *, max_bytes: int, error: type[UserError] = UserError) -> str:
+    """The UTF-8 text of ``path``, or one line saying why not."""
+    try:
+        size = path.stat().st_size
+        if path.is_dir():
+            raise error(f"{path}: is a directory, not a {what}")
+        if size > max_bytes:
+            raise error(f"{path}: {what} is {size:,} bytes; the limit is {max_bytes:,}")
+        # Bounded even when stat says little: /dev/zero, a FIFO, a file still growing.
+        with path.open("rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise error(f"{path}: cannot read {what}: no such file ({what} not found)") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read {what} ({exc.strerror or exc})") from None
+    if len(data) > max_bytes:
+        raise error(f"{path}: {what} is over {max_bytes:,} bytes; the limit is {max_bytes:,}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise error(
+            f"{path}:{line}: {what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
+
+def _describe(path: list[str]) -> str:
+    return ".".join(path) or "(top level)"
+
+
+def data_problem(value: Any) -> tuple[list[str], str] | None:
+    """The first place (field path) in parsed data that breaks the rules above, and why.
+
+    Iterative, so the check itself cannot hit the recursion limit.
+    """
+    stack: list[tuple[Any, list[str], int]] = [(value, [], 0)]
+    visited = 0
+    while stack:
+        item, where, depth = stack.pop()
+        visited += 1
+        if visited > MAX_VALUES:
+            return where, f"more than {MAX_VALUES:,} values (YAML aliases expanding?)"
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return where, f"{item!r} is not a finite number"
+        elif isinstance(item, str):
+            problem = _string_problem(item)
+            if problem:
+                return where, problem
+        elif isinstance(item, dict | list):
+            if depth >= MAX_NESTING:
+                return where, f"nested more than {MAX_NESTING} levels deep"
+            children = item.items() if isinstance(item, dict) else enumerate(item)
+            for key, child in reversed(list(children)):
+                if isinstance(key, str) and (problem := _string_problem(key)):
+                    return [*where, "<key>"], problem
+                if isinstance(key, float) and not math.isfinite(key):
+                    return [*where, "<key>"], f"{key!r} is not a finite number"
+                stack.append((child, [*where, str(key)], depth + 1))
+    return None
+
+
+def _string_problem(text: str) -> str | None:
+    if text.isascii():
+        return None
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"holds a lone UTF-16 surrogate (\\u{ord(text[exc.start]):04x}), which is not valid Unicode"
+    return None
+
+
+def check_data(value: Any, where: Callable[[list[str]], str], *, error: type[UserError] = UserError) -> None:
+    """Raise ``error`` naming the field (``where`` turns a field path into a location)."""
+    found = data_problem(value)
+    if found is not None:
+        path, problem = found
+        raise error(f"{where(path)}: field '{_describe(path)}': {problem}")
+
+
+def unreadable_value(exc: ValueError) -> str:
+    """Why a parser refused a value it could tokenise (integers of more than 4,300 digits)."""
+    return f"a value cannot be read ({str(exc).split(';')[0]})"
+
+
+def too_deep(source: str) -> str:
+    """The message for input the parser's own recursion limit refused."""
+    return f"{source}: nested too deeply (the limit is {MAX_NESTING} levels)"
