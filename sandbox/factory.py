@@ -1,4 +1,9 @@
-"""Choose and open a backend: docker when an engine answers and the image exists, else local."""
+"""Choose and open a backend. ``auto`` means docker, or a one-line error that says how to fix it.
+
+There is no silent downgrade: the local backend (weaker isolation, host libraries) runs only
+when it is asked for by name, and then says so: ``describe()["warning"]``, which the
+CLI prints and run.json and the summary record.
+"""
 
 from __future__ import annotations
 
@@ -11,9 +16,9 @@ log = logging.getLogger(__name__)
 
 BackendName = Literal["auto", "docker", "local"]
 BACKENDS: tuple[str, ...] = ("auto", "docker", "local")
-LOCAL_WARNING = (
-    "sandbox: using the LOCAL backend, which isolates less than docker "
-    "(host kernel, host Python and libraries, not the pinned image)"
+AUTO_FIX = (
+    "build it with `proctor image build` (a Docker engine must answer), "
+    "or pass --backend local to accept weaker isolation"
 )
 
 
@@ -24,25 +29,22 @@ async def open_sandbox(
     pool_size: int = 2,
     default_limits: Limits | None = None,
 ) -> Sandbox:
-    """Open a sandbox. ``"auto"`` falls back to ``"local"`` with a warning when docker can't serve.
+    """Open a sandbox: ``"auto"`` and ``"docker"`` need an answering engine and the image.
 
-    Raises :class:`SandboxUnavailable` when ``"docker"`` is asked for and cannot be used,
-    and ``ValueError`` for an unknown backend name.
+    Raises :class:`SandboxUnavailable` (one line, naming the fix) when the chosen backend
+    cannot be used, and ``ValueError`` for an unknown backend name. Never falls back.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown sandbox backend {backend!r}: choose one of {', '.join(BACKENDS)}")
-    fallback_reason = None
-    if backend in ("auto", "docker"):
-        try:
-            return await _open_docker(image, pool_size, default_limits)
-        except SandboxUnavailable as exc:
-            if backend == "docker":
-                raise
-            fallback_reason = f"docker unavailable: {exc}"
-            log.warning("%s; %s", LOCAL_WARNING, fallback_reason)
-    from sandbox.local_backend import LocalSandbox
-
-    return LocalSandbox(default_limits=default_limits, fallback_reason=fallback_reason)
+    if backend == "local":
+        return await _open_local(default_limits)
+    try:
+        return await _open_docker(image, pool_size, default_limits)
+    except SandboxUnavailable as exc:
+        if backend == "docker":
+            raise
+        message = f"backend auto needs docker and the sandbox image: {exc}; {AUTO_FIX}"
+        raise SandboxUnavailable(message) from None
 
 
 async def _open_docker(image: str | None, pool_size: int, default_limits: Limits | None) -> Sandbox:
@@ -51,3 +53,17 @@ async def _open_docker(image: str | None, pool_size: int, default_limits: Limits
     except ImportError as exc:  # the docker SDK is a hard dependency; this guards broken installs
         raise SandboxUnavailable(f"the docker backend cannot be loaded: {exc}") from exc
     return await open_docker_sandbox(image=image, pool_size=pool_size, default_limits=default_limits)
+
+
+async def _open_local(default_limits: Limits | None) -> Sandbox:
+    import asyncio
+
+    from sandbox.image import top_level_pins
+    from sandbox.local_backend import LocalSandbox
+
+    # The constructor probes bubblewrap once (a short blocking run); keep the loop free.
+    local = await asyncio.to_thread(LocalSandbox, default_limits)
+    log.info("%s", local.describe()["warning"])
+    # The prompt lists only what really imports here, so it never promises a missing library.
+    await local.probe_libraries(sorted(top_level_pins()))
+    return local
