@@ -33,6 +33,7 @@ from sandbox.containers import (
     remove_container,
     run_program,
 )
+from sandbox.image import image_libraries
 from sandbox.pool import WarmPool
 from sandbox.program import resolve_argv
 
@@ -159,6 +160,7 @@ class DockerSandbox:
                 "init process, pids/memory (no swap)/CPU limits, wall-clock kill of the whole container",
             ],
             "limits": self.default_limits.__dict__,
+            "libraries": image_libraries(self.image),  # what the prompt may promise
             "run_id": self.run_id,
         }
 

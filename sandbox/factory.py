@@ -16,10 +16,7 @@ log = logging.getLogger(__name__)
 
 BackendName = Literal["auto", "docker", "local"]
 BACKENDS: tuple[str, ...] = ("auto", "docker", "local")
-AUTO_FIX = (
-    "build it with `proctor image build` (a Docker engine must answer), "
-    "or pass --backend local to accept weaker isolation"
-)
+LOCAL_FIX = "or pass --backend local to accept weaker isolation (host kernel, host Python)"
 
 
 async def open_sandbox(
@@ -28,23 +25,33 @@ async def open_sandbox(
     image: str | None = None,
     pool_size: int = 2,
     default_limits: Limits | None = None,
+    probe_libraries: bool = True,
 ) -> Sandbox:
     """Open a sandbox: ``"auto"`` and ``"docker"`` need an answering engine and the image.
 
     Raises :class:`SandboxUnavailable` (one line, naming the fix) when the chosen backend
     cannot be used, and ``ValueError`` for an unknown backend name. Never falls back.
+    ``probe_libraries=False`` skips the local backend's import probe (seconds: galois compiles
+    with numba) for callers that never read ``describe()["libraries"]``, e.g. one-off execs.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown sandbox backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     if backend == "local":
-        return await _open_local(default_limits)
+        return await _open_local(default_limits, probe_libraries)
     try:
         return await _open_docker(image, pool_size, default_limits)
     except SandboxUnavailable as exc:
         if backend == "docker":
             raise
-        message = f"backend auto needs docker and the sandbox image: {exc}; {AUTO_FIX}"
-        raise SandboxUnavailable(message) from None
+        raise SandboxUnavailable(auto_failure_message(str(exc))) from None
+
+
+def auto_failure_message(reason: str) -> str:
+    """One line: why docker cannot serve, then both fixes (build the image, or choose local)."""
+    fix = LOCAL_FIX
+    if "proctor image build" not in reason:  # the engine itself is missing
+        fix = f"start a Docker engine and run `proctor image build`, {LOCAL_FIX}"
+    return f"backend auto needs docker and its image: {reason}; {fix}"
 
 
 async def _open_docker(image: str | None, pool_size: int, default_limits: Limits | None) -> Sandbox:
@@ -55,7 +62,7 @@ async def _open_docker(image: str | None, pool_size: int, default_limits: Limits
     return await open_docker_sandbox(image=image, pool_size=pool_size, default_limits=default_limits)
 
 
-async def _open_local(default_limits: Limits | None) -> Sandbox:
+async def _open_local(default_limits: Limits | None, probe_libraries: bool) -> Sandbox:
     import asyncio
 
     from sandbox.image import top_level_pins
@@ -65,5 +72,6 @@ async def _open_local(default_limits: Limits | None) -> Sandbox:
     local = await asyncio.to_thread(LocalSandbox, default_limits)
     log.info("%s", local.describe()["warning"])
     # The prompt lists only what really imports here, so it never promises a missing library.
-    await local.probe_libraries(sorted(top_level_pins()))
+    if probe_libraries:
+        await local.probe_libraries(sorted(top_level_pins()))
     return local
