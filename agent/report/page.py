@@ -29,7 +29,7 @@ from agent.summary import Prices, summarize_group
 
 LOCAL_BACKEND_WARNING = (
     "This run used the local sandbox backend, which isolates less than Docker: programs ran in a "
-    "bubblewrap sandbox on the host kernel with the host's Python and libraries, not in a container "
+    "bubblewrap sandbox on the host kernel with the host Python and libraries, not in a container "
     "built from the pinned image."
 )
 
