@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from sandbox import Sandbox, open_sandbox
+from sandbox import Limits, Sandbox, open_sandbox
+from sandbox.local_backend import LocalSandbox
 from tests.sandbox.conftest import TEST_LIMITS
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
@@ -361,3 +362,21 @@ async def test_stopped_double_forked_setsid_program_dies_at_the_deadline(local: 
 async def test_only_the_standard_streams_are_inherited(local: Sandbox) -> None:
     found = await report(local, "import json, os\nprint(json.dumps(sorted(os.listdir('/proc/self/fd'))))")
     assert found == ["0", "1", "2", "3"]  # 3 is the listing's own directory handle
+
+
+async def test_library_probe_lists_only_what_really_imports_in_the_sandbox() -> None:
+    # numpy is installed on the host, but under a 48 MiB address-space limit its import fails
+    # in the sandbox (as it would in every python call there): it must not be offered.
+    import importlib.metadata
+
+    tight = await asyncio.to_thread(LocalSandbox, Limits(memory_bytes=48 * 1024 * 1024))
+    roomy = await asyncio.to_thread(LocalSandbox, TEST_LIMITS)
+    try:
+        names = ["numpy", "mpmath", "proctor-no-such-library"]
+        assert await tight.probe_libraries(names) == {"mpmath": importlib.metadata.version("mpmath")}
+        found = await roomy.probe_libraries(names)
+        assert found == {name: importlib.metadata.version(name) for name in ("numpy", "mpmath")}
+        assert roomy.describe()["libraries"] == found
+    finally:
+        await tight.aclose()
+        await roomy.aclose()
