@@ -40,6 +40,7 @@ INSIDE_ID = 10001
 HOST_UID_BASE = 0x70000000
 HOST_UID_SPAN = 1 << 24
 SHM_BYTES = 16 * 1024 * 1024
+LAYOUT_PREFIX = "proctor-bwrap-"
 # Top-level host paths the program may read. On merged-/usr systems the others are symlinks.
 _SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 # A minimal /etc: the dynamic linker's cache, the time zone, Debian's alternatives symlinks.
@@ -91,7 +92,8 @@ class Layout:
 
     @classmethod
     def create(cls, prefixes: list[str]) -> Layout:
-        root = Path(tempfile.mkdtemp(prefix="proctor-bwrap-"))
+        # Named after the owner's pid, so `proctor sandbox cleanup` can tell stale ones.
+        root = Path(tempfile.mkdtemp(prefix=f"{LAYOUT_PREFIX}{os.getpid()}-"))
         root.chmod(0o755)
         etc = root / "etc"
         etc.mkdir(mode=0o755)
@@ -108,6 +110,20 @@ class Layout:
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def remove_stale_layouts(owner_alive: Callable[[int], bool]) -> int:
+    """Remove layout directories whose owner process is gone (it was killed before closing)."""
+    removed = 0
+    for path in Path(tempfile.gettempdir()).glob(f"{LAYOUT_PREFIX}*"):
+        try:
+            owner = int(path.name[len(LAYOUT_PREFIX) :].split("-")[0])
+        except ValueError:
+            continue
+        if not owner_alive(owner):
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
 
 
 def bwrap_argv(

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -217,9 +218,11 @@ class LocalSandbox:
         self._privileged = os.geteuid() == 0
         self._cgroups = self._privileged and _cgroups_writable()
         self._layout = bwrap.Layout.create(bwrap.interpreter_prefixes(self.python))
+        # Removed by aclose(), or at garbage collection / interpreter exit if nobody closes it.
+        self._remove_layout = weakref.finalize(self, self._layout.remove)
         failure = bwrap.probe(self._bwrap, self._layout, self.python)
         if failure is not None:
-            self._layout.remove()
+            self._remove_layout()
             raise SandboxUnavailable(
                 f"bubblewrap cannot build its sandbox here ({failure}): {bwrap.INSTALL_HINT}"
             )
@@ -268,7 +271,7 @@ class LocalSandbox:
 
     async def aclose(self) -> None:
         self._closed = True
-        self._layout.remove()
+        self._remove_layout()
 
     async def exec(
         self,

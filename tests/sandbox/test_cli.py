@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -188,6 +189,9 @@ def test_sigkill_of_controller_then_cleanup_leaves_nothing(
     completed = run_proctor("sandbox", "cleanup", "--json")
     assert completed.returncode == 0, completed.stderr
     assert _wait_for(lambda: not host_processes_with(token), 10)
+    if backend == "local":
+        # The dead controller's bwrap layout directory (a synthetic /etc/passwd) went too.
+        assert not list(Path(tempfile.gettempdir()).glob(f"proctor-bwrap-{controller.pid}-*"))
     if backend == "docker":
         import docker
 
