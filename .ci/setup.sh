@@ -26,11 +26,13 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
-# Debian packages: the engine and debootstrap (for the local base image when no
-# registry answers), and Chromium only for the report's browser tests.
+# Debian packages: the engine, debootstrap (for the local base image when no registry
+# answers), bubblewrap (the local backend's sandbox: `proctor run --backend local` needs
+# it, so it is always installed), and Chromium only for the report's browser tests.
 pkgs=()
 command -v dockerd >/dev/null || pkgs+=(docker.io)
 command -v debootstrap >/dev/null || pkgs+=(debootstrap)
+command -v bwrap >/dev/null || pkgs+=(bubblewrap)
 if [ "$want_tests" = 1 ]; then
   command -v chromium >/dev/null || pkgs+=(chromium)
 fi

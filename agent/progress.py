@@ -236,5 +236,8 @@ def outcome_line(summary: dict[str, Any]) -> str:
 def print_final(console: Console, summary: dict[str, Any], run_dir: str) -> None:
     console.print(summary_table(summary))
     console.print(outcome_line(summary), markup=False, highlight=False, soft_wrap=True)
+    sandbox = summary.get("sandbox") or {}
+    if sandbox.get("warning"):
+        console.print(f"sandbox: {sandbox['warning']}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"run: {run_dir}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"report: proctor view {run_dir}", markup=False, highlight=False, soft_wrap=True)

@@ -462,6 +462,10 @@ class Runner:
         described = sandbox.describe()
         isolates_less = bool(described.get("isolates_less", sandbox.backend != "docker"))
         header.update(sandbox=described, sandbox_isolates_less=isolates_less)
+        warning = described.get("warning")
+        if warning:
+            # Said before any sample runs, and kept in run.json (sandbox.warning) and the summary.
+            print(f"proctor: {warning}", file=sys.stderr, flush=True)
         # Each session records its own sandbox: a resumed run may have moved backend.
         header["sessions"][-1].update(
             sandbox_backend=sandbox.backend, sandbox_image_id=described.get("image_id")

@@ -183,11 +183,28 @@ def summarize(
             "engine": bootstrap_engine(),
         },
         "error_outcomes": sorted(o.value for o in ERROR_OUTCOMES),
+        "sandbox": sandbox_summary(header),
         "overall": summarize_group(records, **options),
         "by_model": _breakdown(records, lambda r: r.model, **options),
         "by_subject": _breakdown(records, lambda r: r.subject or NO_SUBJECT, **options),
         "by_reasoning_effort": _breakdown(records, lambda r: r.reasoning_effort or NO_EFFORT, **options),
         "by_model_subject": by_model_subject,
+    }
+
+
+def sandbox_summary(header: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What ran the code, as run.json recorded it: the backend, whether (and why) it isolates
+    less than docker, and the libraries the prompt offered."""
+    described = header.get("sandbox")
+    if not isinstance(described, Mapping):
+        return None
+    return {
+        "backend": described.get("backend"),
+        "image_id": described.get("image_id"),
+        "isolates_less": bool(header.get("sandbox_isolates_less", described.get("isolates_less"))),
+        "warning": described.get("warning"),
+        "notes": described.get("notes"),
+        "libraries": described.get("libraries"),
     }
 
 

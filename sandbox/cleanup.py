@@ -20,6 +20,7 @@ import docker
 from docker.errors import DockerException
 
 from sandbox import labels
+from sandbox.bwrap import remove_stale_layouts
 from sandbox.containers import remove_container
 from sandbox.local_backend import CGROUP_PARENT, CGROUP_ROOT, kill_cgroup_and_remove
 
@@ -156,6 +157,8 @@ def cleanup_local_cgroups(*, everything: bool = False) -> int:
                 continue
             if kill_cgroup_and_remove(group, time.monotonic() + 5.0):
                 removed += 1
+    # The small per-sandbox directories (synthetic /etc/passwd, staging points) of dead owners.
+    remove_stale_layouts(pid_alive)
     return removed
 
 

@@ -34,6 +34,7 @@ from sandbox.containers import (
     remove_container,
     run_program,
 )
+from sandbox.image import image_libraries
 from sandbox.pool import WarmPool
 from sandbox.program import resolve_argv
 
@@ -183,6 +184,7 @@ class DockerSandbox:
                 "the launcher kills everything a few seconds after the deadline even if the host is gone",
             ],
             "limits": self.default_limits.__dict__,
+            "libraries": image_libraries(self.image),  # what the prompt may promise
             "run_id": self.run_id,
         }
 

@@ -1,4 +1,9 @@
-"""Choose and open a backend: docker when an engine answers and the image exists, else local."""
+"""Choose and open a backend. ``auto`` means docker, or a one-line error that says how to fix it.
+
+There is no silent downgrade: the local backend (weaker isolation, host libraries) runs only
+when it is asked for by name, and then says so: ``describe()["warning"]``, which the
+CLI prints and run.json and the summary record.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +16,7 @@ log = logging.getLogger(__name__)
 
 BackendName = Literal["auto", "docker", "local"]
 BACKENDS: tuple[str, ...] = ("auto", "docker", "local")
-LOCAL_WARNING = (
-    "sandbox: using the LOCAL backend, which isolates less than docker "
-    "(host kernel, host Python and libraries, not the pinned image)"
-)
+LOCAL_FIX = "or pass --backend local to accept weaker isolation (host kernel, host Python)"
 
 
 async def open_sandbox(
@@ -24,6 +26,7 @@ async def open_sandbox(
     pool_size: int = 2,
     default_limits: Limits | None = None,
     max_concurrent_executions: int | None = None,
+    probe_libraries: bool = True,
 ) -> Sandbox:
     """Open a backend (see :func:`_open_backend`) under the process-wide execution bound.
 
@@ -31,7 +34,13 @@ async def open_sandbox(
     """
     from sandbox.slots import limit_sandbox
 
-    opened = await _open_backend(backend, image=image, pool_size=pool_size, default_limits=default_limits)
+    opened = await _open_backend(
+        backend,
+        image=image,
+        pool_size=pool_size,
+        default_limits=default_limits,
+        probe_libraries=probe_libraries,
+    )
     return limit_sandbox(opened, max_concurrent_executions)
 
 
@@ -41,26 +50,33 @@ async def _open_backend(
     image: str | None = None,
     pool_size: int = 2,
     default_limits: Limits | None = None,
+    probe_libraries: bool = True,
 ) -> Sandbox:
-    """Open a sandbox. ``"auto"`` falls back to ``"local"`` with a warning when docker can't serve.
+    """Open a sandbox: ``"auto"`` and ``"docker"`` need an answering engine and the image.
 
-    Raises :class:`SandboxUnavailable` when ``"docker"`` is asked for and cannot be used,
-    and ``ValueError`` for an unknown backend name.
+    Raises :class:`SandboxUnavailable` (one line, naming the fix) when the chosen backend
+    cannot be used, and ``ValueError`` for an unknown backend name. Never falls back.
+    ``probe_libraries=False`` skips the local backend's import probe (seconds: galois compiles
+    with numba) for callers that never read ``describe()["libraries"]``, e.g. one-off execs.
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown sandbox backend {backend!r}: choose one of {', '.join(BACKENDS)}")
-    fallback_reason = None
-    if backend in ("auto", "docker"):
-        try:
-            return await _open_docker(image, pool_size, default_limits)
-        except SandboxUnavailable as exc:
-            if backend == "docker":
-                raise
-            fallback_reason = f"docker unavailable: {exc}"
-            log.warning("%s; %s", LOCAL_WARNING, fallback_reason)
-    from sandbox.local_backend import LocalSandbox
+    if backend == "local":
+        return await _open_local(default_limits, probe_libraries)
+    try:
+        return await _open_docker(image, pool_size, default_limits)
+    except SandboxUnavailable as exc:
+        if backend == "docker":
+            raise
+        raise SandboxUnavailable(auto_failure_message(str(exc))) from None
 
-    return LocalSandbox(default_limits=default_limits, fallback_reason=fallback_reason)
+
+def auto_failure_message(reason: str) -> str:
+    """One line: why docker cannot serve, then both fixes (build the image, or choose local)."""
+    fix = LOCAL_FIX
+    if "proctor image build" not in reason:  # the engine itself is missing
+        fix = f"start a Docker engine and run `proctor image build`, {LOCAL_FIX}"
+    return f"backend auto needs docker and its image: {reason}; {fix}"
 
 
 async def _open_docker(image: str | None, pool_size: int, default_limits: Limits | None) -> Sandbox:
@@ -69,3 +85,18 @@ async def _open_docker(image: str | None, pool_size: int, default_limits: Limits
     except ImportError as exc:  # the docker SDK is a hard dependency; this guards broken installs
         raise SandboxUnavailable(f"the docker backend cannot be loaded: {exc}") from exc
     return await open_docker_sandbox(image=image, pool_size=pool_size, default_limits=default_limits)
+
+
+async def _open_local(default_limits: Limits | None, probe_libraries: bool) -> Sandbox:
+    import asyncio
+
+    from sandbox.image import top_level_pins
+    from sandbox.local_backend import LocalSandbox
+
+    # The constructor probes bubblewrap once (a short blocking run); keep the loop free.
+    local = await asyncio.to_thread(LocalSandbox, default_limits)
+    log.info("%s", local.describe()["warning"])
+    # The prompt lists only what really imports here, so it never promises a missing library.
+    if probe_libraries:
+        await local.probe_libraries(sorted(top_level_pins()))
+    return local

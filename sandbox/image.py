@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -113,6 +114,15 @@ def inputs_digest(base: str | None = None, image_dir: Path | None = None) -> str
 def image_tag(base: str | None = None, image_dir: Path | None = None) -> str:
     """``proctor/frontiermath-python:<12 hex>`` for these inputs. Pure: no engine needed."""
     return f"{DEFAULT_IMAGE_NAME}:{inputs_digest(base, image_dir)[:TAG_HEX_DIGITS]}"
+
+
+@functools.cache
+def image_libraries(reference: str) -> dict[str, str] | None:
+    """The pinned top-level libraries when ``reference`` is the image these inputs build;
+    None for any other image, whose contents Proctor does not know."""
+    if reference != image_tag():
+        return None
+    return top_level_pins()
 
 
 def find_image(client: docker.DockerClient, ref: str | None = None) -> str | None:

@@ -1,44 +1,43 @@
-"""The fallback backend: a fresh host ``python3`` process per call, fenced in as far as the host allows.
+"""The local backend: each call in a fresh bubblewrap sandbox on the host, as an unprivileged uid.
 
-Layers, each used only when this machine supports it (probed once, see :func:`probe_isolation`):
+Chosen only explicitly (``--backend local``); it isolates less than the docker backend and
+``describe()`` says so. What fences a call in (see :mod:`sandbox.bwrap` for the sandbox itself):
 
-* namespaces via ``unshare``: a private network (no interfaces but a downed loopback); a private
-  PID namespace whose init is a shell that waits for the program and then exits, which kills
-  every descendant, even one that called ``setsid``; a private mount namespace with a sized
-  tmpfs on /tmp (the working directory), a tiny /dev/shm, /sys hidden, the root read-only;
-* all capabilities dropped and no-new-privileges (``setpriv``), so uid 0 cannot remount or escape;
-* cgroup v1 ``pids`` and ``memory`` groups per call (needs root): a fork bomb is contained and
-  an out-of-memory kill is recorded;
-* rlimits: CPU seconds, address space (``MemoryError`` in the program), file size, processes;
-* a scrubbed environment and its own session / process group, killed as a whole at the timeout.
+* bubblewrap: own user, mount, pid, network, IPC, UTS and cgroup namespaces; a fresh host uid
+  per call (never 0), no groups, no capabilities, no-new-privileges; a read-only view of /usr
+  and the interpreter only; bwrap's minimal /dev and a private /proc; a sized tmpfs on /tmp
+  (also the working directory and HOME) as the only writable place;
+* cgroup v1 ``pids``, ``memory`` and ``cpu`` groups per call, joined before the program exists
+  (needs root): a fork bomb is contained, an out-of-memory kill is recorded;
+* rlimits inside as a second line: CPU seconds, address space, file size, processes;
+* the wall clock, enforced from outside: at the deadline the host SIGKILLs everything in the
+  call's cgroups and bwrap itself, whose pid namespace then takes every descendant with it.
 
-It still shares the host kernel, its users and its Python installation (the host's libraries,
-not the image's pinned ones), so it isolates less than the docker backend; ``describe()`` says so.
+It still shares the host kernel and runs the host's Python and libraries (not the pinned
+image). bubblewrap is required: without it (or without user namespaces) the backend refuses.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import functools
+import json
 import logging
 import math
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandbox.api import ExecResult, Limits, SandboxError
+from sandbox import bwrap
+from sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
 from sandbox.output import CappedBuffer
 from sandbox.program import resolve_argv
 
@@ -47,61 +46,13 @@ log = logging.getLogger(__name__)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "proctor-local"
 _READ_CHUNK = 64 * 1024
-# Runs as the PID namespace's first process: builds the private mounts, then runs the program.
-_NAMESPACE_INIT = r"""
-set -e
-mount -t tmpfs -o "size=$1,mode=1777,nosuid,nodev" proctor-tmp /tmp
-mount -t tmpfs -o size=1m,mode=1777,nosuid,nodev proctor-shm /dev/shm
-mount -t tmpfs -o ro,size=4k proctor-nosys /sys
-mount -o remount,bind,ro /
-cd /tmp
-shift
-set +e
-# No exec: the program must not be the namespace's init, which ignores signals from inside
-# (even its own SIGKILL); this shell stays PID 1 and passes the status on (128+N for signal N).
-setpriv --no-new-privs --bounding-set=-all --inh-caps=-all -- "$@"
-exit $?
-"""
-_NAMESPACE_PREFIX = ["unshare", "--net", "--pid", "--fork", "--mount-proc", "--kill-child"]
 MEMORY_ERROR_MARK = "MemoryError"
-_PR_SET_PDEATHSIG = 1
-
-
-@dataclass(frozen=True)
-class Isolation:
-    """What this host lets the local backend use."""
-
-    namespaces: bool
-    net_only_namespace: bool
-    cgroups: bool
-
-    def notes(self) -> list[str]:
-        notes = ["reduced isolation: host kernel, host users and host Python; not the pinned image"]
-        if self.namespaces:
-            notes.append("private network, PID and mount namespaces; read-only root; tmpfs /tmp")
-        elif self.net_only_namespace:
-            notes.append("private network namespace only; files written land in a host temp dir")
-        else:
-            notes.append("no namespaces: the program can reach the network and the host filesystem")
-        notes.append("cgroup pids, memory and CPU limits" if self.cgroups else "no cgroups: rlimits only")
-        return notes
-
-
-@functools.cache
-def probe_isolation() -> Isolation:
-    """Try each isolation layer once with a no-op program; remember what worked."""
-    full = _runs([*_NAMESPACE_PREFIX, "sh", "-c", _NAMESPACE_INIT, "sh", "1m", "true"])
-    net_only = not full and _runs(["unshare", "--net", "true"])
-    return Isolation(namespaces=full, net_only_namespace=net_only, cgroups=_cgroups_writable())
-
-
-def _runs(argv: list[str]) -> bool:
-    if shutil.which(argv[0]) is None:
-        return False
-    try:
-        return subprocess.run(argv, capture_output=True, timeout=10, cwd="/").returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+LOCAL_WARNING = (
+    "warning: sandbox backend 'local' isolates less than docker: bubblewrap on the host kernel, "
+    "the host's Python and libraries, not the pinned image"
+)
+# Extra processes in a call besides the program: bwrap outside and bwrap as the pid-1 reaper.
+_BWRAP_PROCESSES = 2
 
 
 def _cgroups_writable() -> bool:
@@ -197,9 +148,10 @@ class CallCgroups:
             kill_cgroup_and_remove(directory, deadline)
 
 
-def _scrubbed_env(home: str, python: str, cpus: float) -> dict[str, str]:
+def _scrubbed_env(python: str, cpus: float) -> dict[str, str]:
     # Only what a Python program needs; nothing of the host (keys, tokens) crosses over.
     threads = str(max(1, math.floor(cpus)))
+    home = "/tmp"
     return {
         "PATH": os.pathsep.join([str(Path(python).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
         "LANG": "C.UTF-8",
@@ -214,30 +166,22 @@ def _scrubbed_env(home: str, python: str, cpus: float) -> dict[str, str]:
     }
 
 
-def _make_preexec(limits: Limits, timeout: float, cgroups: CallCgroups | None) -> Callable[[], None]:
+def _limits_setter(limits: Limits, timeout: float, cgroups: CallCgroups | None) -> Callable[[], None]:
+    """Runs in the forked child before it drops privileges: join the cgroups, set rlimits."""
     cpu_seconds = math.ceil(timeout * max(1.0, limits.cpus)) + 1
+    nproc = limits.pids + _BWRAP_PROCESSES
 
-    def preexec() -> None:
-        # If the controlling process dies (even by SIGKILL) the sandbox dies with it.
-        _set_parent_death_signal(signal.SIGKILL)
+    def apply() -> None:
         if cgroups is not None:
             cgroups.join_self()
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
         resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
         resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_bytes, limits.file_size_bytes))
-        # Not enforced for uid 0; the pids cgroup covers that case.
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.pids, limits.pids))
+        # Counted per host uid, and every call has a uid of its own.
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
-    return preexec
-
-
-def _set_parent_death_signal(sig: int) -> None:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    except (OSError, AttributeError):
-        pass  # not Linux: the cleanup command covers this case
+    return apply
 
 
 def exit_code_of(returncode: int) -> int:
@@ -245,23 +189,59 @@ def exit_code_of(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
+LIBRARY_PROBE = """
+import importlib, importlib.metadata, json, sys
+found = {}
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name.replace("-", "_"))
+        found[name] = importlib.metadata.version(name)
+    except Exception:
+        pass
+print(json.dumps(found))
+"""
+
+
 class LocalSandbox:
-    """Runs each call in a fresh host process; see the module docstring for what fences it in."""
+    """Runs each call in a fresh bubblewrap sandbox; see the module docstring for the fences.
+
+    Raises :class:`SandboxUnavailable` (one line, with the fix) when bubblewrap is missing or
+    cannot build its namespaces here: this backend never runs a program unsandboxed.
+    """
 
     backend = "local"
 
-    def __init__(
-        self,
-        default_limits: Limits | None = None,
-        python: str | None = None,
-        fallback_reason: str | None = None,
-    ) -> None:
+    def __init__(self, default_limits: Limits | None = None, python: str | None = None) -> None:
         self.default_limits = default_limits or Limits()
-        # Why "auto" chose this backend instead of docker; None when it was asked for.
-        self.fallback_reason = fallback_reason
         self.python = python or sys.executable
-        self.isolation = probe_isolation()
+        self._bwrap = bwrap.find_bwrap()
+        self._privileged = os.geteuid() == 0
+        self._cgroups = self._privileged and _cgroups_writable()
+        self._layout = bwrap.Layout.create(bwrap.interpreter_prefixes(self.python))
+        # Removed by aclose(), or at garbage collection / interpreter exit if nobody closes it.
+        self._remove_layout = weakref.finalize(self, self._layout.remove)
+        failure = bwrap.probe(self._bwrap, self._layout, self.python)
+        if failure is not None:
+            self._remove_layout()
+            raise SandboxUnavailable(
+                f"bubblewrap cannot build its sandbox here ({failure}): {bwrap.INSTALL_HINT}"
+            )
+        # Which of the pinned libraries import here, with their versions; see probe_libraries.
+        self.libraries: dict[str, str] | None = None
         self._closed = False
+
+    def notes(self) -> list[str]:
+        notes = [
+            "reduced isolation: the host kernel; the host Python and libraries, not the pinned image",
+            "bubblewrap: own user/mount/pid/net/ipc/uts namespaces; read-only /usr and interpreter; "
+            "tmpfs /tmp only writable; bwrap's own /dev and /proc; no capabilities, no-new-privileges",
+            "a fresh unprivileged host uid per call"
+            if self._privileged
+            else "Proctor's own (unprivileged) uid",
+            "cgroup pids, memory and CPU limits" if self._cgroups else "no cgroups: rlimits only",
+            "no seccomp filter: every system call of the host kernel is reachable",
+        ]
+        return notes
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -272,13 +252,26 @@ class LocalSandbox:
             "python_version": sys.version.split()[0],
             "isolation": "reduced",
             "isolates_less": True,
-            "notes": self.isolation.notes(),
-            "fallback_reason": self.fallback_reason,
+            "warning": LOCAL_WARNING,
+            "sandbox_tool": "bubblewrap",
+            "notes": self.notes(),
+            "libraries": self.libraries,
             "limits": self.default_limits.__dict__,
         }
 
+    async def probe_libraries(self, names: Sequence[str]) -> dict[str, str]:
+        """Import each of ``names`` inside the sandbox; remember those that import, with versions."""
+        result = await self.exec(argv=[self.python, "-I", "-c", LIBRARY_PROBE, *names], timeout=120)
+        try:
+            found = json.loads(result.stdout) if result.exit_code == 0 else {}
+        except ValueError:
+            found = {}
+        self.libraries = {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+        return self.libraries
+
     async def aclose(self) -> None:
         self._closed = True
+        self._remove_layout()
 
     async def exec(
         self,
@@ -293,35 +286,33 @@ class LocalSandbox:
             raise SandboxError("this sandbox has been closed")
         try:
             program = resolve_argv(code, argv, self.python)
+        except InvalidProgram:
+            raise
         except ValueError as exc:
             raise SandboxError(str(exc)) from exc
         limits = limits or self.default_limits
         stdin_bytes = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
-        host_dir = tempfile.mkdtemp(prefix="proctor-local-")
         cgroups: CallCgroups | None = None
         try:
-            if self.isolation.cgroups:
+            if self._cgroups:
                 cgroups = CallCgroups(limits)
-            if self.isolation.namespaces:
-                # Inside the namespace /tmp is a fresh tmpfs; the host dir is only the start cwd.
-                home = "/tmp"
-                command = [*_NAMESPACE_PREFIX, "sh", "-c", _NAMESPACE_INIT, "sh", str(limits.tmpfs_bytes)]
-                command += program
-            else:
-                home = host_dir
-                prefix = ["unshare", "--net"] if self.isolation.net_only_namespace else []
-                command = prefix + program
-            return await self._run(command, home, host_dir, stdin_bytes, timeout, limits, cgroups)
+            command = bwrap.bwrap_argv(
+                self._bwrap, self._layout, limits.tmpfs_bytes, program, staged=self._privileged
+            )
+            setup = bwrap.make_child_setup(
+                self._layout,
+                bwrap.pick_host_uid() if self._privileged else None,
+                _limits_setter(limits, timeout, cgroups),
+            )
+            return await self._run(command, setup, stdin_bytes, timeout, limits, cgroups)
         finally:
             if cgroups is not None:
                 await asyncio.shield(asyncio.to_thread(cgroups.kill_all_and_remove))
-            shutil.rmtree(host_dir, ignore_errors=True)
 
     async def _run(
         self,
         command: list[str],
-        home: str,
-        host_dir: str,
+        setup: Callable[[], None],
         stdin_bytes: bytes | None,
         timeout: float,
         limits: Limits,
@@ -334,13 +325,13 @@ class LocalSandbox:
                 stdin=asyncio.subprocess.PIPE if stdin_bytes is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                cwd=host_dir,
-                env=_scrubbed_env(home, self.python, limits.cpus),
+                cwd="/",
+                env=_scrubbed_env(self.python, limits.cpus),
                 start_new_session=True,
-                preexec_fn=_make_preexec(limits, timeout, cgroups),
+                preexec_fn=setup,
             )
-        except OSError as exc:
-            raise SandboxError(f"could not start the local sandbox process: {exc}") from exc
+        except (OSError, subprocess.SubprocessError) as exc:
+            raise SandboxError(f"could not start the local sandbox: {exc}") from exc
         stdout = CappedBuffer(limits.output_bytes)
         stderr = CappedBuffer(limits.output_bytes)
         assert process.stdout is not None and process.stderr is not None
@@ -356,12 +347,13 @@ class LocalSandbox:
             except TimeoutError:
                 timed_out = True
         finally:
-            # Normal exit, timeout, cancellation: the whole group goes, stragglers included.
+            # Normal exit, timeout, cancellation: everything goes. bwrap dying takes its pid
+            # namespace with it; the cgroup sweep catches anything between fork and exec.
             _kill_group(process.pid)
-            if cgroups is not None:
-                await asyncio.shield(asyncio.to_thread(cgroups.kill_all_and_remove))
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
+            if cgroups is not None:
+                await asyncio.shield(asyncio.to_thread(cgroups.kill_all_and_remove))
             await asyncio.shield(_settle(process, readers, feeder))
         duration = time.monotonic() - started
         assert process.returncode is not None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import os
 import sys
 from pathlib import Path
@@ -27,11 +26,6 @@ from sandbox import (
 )
 from sandbox.factory import BACKENDS
 from sandbox.sizes import parse_size
-
-LOCAL_NOTE = (
-    "proctor: note: running on the LOCAL backend, which isolates less than docker "
-    "(host kernel, host Python and its libraries, not the pinned image)"
-)
 
 
 def parse_number(flag: str, text: str) -> float:
@@ -97,13 +91,15 @@ def _read_file(file: str) -> str:
 async def _run_once(backend: str, image: str | None, code: str, timeout: float, limits: Limits) -> ExecResult:
     # One call: a warm pool would only start containers nobody uses.
     try:
-        sandbox: Sandbox = await open_sandbox(backend, image=image, pool_size=0, default_limits=limits)
+        sandbox: Sandbox = await open_sandbox(
+            backend, image=image, pool_size=0, default_limits=limits, probe_libraries=False
+        )
     except SandboxUnavailable as exc:
         raise UserError(f"--backend {backend}: {exc}") from None
     try:
-        if sandbox.backend == "local":
-            reason = getattr(sandbox, "fallback_reason", None)
-            print(LOCAL_NOTE + (f"; {reason}" if reason else ""), file=sys.stderr, flush=True)
+        warning = sandbox.describe().get("warning")
+        if warning:
+            print(f"proctor: {warning}", file=sys.stderr, flush=True)
         return await sandbox.exec(code, timeout=timeout)
     finally:
         await sandbox.aclose()
@@ -172,8 +168,6 @@ def exec_program(
         raise UserError(f"--timeout: {timeout} must be a positive number of seconds (at most a day)")
     limits = parse_exec_limits(memory, cpus)
     code = read_program(file)
-    # The factory's own warning would repeat the note printed below.
-    logging.getLogger("sandbox.factory").setLevel(logging.ERROR)
     try:
         result = asyncio.run(_run_once(backend, image, code, timeout, limits))
     except InvalidProgram as exc:

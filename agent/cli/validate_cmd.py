@@ -27,9 +27,15 @@ async def _run_checks(
 ) -> tuple[list[ReferenceCheck], dict[str, object]]:
     tasks = load_frontiermath_tasks(tasks_path)
     try:
-        sandbox = await open_sandbox(backend, image=image, pool_size=min(concurrency, 4))
+        # References never read the library list: skip the local backend's import probe.
+        sandbox = await open_sandbox(
+            backend, image=image, pool_size=min(concurrency, 4), probe_libraries=False
+        )
     except SandboxError as exc:
         raise UserError(f"sandbox: {exc}") from None
+    warning = sandbox.describe().get("warning")
+    if warning:
+        print(f"proctor: {warning}", file=sys.stderr, flush=True)
     try:
         return await check_references(tasks, sandbox, config, concurrency=concurrency), sandbox.describe()
     finally:

@@ -29,8 +29,9 @@ from agent.report.loader import RunData
 from agent.summary import Prices, summarize_group
 
 LOCAL_BACKEND_WARNING = (
-    "This run used the local sandbox backend, which isolates less than Docker: programs ran as host "
-    "processes with rlimits and a private temp dir, not in a locked-down container."
+    "This run used the local sandbox backend, which isolates less than Docker: programs ran in a "
+    "bubblewrap sandbox on the host kernel with the host Python and libraries, not in a container "
+    "built from the pinned image."
 )
 
 

@@ -81,7 +81,8 @@ def test_prompt_follows_the_published_protocol_with_configured_numbers() -> None
     task = integer_task()
     task = task.model_copy(update={"question": r"Compute $\sum_{k=1}^{n} k$ for {n} = 3."})
     config = run_config(token_cap=8_000, force_submit_at=5_000, timeout_s=12, answer_timeout_s=9)
-    prompt = render_prompt(load_template(None), task, config)
+    pins = {"galois": "0.4.4", "pyadic": "0.2.3", "sympy": "1.13.3"}
+    prompt = render_prompt(load_template(None), task, config, pins)
     assert "absolute limit of 8,000 tokens" in prompt
     assert "Once you reach 5,000 tokens" in prompt
     assert "Both input tokens and output tokens count" in prompt
@@ -96,10 +97,24 @@ def test_prompt_follows_the_published_protocol_with_configured_numbers() -> None
     assert "{answer_type}" not in prompt and "{token_cap}" not in prompt
 
 
+def test_prompt_lists_exactly_the_libraries_the_sandbox_offers() -> None:
+    template = load_template(None)
+    offered = {"sympy": "1.13.3", "numpy": "2.1.3", "networkx": "3.6.1"}
+    prompt = render_prompt(template, integer_task(), run_config(), offered)
+    listed = [line.strip().removeprefix("• ") for line in prompt.splitlines() if "==" in line]
+    assert listed == ["networkx==3.6.1", "numpy==2.1.3", "sympy==1.13.3"]
+    assert "galois" not in prompt  # not offered: never promised
+    bare = render_prompt(template, integer_task(), run_config(), {})
+    assert "==" not in bare and "only the standard library" in bare
+    unknown = render_prompt(template, integer_task(), run_config(), None)
+    assert "galois" not in unknown and "not listed here" in unknown
+    assert "{libraries}" not in prompt + bare + unknown
+
+
 def test_template_can_be_overridden(tmp_path: Path) -> None:
     template = tmp_path / "mine.txt"
     template.write_text("Type: {answer_type}. Cap {token_cap}.\n{question}")
-    prompt = render_prompt(load_template(template), integer_task(), run_config(token_cap=123))
+    prompt = render_prompt(load_template(template), integer_task(), run_config(token_cap=123), {})
     assert prompt == "Type: Python int. Cap 123.\nWhat is six times seven?"
     (tmp_path / "broken.txt").write_text("no placeholders")
     with pytest.raises(UserError, match=r"lacks the \{answer_type\} placeholder"):

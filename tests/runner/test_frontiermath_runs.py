@@ -7,15 +7,20 @@ outcomes come from the pipeline, not from the script.
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.runner.conftest import read_lines
 from tests.support.scripted_server import Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
@@ -85,6 +90,20 @@ def proctor(args: list[str], server: ScriptedServer) -> subprocess.Popen[str]:
     )
 
 
+def importable_pins() -> dict[str, str]:
+    """The pinned libraries this host's Python can import, with their installed versions."""
+    from sandbox.image import top_level_pins
+
+    found = {}
+    for name in top_level_pins():
+        try:
+            importlib.import_module(name)
+        except Exception:  # any failure to import means: not offered
+            continue
+        found[name] = importlib.metadata.version(name)
+    return found
+
+
 def test_frontiermath_run_scores_through_the_real_pipeline(tmp_path: Path):
     tasks = write_fm_tasks(tmp_path / "tasks.jsonl", 4)
     out = tmp_path / "run"
@@ -105,7 +124,18 @@ def test_frontiermath_run_scores_through_the_real_pipeline(tmp_path: Path):
     assert first["total_tokens"] == (1000 + 50) + (1100 + 50)
     header = json.loads((out / "run.json").read_text())
     assert header["sandbox"]["backend"] == "local" and header["sandbox_isolates_less"] is True
+    # The explicit local backend warned (printed before the run), and run.json and the summary say so.
+    assert "proctor: warning: sandbox backend 'local' isolates less than docker" in output
+    assert "isolates less than docker" in header["sandbox"]["warning"]
     summary = json.loads((out / "summary.json").read_text())
+    assert summary["sandbox"]["backend"] == "local" and summary["sandbox"]["isolates_less"] is True
+    assert summary["sandbox"]["warning"] == header["sandbox"]["warning"]
+    # The prompt offered exactly the pinned libraries that import here, at the versions found.
+    offered = header["sandbox"]["libraries"]
+    assert offered == importable_pins() and summary["sandbox"]["libraries"] == offered
+    prompt = server.requests[0].json["messages"][0]["content"]
+    listed = {line.strip().removeprefix("• ") for line in prompt.splitlines() if "==" in line}
+    assert listed == {f"{name}=={version}" for name, version in offered.items()}
     assert summary["overall"]["accuracy"]["mean"] == 0.75
     assert summary["by_subject"]["algebra"]["accuracy"]["mean"] == 0.5
     # One python call plus answer() and the typed comparison per sample.
@@ -136,3 +166,49 @@ def test_frontiermath_run_killed_mid_run_then_resumed_has_each_sample_once(tmp_p
     assert set(keys) == {(f"fm-{i}", t) for i in range(6) for t in range(2)}
     assert set(keys.values()) == {1}
     assert json.loads((out / "summary.json").read_text())["finished_samples"] == 12
+
+
+def refused_run(tmp_path: Path, extra_env: dict[str, str], config: str) -> subprocess.CompletedProcess[str]:
+    tasks = write_fm_tasks(tmp_path / "tasks.jsonl", 1)
+    config_file = tmp_path / "run.yaml"
+    config_file.write_text(config)
+    env = {**os.environ, "OPENAI_BASE_URL": "http://127.0.0.1:9/v1", "OPENAI_API_KEY": "test", **extra_env}
+    return subprocess.run(
+        [
+            *("proctor", "run", str(config_file), "--track", "frontiermath", "--model", "openai/scripted"),
+            *("--tasks", str(tasks), "--out", str(tmp_path / "run")),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def assert_refused_without_running(
+    done: subprocess.CompletedProcess[str], tmp_path: Path, cause: str
+) -> None:
+    assert done.returncode == 2, done
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("proctor: error:"), done.stderr
+    for needle in ("backend auto", cause, "proctor image build", "--backend local"):
+        assert needle in lines[0]
+    assert not (tmp_path / "run" / "samples.jsonl").exists()
+    assert not (tmp_path / "run" / "run.json").exists()
+
+
+def test_run_with_auto_and_no_engine_is_refused_before_anything_runs(tmp_path: Path):
+    dead = tmp_path / "docker.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(dead))
+    listener.close()
+    done = refused_run(tmp_path, {"DOCKER_HOST": f"unix://{dead}"}, "sandbox:\n  backend: auto\n")
+    assert_refused_without_running(done, tmp_path, "no Docker engine answers")
+
+
+@pytest.mark.docker
+def test_run_with_auto_and_a_missing_image_is_refused_before_anything_runs(tmp_path: Path):
+    missing = "proctor/no-such-image:000000000000"
+    done = refused_run(tmp_path, {}, f"sandbox:\n  backend: auto\n  image: {missing}\n")
+    assert_refused_without_running(done, tmp_path, f"sandbox image {missing} is not built")

@@ -40,7 +40,10 @@ def backend_name(request: pytest.FixtureRequest) -> str:
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def sandbox(backend_name: str, request: pytest.FixtureRequest) -> AsyncIterator[Sandbox]:
     image = request.getfixturevalue("sandbox_image") if backend_name == "docker" else None
-    opened = await open_sandbox(backend_name, image=image, pool_size=2, default_limits=TEST_LIMITS)
+    # The conformance cases never read describe()["libraries"]: skip the local import probe.
+    opened = await open_sandbox(
+        backend_name, image=image, pool_size=2, default_limits=TEST_LIMITS, probe_libraries=False
+    )
     assert opened.backend == backend_name
     try:
         yield opened

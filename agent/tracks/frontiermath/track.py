@@ -43,7 +43,9 @@ class FrontierMathTrack(Track):
 
     async def run_sample(self, task: FrontierMathTask, trial: int, ctx: SampleContext) -> SampleRecord:
         started_at, started = _now(), time.monotonic()
-        prompt = render_prompt(self._template(ctx.config.prompt_template), task, ctx.config)
+        prompt = render_prompt(
+            self._template(ctx.config.prompt_template), task, ctx.config, _libraries_of(ctx)
+        )
         conversation = Conversation(
             task, ctx, prompt, reject_invalid=self.reject_invalid, max_turns=self.max_turns
         )
@@ -79,6 +81,16 @@ class FrontierMathTrack(Track):
             finished_at=_now(),
             duration_s=time.monotonic() - started,
         )
+
+
+def _libraries_of(ctx: SampleContext) -> dict[str, str] | None:
+    """What the sandbox says it offers; recorded in run.json with the rest of describe()."""
+    if ctx.sandbox is None:
+        return {}
+    libraries = ctx.sandbox.describe().get("libraries")
+    if not isinstance(libraries, dict):
+        return None
+    return {str(name): str(version) for name, version in libraries.items()}
 
 
 def _image_of(ctx: SampleContext) -> str | None:

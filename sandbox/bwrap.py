@@ -1,0 +1,276 @@
+"""The local backend's fence: a bubblewrap (``bwrap``) sandbox entered as an unprivileged uid.
+
+Each call's process chain is: the forked child (still root, if Proctor runs as root) joins
+the call's cgroups, sets rlimits, stages the host Python in a private mount namespace, drops
+to a fresh unprivileged uid with no groups, then execs ``bwrap``. bwrap builds every
+namespace (user, mount, pid, network, IPC, UTS, cgroup), a root of its own with only a
+read-only view of /usr and the interpreter, a minimal /dev and /proc, and a sized tmpfs as
+the only writable place; the program never holds a capability or a host uid of 0.
+
+Why the staging: the interpreter lives under /root (mode 700), which an unprivileged uid
+cannot traverse, and bwrap 0.8 resolves even ``--ro-bind-fd`` sources by path. So the child,
+while still root, bind-mounts each interpreter prefix onto an empty world-traversable
+directory in a mount namespace private to this call; bwrap then binds that onto the
+original path, and nothing else of /root appears.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sandbox.api import SandboxUnavailable
+
+INSTALL_HINT = "install bubblewrap (Debian: apt-get install bubblewrap) or use --backend docker"
+# The uid/gid the program sees inside its user namespace: the docker image's sandbox user.
+INSIDE_ID = 10001
+# Each call gets its own host uid from this range: never 0, never a real account, and never
+# shared by two concurrent calls, so RLIMIT_NPROC (counted per uid) cannot couple them.
+HOST_UID_BASE = 0x70000000
+HOST_UID_SPAN = 1 << 24
+SHM_BYTES = 16 * 1024 * 1024
+LAYOUT_PREFIX = "proctor-bwrap-"
+# Top-level host paths the program may read. On merged-/usr systems the others are symlinks.
+_SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# A minimal /etc: the dynamic linker's cache, the time zone, Debian's alternatives symlinks.
+_ETC_FILES = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "nsswitch.conf")
+_PASSWD = f"sandbox:x:{INSIDE_ID}:{INSIDE_ID}:sandbox:/tmp:/usr/sbin/nologin\n"
+_GROUP = f"sandbox:x:{INSIDE_ID}:\n"
+
+_CLONE_NEWNS = 0x00020000
+_MS_RDONLY = 0x1
+_MS_NOSUID = 0x2
+_MS_NODEV = 0x4
+_MS_REMOUNT = 0x20
+_MS_BIND = 0x1000
+_MS_REC = 0x4000
+_MS_PRIVATE = 0x40000
+_PR_SET_PDEATHSIG = 1
+_PR_SET_NO_NEW_PRIVS = 38
+
+
+def find_bwrap() -> str:
+    """Absolute path of ``bwrap``; :class:`SandboxUnavailable` with the fix when it is missing."""
+    found = shutil.which("bwrap")
+    if found is None:
+        raise SandboxUnavailable(f"no bwrap: the local backend needs bubblewrap; {INSTALL_HINT}")
+    return found
+
+
+def interpreter_prefixes(python: str) -> list[str]:
+    """Directories the interpreter needs that lie outside /usr: its prefix (and a venv's)."""
+    prefixes: list[str] = []
+    for candidate in (sys.base_prefix, sys.prefix, str(Path(python).resolve().parent.parent)):
+        real = os.path.realpath(candidate)
+        if real == "/usr" or real.startswith("/usr/") or real == "/":
+            continue
+        if not any(real == p or real.startswith(p + "/") for p in prefixes):
+            prefixes.append(real)
+    return prefixes
+
+
+@dataclass
+class Layout:
+    """Per-sandbox files on the host: the synthetic /etc/passwd and the staging mountpoints.
+
+    The directory is root-owned and world-readable (0755) and holds nothing secret.
+    """
+
+    root: Path
+    prefixes: list[str]
+
+    @classmethod
+    def create(cls, prefixes: list[str]) -> Layout:
+        # Named after the owner's pid, so `proctor sandbox cleanup` can tell stale ones.
+        root = Path(tempfile.mkdtemp(prefix=f"{LAYOUT_PREFIX}{os.getpid()}-"))
+        root.chmod(0o755)
+        etc = root / "etc"
+        etc.mkdir(mode=0o755)
+        (etc / "passwd").write_text(_PASSWD)
+        (etc / "group").write_text(_GROUP)
+        for path in etc.iterdir():
+            path.chmod(0o644)
+        for index in range(len(prefixes)):
+            (root / f"stage-{index}").mkdir(mode=0o755)
+        return cls(root=root, prefixes=prefixes)
+
+    def stage(self, index: int) -> str:
+        return str(self.root / f"stage-{index}")
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def remove_stale_layouts(owner_alive: Callable[[int], bool]) -> int:
+    """Remove layout directories whose owner process is gone (it was killed before closing)."""
+    removed = 0
+    for path in Path(tempfile.gettempdir()).glob(f"{LAYOUT_PREFIX}*"):
+        try:
+            owner = int(path.name[len(LAYOUT_PREFIX) :].split("-")[0])
+        except ValueError:
+            continue
+        if not owner_alive(owner):
+            shutil.rmtree(path, ignore_errors=True)
+            removed += 1
+    return removed
+
+
+def bwrap_argv(
+    bwrap: str, layout: Layout, tmpfs_bytes: int, program: Sequence[str], *, staged: bool
+) -> list[str]:
+    """The full command line: bwrap's options, then the program."""
+    argv = [
+        bwrap,
+        "--unshare-all",  # user, mount, pid, net, ipc, uts, cgroup (if the kernel has it)
+        "--unshare-user",
+        "--disable-userns",  # no nested user namespaces: no capabilities to regain inside
+        "--die-with-parent",
+        "--new-session",  # no controlling terminal: TIOCSTI cannot inject keystrokes
+        "--cap-drop",
+        "ALL",
+        "--uid",
+        str(INSIDE_ID),
+        "--gid",
+        str(INSIDE_ID),
+        "--hostname",
+        "sandbox",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
+    for name in _SYSTEM_DIRS:
+        host = Path("/") / name
+        if host.is_symlink():
+            argv += ["--symlink", os.readlink(host), f"/{name}"]
+        elif host.is_dir():
+            argv += ["--ro-bind", str(host), f"/{name}"]
+    for name in _ETC_FILES:
+        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    argv += ["--ro-bind", str(layout.root / "etc" / "passwd"), "/etc/passwd"]
+    argv += ["--ro-bind", str(layout.root / "etc" / "group"), "/etc/group"]
+    for index, prefix in enumerate(layout.prefixes):
+        source = layout.stage(index) if staged else prefix
+        argv += ["--ro-bind", source, prefix]
+    argv += [
+        "--dev",
+        "/dev",
+        "--size",
+        str(SHM_BYTES),
+        "--tmpfs",
+        "/dev/shm",
+        "--proc",
+        "/proc",
+        "--size",
+        str(tmpfs_bytes),
+        "--perms",
+        "1777",
+        "--tmpfs",
+        "/tmp",
+        # Last: the root bwrap built and its /dev become read-only (not recursive, so the
+        # tmpfs mounts on /tmp and /dev/shm stay writable).
+        "--remount-ro",
+        "/dev",
+        "--remount-ro",
+        "/",
+        "--chdir",
+        "/tmp",
+        "--",
+        *program,
+    ]
+    return argv
+
+
+def pick_host_uid() -> int:
+    return HOST_UID_BASE + secrets.randbelow(HOST_UID_SPAN)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{what}: {os.strerror(errno)}")
+
+
+def stage_prefixes(layout: Layout) -> None:
+    """In the forked child, as root: a private mount namespace with each prefix on its stage."""
+    libc = _libc()
+    _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
+    _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+    for index, prefix in enumerate(layout.prefixes):
+        target = layout.stage(index).encode()
+        _check(libc.mount(prefix.encode(), target, None, _MS_BIND | _MS_REC, None), f"bind {prefix}")
+        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+        _check(libc.mount(None, target, None, flags, None), f"read-only {prefix}")
+
+
+def drop_privileges(uid: int) -> None:
+    """No groups, one unprivileged uid/gid, no-new-privileges; then die with the parent.
+
+    The parent-death signal is set last: the kernel clears it whenever credentials change.
+    """
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    libc = _libc()
+    _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    _check(libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0), "parent death signal")
+
+
+def make_child_setup(
+    layout: Layout, host_uid: int | None, before_drop: Callable[[], None]
+) -> Callable[[], None]:
+    """The preexec function: cgroups and rlimits (``before_drop``), staging, privilege drop.
+
+    ``host_uid`` is None when Proctor already runs unprivileged: nothing to stage or drop.
+    """
+    _libc()  # loaded in the parent: the child should not have to dlopen
+
+    def setup() -> None:
+        before_drop()
+        if host_uid is None:
+            libc = _libc()
+            _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+            _check(libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0), "parent death signal")
+            return
+        stage_prefixes(layout)
+        drop_privileges(host_uid)
+
+    return setup
+
+
+def probe(bwrap: str, layout: Layout, python: str) -> str | None:
+    """Run the interpreter once inside the full fence; None when it works, else why not."""
+    root = os.geteuid() == 0
+    setup = make_child_setup(layout, pick_host_uid() if root else None, lambda: None)
+    argv = bwrap_argv(bwrap, layout, 1024 * 1024, [python, "-I", "-c", "print('ok')"], staged=root)
+    try:
+        done = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+            preexec_fn=setup,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return str(exc)
+    if done.returncode == 0 and done.stdout == "ok\n":
+        return None
+    lines = (done.stderr or done.stdout).strip().splitlines()
+    return lines[-1] if lines else f"exit status {done.returncode}"
