@@ -57,10 +57,11 @@ _LETTER = rf"(?:[A-Za-zα-ωΑ-Ω]|\\(?:{_GREEK})(?![A-Za-z]))"
 _ACCENTED = (
     rf"(?:\\(?:vec|hat|bar|dot|ddot|tilde|mathbf|boldsymbol|mathrm)\s*\{{\s*{_LETTER}\s*\}}|{_LETTER})"
 )
-# A subscript is a label: letters and digits, optionally behind one command (\rm, \text, \max).
+# A subscript is a label: one word of letters and digits, optionally behind one command (\rm,
+# \text, \max). No spaces: "x_{5 or 6}" is not a name.
 _SUBSCRIPT = (
     r"(?:_\s*(?:[A-Za-z0-9]"
-    r"|\{\s*(?:\\[A-Za-z]+\s*)?\{?[A-Za-z0-9 ]{0,16}\}?\s*\}"
+    r"|\{\s*(?:\\[A-Za-z]+\s*)?\{?[A-Za-z0-9]{0,16}\}?\s*\}"
     r"|\\[A-Za-z]+\s*[A-Za-z0-9]?))"
 )
 # Arguments of a named function, ``y(x)`` or ``B(x,y,z)``: single letters only.

@@ -165,6 +165,8 @@ def test_committed_shapes_still_settle() -> None:
         ("5", False),
         ("", False),
         ("ab", False),
+        ("x_{5 or 6}", False),
+        (r"x_{\text{max}}", True),
     ],
 )
 def test_bare_names(text: str, expected: bool) -> None:
@@ -216,6 +218,29 @@ async def test_a_hedged_final_answer_goes_to_the_judge() -> None:
     )
     assert len(judge.requests) == 1 and grade.outcome is Outcome.INCORRECT
     assert grade.judge.decided_by == "judge"
+
+
+@pytest.mark.parametrize(
+    "final_answer",
+    [
+        r"\frac{R}{3} + \frac{0}{0}",
+        r"\frac{R}{3} + 0 \cdot \frac{1}{0}",
+        r"\frac{R}{3} \cdot \frac{R-R}{R-R}",
+    ],
+)
+async def test_an_undefined_expression_is_not_symbolically_correct(final_answer: str) -> None:
+    # Plain algebra, so it reaches sympy; EED's fixed mode must not call it equivalent.
+    assert symbolic_pair(r"\frac{R}{3}", final_answer) is not None
+    judge = ListClient(["VERDICT: INCORRECT"])
+    grade = await grade_olympiad(
+        judge=judge,
+        template=TEMPLATE,
+        problem="P",
+        reference=r"\frac{R}{3}",
+        answer="r",
+        final_answer=final_answer,
+    )
+    assert grade.judge.decided_by == "judge" and len(judge.requests) == 1
 
 
 async def test_a_broken_precheck_defers_to_the_judge(monkeypatch: pytest.MonkeyPatch) -> None:

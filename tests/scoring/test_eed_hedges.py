@@ -90,6 +90,12 @@ def test_fixed_never_scores_an_undefined_answer_100(eed_pool: EEDWorkerPool, ans
     assert result.status != "equivalent"
 
 
+def test_strict_cancels_zero_over_zero_and_fixed_does_not(eed_pool: EEDWorkerPool) -> None:
+    answer = REF + r" \cdot \frac{m-m}{m-m}"
+    assert eed_score(REF, answer, mode="strict", pool=eed_pool).score == 100.0  # published
+    assert eed_score(REF, answer, mode="fixed", pool=eed_pool).status == "zero_gate:undefined"
+
+
 def test_ref_plus_zero_times_infinity_is_undefined_not_simplified_away(eed_pool: EEDWorkerPool) -> None:
     result = eed_score(REF, REF + r" + 0\cdot\infty", mode="fixed", pool=eed_pool)
     assert (result.status, result.score) == ("zero_gate:undefined", 0.0)
