@@ -105,7 +105,11 @@ def eed_score(
         return _score_in_worker(pool or default_pool(), reference, answer, checked_mode, timeout_s, limits)
     pairs = scoring_pairs(reference, answer)
     if pairs is None:
-        return _zero("hedged", f"the answer has more than {MAX_READINGS} readings (candidates, sides, signs)")
+        return _zero(
+            "hedged",
+            f"the answer has no sensible readings: more than {MAX_READINGS} candidates, sides or signs,"
+            " or a comma inside a group that is not a function's arguments",
+        )
     if pairs == [(reference, answer)]:
         return _score_in_worker(pool or default_pool(), reference, answer, checked_mode, timeout_s, limits)
     return _worst_reading(pool or default_pool(), pairs, timeout_s, limits)

@@ -92,6 +92,42 @@ def _list_elements(text: str) -> list[str] | None:
     return None
 
 
+def _strip_enclosing_braces(text: str) -> str:
+    """``{a = b}`` -> ``a = b``: fixed mode's preprocessing unwraps such braces before slicing."""
+    for _ in range(32):
+        stripped = text.strip()
+        if not (stripped.startswith("{") and stripped.endswith("}")):
+            return text
+        depth = 0
+        for index, char in enumerate(stripped):
+            if char == "{":
+                depth += 1
+            elif char == "}":
+                depth -= 1
+                if depth == 0 and index != len(stripped) - 1:
+                    return text  # "{a}{b}": the first group closes early
+        text = stripped[1:-1]
+    return text
+
+
+def has_nested_comma(text: str) -> bool:
+    """A comma inside a group that is not a function's argument list: ``\\frac{a, b}{c}``, ``{a, 1}``.
+
+    The preprocessing deletes commas, so ``\\frac{r, 1}{1}`` would become ``r·1``; there is no
+    sensible reading of it. ``f(x, y)`` and ``\\max(a, b)`` keep their commas.
+    """
+    call_stack: list[bool] = []  # per open group: is it a function's argument list?
+    for index, char in enumerate(text):
+        if char in _OPENING:
+            call_stack.append(char == "(" and index > 0 and text[index - 1].isalpha())
+        elif char in _CLOSING:
+            if call_stack:
+                call_stack.pop()
+        elif char == "," and call_stack and not call_stack[-1]:
+            return True
+    return False
+
+
 def _alternatives(text: str) -> list[str]:
     marked = _WORD_ALTERNATIVE.sub(_SEPARATOR, text)
     parts = _top_level_split(marked, "," + ";" + _SEPARATOR)
@@ -124,7 +160,11 @@ def _signs(text: str) -> tuple[str, str]:
 
 
 def answer_readings(answer: str) -> list[str] | None:
-    """The distinct single-valued readings of ``answer``; None when there are too many to score."""
+    """The distinct single-valued readings of ``answer``.
+
+    None when there is no sensible set of readings: more than ``MAX_READINGS``, or a comma inside
+    a group (:func:`has_nested_comma`).
+    """
     if len(answer) > MAX_SCAN_CHARS:
         return [answer]
     boxes = boxed_contents(answer, limit=4 * MAX_READINGS)
@@ -132,10 +172,12 @@ def answer_readings(answer: str) -> list[str] | None:
     candidates = distinct(boxes) if only_boxes else [answer]
     readings: list[str] = []
     for candidate in candidates:
-        for alternative in _alternatives(candidate):
-            readings.extend(_relation_sides(alternative))
+        for alternative in _alternatives(_strip_enclosing_braces(candidate)):
+            readings.extend(_relation_sides(_strip_enclosing_braces(alternative)))
     readings = [reading for reading in distinct(readings) if reading]
-    return readings if len(readings) <= MAX_READINGS else None
+    if len(readings) > MAX_READINGS or any(has_nested_comma(reading) for reading in readings):
+        return None
+    return readings
 
 
 def scoring_pairs(reference: str, answer: str) -> list[tuple[str, str]] | None:

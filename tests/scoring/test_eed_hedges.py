@@ -60,6 +60,16 @@ def test_strict_keeps_the_published_hedge_quirks(
         r"T = 2mg = 2mg + 4\frac{mv_0^2}{l}",
         r"2mg < 2mg + 4\frac{mv_0^2}{l}",
         r"2mg \approx 2mg + 4\frac{mv_0^2}{l}",
+        # The same hedges hidden one level down, where the published preprocessing still finds them
+        # (it unwraps enclosing braces, slices at any relation and deletes every comma).
+        r"{2mg + 4\frac{mv_0^2}{l}, 1}",
+        r"\frac{2mg + 4\frac{mv_0^2}{l}, 1}{1}",
+        r"(2mg + 4\frac{mv_0^2}{l}, 1) \cdot 1",
+        r"{2mg = 2mg + 4\frac{mv_0^2}{l}}",
+        r"\boxed{{2mg = 2mg + 4\frac{mv_0^2}{l}}}",
+        r"{{2mg + 4\frac{mv_0^2}{l} \text{ or } 2mg}}",
+        r"2mg + 4\frac{mv_0^2}{l} \textrm{or} 2mg",
+        r"2mg + 4\frac{mv_0^2}{l} \text{ otherwise } 2mg",
     ],
 )
 def test_fixed_never_scores_a_hedge_100(eed_pool: EEDWorkerPool, answer: str) -> None:
@@ -137,9 +147,11 @@ def test_readings() -> None:
     assert answer_readings(r"a \text{ or } b") == ["a", "b"]
     assert answer_readings("(a, b)") == ["a", "b"]
     assert answer_readings("f(a, b)") == ["f(a, b)"]  # a function of two arguments, not a list
-    assert answer_readings("(a)(b, c)") == ["(a)(b, c)"]
+    assert answer_readings("(a)(b, c)") is None  # not a list, and its comma would be deleted
     assert answer_readings(r"x = 3, y = 4") == ["3", "4"]
-    assert answer_readings(r"\frac{a,b}{c}") == [r"\frac{a,b}{c}"]
+    assert answer_readings(r"\frac{a,b}{c}") is None  # the comma would be deleted: no sensible reading
+    assert answer_readings(r"\max(a, b) + f(x,y)") == [r"\max(a, b) + f(x,y)"]
+    assert answer_readings(r"{{a = b}}") == ["a", "b"]
     assert answer_readings(r"\boxed{a} \boxed{b} \boxed{a}") == ["a", "b"]
     assert scoring_pairs("r", r"\boxed{a} \boxed{a}") == [("r", "a")]
     assert scoring_pairs("r", "v_0 = a") == [("r", "v_0 = a")]  # one value: scored as before
