@@ -151,7 +151,7 @@ def test_readings() -> None:
     assert answer_readings(r"x = 3, y = 4") == ["3", "4"]
     assert answer_readings(r"\frac{a,b}{c}") is None  # the comma would be deleted: no sensible reading
     assert answer_readings(r"\max(a, b) + f(x,y)") == [r"\max(a, b) + f(x,y)"]
-    assert answer_readings(r"{{a = b}}") == ["a", "b"]
+    assert answer_readings(r"{{2a = b}}") == ["2a", "b"]
     assert answer_readings(r"\boxed{a} \boxed{b} \boxed{a}") == ["a", "b"]
     assert scoring_pairs("r", r"\boxed{a} \boxed{a}") == [("r", "a")]
     assert scoring_pairs("r", "v_0 = a") == [("r", "v_0 = a")]  # one value: scored as before
