@@ -59,24 +59,29 @@ def render_answer_prompt(question: str, track_template: str | None, ctx: SampleC
 def final_answer_of(response: str | None) -> str | None:
     """The answer the pre-check compares: the ``FINAL ANSWER:`` section, else the ``\\boxed{}``.
 
-    Several markers must name the same answer, and without a marked answer every ``\\boxed{}``
-    must hold the same one: several different answers are several candidates, so there is no
-    single final answer (the pre-check defers, and the judge sees the whole response).
+    Every candidate the response marks must be the same answer: all ``FINAL ANSWER:`` lines and
+    all ``\\boxed{}`` contents (a box around the marked answer is the same answer). Several
+    different ones are several candidates, so there is no single final answer: the pre-check
+    defers, and the judge sees the whole response.
     """
     if not response:
         return None
+    from agent.answer_shape import boxed_contents, distinct
+    from agent.judge.precheck import normalize_answer
+
     markers = list(FINAL_ANSWER_MARKER.finditer(response))
     if len({marker.group(1).strip().strip("*").strip() for marker in markers}) > 1:
         return None
     marked = _tail_after(response, markers[-1]) if markers else None
-    if marked is not None:
-        return marked
-    from agent.answer_shape import boxed_contents, distinct
-
     boxes = distinct(boxed_contents(response))
-    if len(boxes) != 1:
-        return None
-    return boxes[0] or None
+    if marked is None:
+        return boxes[0] or None if len(boxes) == 1 else None
+    if boxes:
+        marked_boxes = boxed_contents(marked)
+        committed = normalize_answer(marked_boxes[0] if len(marked_boxes) == 1 else marked)
+        if any(normalize_answer(box) != committed for box in boxes):
+            return None  # "\\boxed{6} ... FINAL ANSWER: 5"
+    return marked
 
 
 @dataclass

@@ -185,6 +185,9 @@ def test_bare_names(text: str, expected: bool) -> None:
         ("FINAL ANSWER: 5\nFINAL ANSWER: 5", "5"),
         ("FINAL ANSWER:\n" + r"\boxed{5}", r"\boxed{5}"),
         ("FINAL ANSWER: 5", "5"),
+        ("So " + r"\boxed{6}" + ".\nFINAL ANSWER: 5", None),  # a boxed 6 and a marked 5
+        ("So " + r"\boxed{5}" + ".\nFINAL ANSWER: 5", "5"),
+        ("So " + r"\boxed{5}" + ".\nFINAL ANSWER: " + r"\boxed{5}", r"\boxed{5}"),
         ("no answer", None),
     ],
 )
