@@ -175,6 +175,8 @@ def answer_readings(answer: str) -> list[str] | None:
         for alternative in _alternatives(_strip_enclosing_braces(candidate)):
             readings.extend(_relation_sides(_strip_enclosing_braces(alternative)))
     readings = [reading for reading in distinct(readings) if reading]
+    if not readings:
+        return [answer]  # only separators (",", "=", "or"): nothing to split, scored as written
     if len(readings) > MAX_READINGS or any(has_nested_comma(reading) for reading in readings):
         return None
     return readings

@@ -159,6 +159,12 @@ def test_readings() -> None:
     assert scoring_pairs("r", r"a \pm b \mp c") == [("r", "a + b - c"), ("r", "a - b + c")]
 
 
+@pytest.mark.parametrize("answer", [",", "=", " or ", r"\boxed{,}\boxed{=}", "; ;"])
+def test_an_answer_of_separators_only_is_scored_as_written(eed_pool: EEDWorkerPool, answer: str) -> None:
+    assert scoring_pairs("x", answer) == [("x", answer)]
+    assert eed_score("x", answer, mode="fixed", pool=eed_pool).score < 100.0
+
+
 def test_too_many_readings_score_zero() -> None:
     answer = ", ".join(f"x_{k}" for k in range(MAX_READINGS + 1))
     assert scoring_pairs("x_0", answer) is None
@@ -267,3 +273,19 @@ def test_property_plus_undefined_is_below_100(
 ) -> None:
     result = eed_score(reference, f"{reference} + {undefined}", mode="fixed", timeout_s=20, pool=eed_pool)
     assert result.score < 100.0, result
+
+
+PIECES = st.sampled_from(
+    ["{", "}", "(", ")", "[", "]", "\\{", "\\}", ",", ";", "=", "<", "\\approx", "\\pm", "±", "\\mp", "or",
+     " ", "\\text{ or }", "\\boxed{", "\\lor", "x", "v_0", "2", "\\frac", "\\", "\ud800", "\x00"]
+)  # fmt: skip
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(
+    reference=st.lists(PIECES, max_size=20).map("".join),
+    answer=st.lists(PIECES, max_size=120).map("".join) | st.text(st.characters(codec=None), max_size=200),
+)
+def test_readings_never_raise_and_stay_bounded(reference: str, answer: str) -> None:
+    pairs = scoring_pairs(reference, answer)
+    assert pairs is None or 1 <= len(pairs) <= MAX_READINGS
