@@ -106,6 +106,12 @@ def test_strict_cancels_zero_over_zero_and_fixed_does_not(eed_pool: EEDWorkerPoo
     assert eed_score(REF, answer, mode="fixed", pool=eed_pool).status == "zero_gate:undefined"
 
 
+def test_strict_deletes_infinity_and_fixed_keeps_it(eed_pool: EEDWorkerPool) -> None:
+    for answer in (r"2mg\infty + 4\frac{mv_0^2}{l}", REF + r" \infty"):
+        assert eed_score(REF, answer, mode="strict", pool=eed_pool).score == 100.0  # published
+        assert eed_score(REF, answer, mode="fixed", pool=eed_pool).score < 100.0
+
+
 def test_ref_plus_zero_times_infinity_is_undefined_not_simplified_away(eed_pool: EEDWorkerPool) -> None:
     result = eed_score(REF, REF + r" + 0\cdot\infty", mode="fixed", pool=eed_pool)
     assert (result.status, result.score) == ("zero_gate:undefined", 0.0)
