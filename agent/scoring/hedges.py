@@ -12,9 +12,11 @@ Readings are found by string work alone, before any conversion:
 2. top-level alternatives: ``,``, ``;``, ``\\text{or}``/``\\text{and}`` (and ``\\mathrm``,
    ``\\textrm``), a bare ``or``/``and`` between spaces, ``\\lor``, ``\\vee``; a whole answer
    that is a bracketed list ``(a, b)``, ``[a, b]``, ``\\{a, b\\}`` gives its elements;
-3. top-level relations (``=``, ``\\approx``, ``<``, ``\\le``, ...): every side is a reading, except
+3. text after ``\\quad`` that is more than a remark or a condition: no relation, and something
+   left once ``\\text{...}``, brackets and punctuation are gone (``a \\quad (b)``);
+4. top-level relations (``=``, ``\\approx``, ``<``, ``\\le``, ...): every side is a reading, except
    a leading bare name before ``=`` or ``\\approx`` (``v_0 = ...`` states a value);
-4. ``\\pm``/``\\mp``/``±``/``∓`` in either string: the upper and the lower sign reading, paired
+5. ``\\pm``/``\\mp``/``±``/``∓`` in either string: the upper and the lower sign reading, paired
    with the same reading of the reference.
 
 An answer with one reading is not hedged and is scored exactly as before.
@@ -42,6 +44,10 @@ _VALUE_RELATION = re.compile(r"=|\\approx(?![A-Za-z])|≈")
 _PLUS_MINUS = re.compile(r"\\pm(?![A-Za-z])|±")
 _MINUS_PLUS = re.compile(r"\\mp(?![A-Za-z])|∓")
 _SEPARATOR = "\x00"
+_QUAD = re.compile(r"\\q?quad(?![A-Za-z])")
+_QUAD_REMARK = re.compile(
+    r"\\(?:text|mathrm|textrm|mbox|rm)\s*\{[^{}]*\}|\\[,;:! ]|\\q?quad(?![A-Za-z])|[\s()\[\].,;:]"
+)
 _BOX_ONLY = re.compile(r"\s*\\boxed\s*\{.*\}\s*", re.DOTALL)
 _OPENING = "([{"
 _CLOSING = ")]}"
@@ -138,6 +144,20 @@ def _alternatives(text: str) -> list[str]:
     return parts
 
 
+def _quad_parts(text: str) -> list[str]:
+    """``a \\quad (b)``: the published scorer drops everything after ``\\quad``, which is right for
+    a unit, a remark or a condition (``\\quad \\text{(m/s)}``, ``\\quad x > 0``) but hides a second
+    value. A tail without a relation that still holds something once text groups, brackets and
+    punctuation are gone is a reading of its own."""
+    match = _QUAD.search(text)
+    if match is None:
+        return [text]
+    head, tail = text[: match.start()], text[match.end() :]
+    if _RELATION.search(tail) or not _QUAD_REMARK.sub("", tail).strip():
+        return [text]  # a condition ("\\quad x > 0") or a remark: dropped, as published
+    return [head, *_quad_parts(tail)]
+
+
 def _relation_sides(text: str) -> list[str]:
     """Sides of the top-level relations; a leading ``name =`` or ``name \\approx`` is dropped."""
     marked = _RELATION.sub(lambda match: _SEPARATOR + match.group(0) + _SEPARATOR, text)
@@ -173,7 +193,8 @@ def answer_readings(answer: str) -> list[str] | None:
     readings: list[str] = []
     for candidate in candidates:
         for alternative in _alternatives(_strip_enclosing_braces(candidate)):
-            readings.extend(_relation_sides(_strip_enclosing_braces(alternative)))
+            for part in _quad_parts(alternative):
+                readings.extend(_relation_sides(_strip_enclosing_braces(part)))
     readings = [reading for reading in distinct(readings) if reading]
     if not readings:
         return [answer]  # only separators (",", "=", "or"): nothing to split, scored as written

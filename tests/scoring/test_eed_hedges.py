@@ -70,6 +70,8 @@ def test_strict_keeps_the_published_hedge_quirks(
         r"{{2mg + 4\frac{mv_0^2}{l} \text{ or } 2mg}}",
         r"2mg + 4\frac{mv_0^2}{l} \textrm{or} 2mg",
         r"2mg + 4\frac{mv_0^2}{l} \text{ otherwise } 2mg",
+        r"2mg + 4\frac{mv_0^2}{l} \quad (2mg)",  # published drops all after \quad
+        r"2mg + 4\frac{mv_0^2}{l} \qquad 2mg",
     ],
 )
 def test_fixed_never_scores_a_hedge_100(eed_pool: EEDWorkerPool, answer: str) -> None:
@@ -158,6 +160,9 @@ def test_readings() -> None:
     assert answer_readings(r"\frac{a,b}{c}") is None  # the comma would be deleted: no sensible reading
     assert answer_readings(r"\max(a, b) + f(x,y)") == [r"\max(a, b) + f(x,y)"]
     assert answer_readings(r"{{2a = b}}") == ["2a", "b"]
+    assert answer_readings(r"v \quad \text{(m/s)}") == [r"v \quad \text{(m/s)}"]  # a unit: as published
+    assert answer_readings(r"v \quad x > 0") == [r"v \quad x > 0"]  # a condition: as published
+    assert answer_readings(r"v \quad (2v)") == ["v", "(2v)"]
     assert answer_readings(r"\boxed{a} \boxed{b} \boxed{a}") == ["a", "b"]
     assert scoring_pairs("r", r"\boxed{a} \boxed{a}") == [("r", "a")]
     assert scoring_pairs("r", "v_0 = a") == [("r", "v_0 = a")]  # one value: scored as before
