@@ -154,7 +154,7 @@ def _quad_parts(text: str) -> list[str]:
         return [text]
     head, tail = text[: match.start()], text[match.end() :]
     if _RELATION.search(tail) or not _QUAD_REMARK.sub("", tail).strip():
-        return [text]  # a condition ("\\quad x > 0") or a remark: dropped, as published
+        return [head]  # a condition ("\\quad x > 0") or a remark: dropped, as published
     return [head, *_quad_parts(tail)]
 
 

@@ -160,8 +160,9 @@ def test_readings() -> None:
     assert answer_readings(r"\frac{a,b}{c}") is None  # the comma would be deleted: no sensible reading
     assert answer_readings(r"\max(a, b) + f(x,y)") == [r"\max(a, b) + f(x,y)"]
     assert answer_readings(r"{{2a = b}}") == ["2a", "b"]
-    assert answer_readings(r"v \quad \text{(m/s)}") == [r"v \quad \text{(m/s)}"]  # a unit: as published
-    assert answer_readings(r"v \quad x > 0") == [r"v \quad x > 0"]  # a condition: as published
+    assert answer_readings(r"v \quad \text{(m/s)}") == ["v"]  # a unit: dropped, as published
+    assert answer_readings(r"v \quad x > 0") == ["v"]  # a condition: dropped, as published
+    assert scoring_pairs("r", r"v \quad x > 0") == [("r", r"v \quad x > 0")]  # one value: as before
     assert answer_readings(r"v \quad (2v)") == ["v", "(2v)"]
     assert answer_readings(r"\boxed{a} \boxed{b} \boxed{a}") == ["a", "b"]
     assert scoring_pairs("r", r"\boxed{a} \boxed{a}") == [("r", "a")]
