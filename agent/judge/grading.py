@@ -57,7 +57,7 @@ async def grade_olympiad(
     """``answer`` goes to the judge; ``final_answer`` (the marked one, if any) to the pre-check."""
     checked: PrecheckResult | None = None
     if use_precheck:
-        checked = precheck(reference, final_answer)
+        checked = _guarded_precheck(reference, final_answer)
         if not checked.settled_correct and symbolic:
             checked = await _symbolic_precheck(reference, final_answer, symbolic_timeout_s) or checked
     if checked is not None and checked.settled_correct:
@@ -76,6 +76,14 @@ async def grade_olympiad(
     record.verdict = result.verdict.text
     correct = result.verdict.correct
     return Grade(Outcome.CORRECT if correct else Outcome.INCORRECT, float(correct), correct, record)
+
+
+def _guarded_precheck(reference: str, answer: str | None) -> PrecheckResult:
+    """The pre-check is an optimisation: if it ever breaks on some text, the judge decides."""
+    try:
+        return precheck(reference, answer)
+    except Exception as exc:
+        return PrecheckResult(False, f"pre-check failed: {type(exc).__name__}: {exc}")
 
 
 async def _symbolic_precheck(reference: str, answer: str | None, timeout_s: float) -> PrecheckResult | None:

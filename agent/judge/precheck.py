@@ -4,15 +4,22 @@ Policy (see docs/judge-tracks.md): the pre-check only ever says "correct, sure" 
 It never settles INCORRECT: a string or number mismatch can still be an equivalent answer
 (another unit, a compound's other name, a rearranged expression), which only the judge can see.
 
-Rules, tried in order on the normalised reference and answer:
+It settles only answers of a few whitelisted shapes, so an answer that names several candidates
+("3 or 4", "5 (or 6)", ``\\pm``, a list, a range, ``3 or 4 = 5``) never reaches a comparison
+that could keep just one of them. After normalisation the answer must be:
 
-1. ``exact``: equal strings after normalisation (markup, delimiters, spacing, double escapes).
-   A lone ``x = ...`` on one side is compared by its right-hand side.
-2. ``numeric``: both are one number (optionally times a power of ten) followed by the same
-   unit text. An integer reference needs the same value. Otherwise the prompt's
-   "within 1 decimal place rounding (e.g., 6.69 ≈ 6.7)" is read conservatively: the two must
-   agree both when rounded to one decimal place and when rounded to one decimal place of the
-   reference's leading digit (scientific notation), so 0.046 may match 0.0456 but 0.04 may not.
+* ``exact``: the reference's own text (or the reference's value when the reference is
+  ``name = value``): whatever the answer says, the reference says too; or
+* ``numeric``: one plain number in a strict grammar (ASCII digits, one optional sign, decimal
+  point, ``\\times 10^{k}`` or ``e k`` with ``|k| < 1000``, at most 40 mantissa characters)
+  followed by exactly the reference's unit text. An integer reference needs the same value.
+  Otherwise the prompt's "within 1 decimal place rounding (e.g., 6.69 ≈ 6.7)" is read
+  conservatively: the two must agree both when rounded to one decimal place and when rounded to
+  one decimal place of the reference's leading digit, so 0.046 may match 0.0456 but 0.04 may not;
+* either of those behind one ``NAME =``, where NAME is a bare name (``T``, ``R_{eq}``,
+  ``\\Delta S``, ``y(x)``: :func:`agent.answer_shape.is_bare_name`) and there is one ``=``.
+
+Anything else, including every answer longer than ``MAX_ANSWER_CHARS``, defers to the judge.
 """
 
 from __future__ import annotations
@@ -21,6 +28,13 @@ import html
 import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
+
+from agent.answer_shape import is_bare_name
+
+# Bounds on the work one pre-check may do. Longer answers are not "one committed value" anyway.
+MAX_ANSWER_CHARS = 2_000
+MAX_REFERENCE_CHARS = 20_000
+MAX_MANTISSA_CHARS = 40
 
 
 @dataclass(frozen=True)
@@ -35,7 +49,8 @@ class PrecheckResult:
 _BACKSLASH_RUN = re.compile(r"\\{2,}")
 _DELIMITERS = re.compile(r"\\[()\[\]]|\$")
 _SIZING = re.compile(r"\\(?:left|right|[bB]ig{1,2}[lr]?|displaystyle)(?![A-Za-z])")
-_THIN_SPACES = re.compile(r"\\[,;:! ]|~")
+# "~" between two things is TeX's unbreakable space; a leading "~5" means "about 5" and stays.
+_THIN_SPACES = re.compile(r"\\[,;:! ]|(?<=\S)~")
 _SINGLE_GROUP = re.compile(r"([\^_])\{([A-Za-z0-9])\}")
 _SPACE_RUN = re.compile(r"\s+")
 # TeX ends a control word at the first non-letter, so "\times 10" is "\times10".
@@ -59,25 +74,37 @@ def normalize_answer(text: str) -> str:
     text = _SINGLE_GROUP.sub(r"\1\2", text)
     text = _SPACE_RUN.sub(" ", text).strip()
     text = _SPACE_AFTER_COMMAND.sub(r"\1", text)
-    text = _INSIGNIFICANT_SPACE.sub("", text)
-    return text.strip().rstrip(_TRAILING_PUNCTUATION).strip()
+    text = _INSIGNIFICANT_SPACE.sub("", text).strip()
+    # One closing full stop or comma is punctuation; "5..." or "5,," is not a plain "5".
+    if text[-1:] and text[-1] in _TRAILING_PUNCTUATION:
+        text = text[:-1]
+    return text.strip()
 
 
-def split_assignment(text: str) -> tuple[str | None, str]:
-    """``"r=19"`` -> ``("r", "19")``; text without exactly one ``=`` has no left-hand side."""
+def split_assignment(text: str) -> tuple[str | None, str] | None:
+    """``"r=19"`` -> ``("r", "19")``; ``"19"`` -> ``(None, "19")``; None when it is neither.
+
+    Only a bare name (:func:`agent.answer_shape.is_bare_name`) before the only ``=`` makes an
+    assignment. ``3 or 4 = 5``, ``a = b = c`` and ``x + y = 5`` are not committed values.
+    """
+    if "=" not in text:
+        return None, text
     if text.count("=") != 1:
-        return None, text
+        return None
     lhs, rhs = (part.strip() for part in text.split("="))
-    if not lhs or not rhs or len(lhs) > 40:
-        return None, text
+    if not rhs or not is_bare_name(lhs):
+        return None
     return lhs, rhs
 
 
 _NUMBER = re.compile(
-    r"(?P<mantissa>[+-]?(?:\d+(?:\.\d*)?|\.\d+))"
-    r"(?:(?:\\times|\\cdot|×|\*)10\^\{?(?P<power>[+-]?\d{1,3})\}?|[eE](?P<exp>[+-]?\d{1,3}))?"
-    r"(?P<unit>.*)"
+    r"(?P<mantissa>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
+    r"(?:(?:\\times|\\cdot|×|\*)10\^(?:\{(?P<braced>[+-]?[0-9]{1,3})\}|(?P<power>[+-]?[0-9]))"
+    r"|[eE](?P<exp>[+-]?[0-9]{1,3})(?![0-9]))?"
+    r"(?P<unit>.*)",
+    re.DOTALL,
 )
+_UNIT = re.compile(r"[A-Za-zμµ°%/^{}\-0-9·.]*")
 
 
 @dataclass(frozen=True)
@@ -88,14 +115,17 @@ class ParsedNumber:
 
 
 def parse_number(text: str) -> ParsedNumber | None:
+    """One number in the strict grammar (module docstring) and its unit text, or None."""
     match = _NUMBER.fullmatch(text)
     if match is None:
         return None
-    unit = _TEXT_WRAPPERS.sub(r"\1", match.group("unit")).replace(" ", "")
-    if (unit and not re.fullmatch(r"[A-Za-zμµ°%/^{}\-0-9·.]*", unit)) or unit[:1].isdigit():
-        return None
     mantissa = match.group("mantissa")
-    exponent = match.group("power") or match.group("exp")
+    if len(mantissa) > MAX_MANTISSA_CHARS:
+        return None
+    unit = _TEXT_WRAPPERS.sub(r"\1", match.group("unit")).replace(" ", "")
+    if not _UNIT.fullmatch(unit) or (unit and (unit[0].isdigit() or unit[0] in ".-^{}/")):
+        return None
+    exponent = match.group("braced") or match.group("power") or match.group("exp")
     try:
         value = Decimal(mantissa) * (Decimal(10) ** int(exponent) if exponent else 1)
     except InvalidOperation:
@@ -112,10 +142,14 @@ def _round_tenth(value: Decimal) -> Decimal:
 
 
 def numbers_match(reference: ParsedNumber, answer: ParsedNumber) -> bool:
-    # Exponents have at most three digits, so rounding 1e999 to a tenth needs ~1000 digits.
+    # Mantissas have at most 40 characters and exponents three digits, so a tenth of any value
+    # fits in 1100 digits; the context has room to spare and quantize can never overflow it.
     with localcontext() as context:
         context.prec = 2100
-        return _numbers_match(reference, answer)
+        try:
+            return _numbers_match(reference, answer)
+        except InvalidOperation:  # a reference outside the grammar's bounds: not sure
+            return False
 
 
 def _numbers_match(reference: ParsedNumber, answer: ParsedNumber) -> bool:
@@ -131,32 +165,32 @@ def _numbers_match(reference: ParsedNumber, answer: ParsedNumber) -> bool:
     ) == _round_tenth(answer.value / scale)
 
 
-def _sides_to_compare(reference: str, answer: str) -> list[tuple[str, str]]:
-    """The pairs worth comparing: whole strings, or right-hand sides when one side names its LHS."""
-    pairs = [(reference, answer)]
-    ref_lhs, ref_rhs = split_assignment(reference)
-    ans_lhs, ans_rhs = split_assignment(answer)
-    if ref_lhs is not None and ans_lhs is None:
-        pairs.append((ref_rhs, answer))
-    elif ans_lhs is not None and ref_lhs is None:
-        pairs.append((reference, ans_rhs))
-    elif ref_lhs is not None and ref_lhs == ans_lhs:
-        pairs.append((ref_rhs, ans_rhs))
-    return pairs
-
-
 def precheck(reference: str, answer: str | None) -> PrecheckResult:
     """Decide CORRECT when sure; otherwise say why the judge has to decide."""
     if answer is None or not answer.strip():
         return PrecheckResult(False, "no marked final answer to compare")
+    if len(answer) > MAX_ANSWER_CHARS or len(reference) > MAX_REFERENCE_CHARS:
+        return PrecheckResult(False, f"answer longer than {MAX_ANSWER_CHARS} characters")
     ref_norm, ans_norm = normalize_answer(reference), normalize_answer(answer)
     if not ref_norm or not ans_norm:
         return PrecheckResult(False, "empty after normalisation")
-    pairs = _sides_to_compare(ref_norm, ans_norm)
-    if any(ref == ans for ref, ans in pairs):
+    if ref_norm == ans_norm:
         return PrecheckResult(True, "exact")
-    for ref, ans in pairs:
-        ref_number, ans_number = parse_number(ref), parse_number(ans)
-        if ref_number is not None and ans_number is not None and numbers_match(ref_number, ans_number):
-            return PrecheckResult(True, "numeric")
+    answer_parts = split_assignment(ans_norm)
+    if answer_parts is None:
+        return PrecheckResult(
+            False, "the answer is not one committed value (an = that is not `name = value`)"
+        )
+    ans_name, ans_value = answer_parts
+    ref_name, ref_value = split_assignment(ref_norm) or (None, ref_norm)
+    if ans_name is not None and ref_name is not None and ans_name != ref_name:
+        return PrecheckResult(False, "the answer names another quantity than the reference")
+    if ans_value in (ref_value, ref_norm):
+        return PrecheckResult(True, "exact")
+    ans_number = parse_number(ans_value)
+    if ans_number is not None:
+        for ref_text in dict.fromkeys((ref_value, ref_norm)):
+            ref_number = parse_number(ref_text)
+            if ref_number is not None and numbers_match(ref_number, ans_number):
+                return PrecheckResult(True, "numeric")
     return PrecheckResult(False, "no exact or numeric match")

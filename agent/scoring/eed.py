@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agent.scoring.hedges import MAX_READINGS, scoring_pairs
 from agent.scoring.latex_preprocess import MODES, Mode
 from agent.scoring.worker_pool import EEDWorkerPool, StepLimits, default_pool
 
@@ -98,9 +100,25 @@ def eed_score(
     gated = string_gate(reference, answer, checked_mode)
     if gated is not None:
         return gated
-    scored = (pool or default_pool()).score(
-        reference, answer, checked_mode, timeout_s, StepLimits(simplify_limit_s, equals_limit_s)
-    )
+    limits = StepLimits(simplify_limit_s, equals_limit_s)
+    if checked_mode == "strict":
+        return _score_in_worker(pool or default_pool(), reference, answer, checked_mode, timeout_s, limits)
+    pairs = scoring_pairs(reference, answer)
+    if pairs is None:
+        return _zero(
+            "hedged",
+            f"the answer has no sensible readings: more than {MAX_READINGS} candidates, sides or signs,"
+            " or a comma inside a group that is not a function's arguments",
+        )
+    if pairs == [(reference, answer)]:
+        return _score_in_worker(pool or default_pool(), reference, answer, checked_mode, timeout_s, limits)
+    return _worst_reading(pool or default_pool(), pairs, timeout_s, limits)
+
+
+def _score_in_worker(
+    pool: EEDWorkerPool, reference: str, answer: str, mode: Mode, timeout_s: float, limits: StepLimits
+) -> EEDResult:
+    scored = pool.score(reference, answer, mode, timeout_s, limits)
     raw = scored.result
     timings = dict(raw.get("timings") or {})
     timings["wall"] = scored.wall_s
@@ -115,6 +133,43 @@ def eed_score(
         timings=timings,
         fallbacks=list(scored.fallbacks),
     )
+
+
+def _worst_reading(
+    pool: EEDWorkerPool, pairs: list[tuple[str, str]], timeout_s: float, limits: StepLimits
+) -> EEDResult:
+    """Fixed mode on a hedged answer: every reading is scored and the lowest score is the result.
+
+    The readings share the pair's one time budget; a reading that runs out of it makes the whole
+    pair a ``timeout`` (its worst reading is unknown).
+    """
+    deadline = time.monotonic() + timeout_s
+    worst: EEDResult | None = None
+    worst_answer = ""
+    timings: dict[str, float] = {}
+    for reference, answer in pairs:
+        remaining = deadline - time.monotonic()
+        result = string_gate(reference, answer, "fixed")
+        if result is None:
+            if remaining <= 0:
+                result = EEDResult(0.0, None, None, None, None, "timeout", "the readings used up the budget")
+            else:
+                result = _score_in_worker(pool, reference, answer, "fixed", remaining, limits)
+        for category, seconds in result.timings.items():
+            timings[category] = timings.get(category, 0.0) + seconds
+        if worst is None or result.score < worst.score or result.status == "timeout":
+            worst, worst_answer = result, answer
+        if result.status == "timeout":
+            break
+    assert worst is not None  # scoring_pairs never returns an empty list
+    worst.timings = timings
+    what = (
+        f"hedged answer, {len(pairs)} readings scored, the worst kept: {worst_answer!r}"
+        if len(pairs) > 1
+        else f"one answer, boxed more than once: {worst_answer!r}"
+    )
+    worst.detail = what + (f" ({worst.detail})" if worst.detail else "")
+    return worst
 
 
 async def eed_score_async(

@@ -96,6 +96,42 @@ def _result(status: str, clock: _Clock, **fields: Any) -> dict[str, Any]:
     return base
 
 
+def evaluated(expr: Any) -> Any:
+    """``expr`` rebuilt bottom-up with sympy's evaluation on, so ``Mul(0, oo)`` becomes ``nan``.
+
+    latex2sympy builds some products unevaluated. If a node cannot be rebuilt, it is kept as is.
+    """
+    try:
+        if not expr.args:
+            return expr
+        return expr.func(*(evaluated(argument) for argument in expr.args))
+    except Exception:
+        return expr
+
+
+def is_undefined(expr: Any) -> bool:
+    import sympy
+
+    try:
+        return bool(expr.has(sympy.nan, sympy.zoo))
+    except Exception:
+        return False
+
+
+def has_infinity(expr: Any) -> bool:
+    import sympy
+
+    try:
+        return bool(expr.has(sympy.oo, -sympy.oo, sympy.zoo))
+    except Exception:
+        return False
+
+
+def _short(expr: Any) -> str:
+    text = str(expr)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 @dataclass
 class _ReferenceWork:
     """What is known about one reference: it is scored against many answers (trials, models)."""
@@ -158,6 +194,20 @@ def run_pipeline(
     except Exception as exc:
         return _result("parse_error", clock, detail=f"answer: {type(exc).__name__}: {exc}")
 
+    # Fixed mode: an undefined answer (0·∞, ∞−∞, 0/0, x/0) never counts as equivalent. The
+    # converter keeps such products unevaluated, and simplify() then drops "0·∞" as if it were 0.
+    infinity_only_in_answer = False
+    converted_answer: Any = None
+    if mode == "fixed":
+        # Before evaluation, which turns "∞^0" into 1 and so "0·∞^0" into 0.
+        infinity_only_in_answer = has_infinity(answer_expr) and not has_infinity(reference_expr)
+        converted_answer = answer_expr
+        reference_expr = clock.run("evaluate_reference", lambda: evaluated(reference_expr))
+        answer_expr = clock.run("evaluate_answer", lambda: evaluated(answer_expr))
+        for side, expr in (("reference", reference_expr), ("answer", answer_expr)):
+            if is_undefined(expr):
+                return _result("zero_gate:undefined", clock, detail=f"{side}: {_short(expr)} is undefined")
+
     def simplified(step: str, expr: Any) -> Any:
         if step in skipped:
             return expr  # published fallback: keep the unsimplified expression
@@ -180,9 +230,18 @@ def run_pipeline(
             if "simplify_reference" not in skipped:
                 cached.simplified = reference_expr
         answer_expr = clock.run("restore_symbols", lambda: positive_answer.subs(answer_symbols))
+        if mode == "fixed" and is_undefined(answer_expr):
+            return _result(
+                "zero_gate:undefined",
+                clock,
+                fallbacks=fallbacks,
+                detail=f"answer: simplifies to {_short(answer_expr)}",
+            )
         difference = clock.run("expand_difference", lambda: sympy.expand(reference_expr - answer_expr))
         difference = simplified("simplify_difference", difference)
-        if reference_expr == answer_expr or difference == 0:
+        if infinity_only_in_answer:
+            pass  # an answer with ∞ cannot equal a finite reference, whatever simplify makes of it
+        elif reference_expr == answer_expr or difference == 0:
             return _result(
                 "equivalent",
                 clock,
@@ -192,7 +251,11 @@ def run_pipeline(
                 fallbacks=fallbacks,
                 detail="simplified forms agree",
             )
-        if "equals" not in skipped and clock.run("equals", lambda: reference_expr.equals(answer_expr)):
+        if (
+            not infinity_only_in_answer
+            and "equals" not in skipped
+            and clock.run("equals", lambda: reference_expr.equals(answer_expr))
+        ):
             return _result(
                 "equivalent",
                 clock,
@@ -214,6 +277,9 @@ def run_pipeline(
             "zero_gate:simplify_error", clock, fallbacks=fallbacks, detail=f"{type(exc).__name__}: {exc}"
         )
 
+    if infinity_only_in_answer:
+        # simplify() may have dropped the ∞ ("0·∞^0"); the distance is to what the answer wrote.
+        answer_expr = converted_answer
     try:
         reference_tree: TreeNode = clock.run("build_trees", lambda: sympy_to_tree(reference_expr))
         answer_tree: TreeNode = clock.run("build_trees", lambda: sympy_to_tree(answer_expr))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agent.answer_shape import boxed_contents, distinct
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, load_template
 from agent.records import EEDRecord, Outcome, SampleRecord
 from agent.scoring.eed import eed_score_async, extract_boxed
@@ -36,6 +37,18 @@ class PhybenchTrack(Track):
     def load_tasks(self, path: Path) -> list[ScienceTask]:
         return load_science_tasks(path, "phybench")
 
+    def _boxed_answer(self, response: str) -> str | None:
+        """The last ``\\boxed{}`` (published); in fixed mode every different boxed answer.
+
+        Fixed mode scores several different boxed answers as a hedge: each is a reading and the
+        worst one counts (agent/scoring/hedges.py).
+        """
+        if self.settings.eed_mode == "fixed":
+            boxes = distinct(boxed_contents(response))
+            if len(boxes) > 1:
+                return " ".join("\\boxed{" + box + "}" for box in boxes)
+        return extract_boxed(response)
+
     async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
         log = SampleLog(self.name, task.id, trial, task.subject, ctx)
         try:
@@ -43,7 +56,7 @@ class PhybenchTrack(Track):
             response = await ask_model_once(log, prompt)
         except ModelFailed as exc:
             return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
-        boxed = extract_boxed(response)
+        boxed = self._boxed_answer(response)
         if boxed is None or not boxed.strip():
             return log.finish(
                 Outcome.NO_SUBMISSION,

@@ -21,7 +21,12 @@ from agent.model.base import ChatResponse, ModelError, Usage, reply_notes
 from agent.records import EEDRecord, JudgeRecord, Outcome, SampleRecord, ToolCallRecord, TurnUsage
 from agent.tracks.base import SampleContext
 
-FINAL_ANSWER_MARKER = re.compile(r"^\s*\**\s*FINAL ANSWER\s*\**\s*:\s*\**(.*)$", re.IGNORECASE | re.MULTILINE)
+# No two adjacent parts may match the same text, or the regex backtracks: with ``\s*\**\s*`` a
+# reply of 2,000 newlines took 34 s and one of a million spaces did not finish. Blanks only, never
+# newlines, and an optional run of ``*`` always followed by its own blanks.
+FINAL_ANSWER_MARKER = re.compile(
+    r"^[ \t]*(?:\*+[ \t]*)?FINAL ANSWER[ \t]*(?:\*+[ \t]*)?:[ \t]*(?:\*+)?(.*)$", re.IGNORECASE | re.MULTILINE
+)
 
 
 def marked_final_answer(response: str | None) -> str | None:
@@ -29,11 +34,11 @@ def marked_final_answer(response: str | None) -> str | None:
     if not response:
         return None
     matches = list(FINAL_ANSWER_MARKER.finditer(response))
-    if not matches:
-        return None
-    last = matches[-1]
-    tail = (last.group(1) + response[last.end() :]).strip().strip("*").strip()
-    return tail or None
+    return _tail_after(response, matches[-1]) if matches else None
+
+
+def _tail_after(response: str, marker: re.Match[str]) -> str | None:
+    return (marker.group(1) + response[marker.end() :]).strip().strip("*").strip() or None
 
 
 @functools.lru_cache(maxsize=8)
@@ -52,14 +57,31 @@ def render_answer_prompt(question: str, track_template: str | None, ctx: SampleC
 
 
 def final_answer_of(response: str | None) -> str | None:
-    """The answer the pre-check compares: the ``FINAL ANSWER:`` section, else the last ``\\boxed{}``."""
-    marked = marked_final_answer(response)
-    if marked is not None or not response:
-        return marked
-    from agent.scoring.eed import extract_boxed
+    """The answer the pre-check compares: the ``FINAL ANSWER:`` section, else the ``\\boxed{}``.
 
-    boxed = extract_boxed(response)
-    return boxed.strip() or None if boxed is not None else None
+    Every candidate the response marks must be the same answer: all ``FINAL ANSWER:`` lines and
+    all ``\\boxed{}`` contents (a box around the marked answer is the same answer). Several
+    different ones are several candidates, so there is no single final answer: the pre-check
+    defers, and the judge sees the whole response.
+    """
+    if not response:
+        return None
+    from agent.answer_shape import boxed_contents, distinct
+    from agent.judge.precheck import normalize_answer
+
+    markers = list(FINAL_ANSWER_MARKER.finditer(response))
+    if len({marker.group(1).strip().strip("*").strip() for marker in markers}) > 1:
+        return None
+    marked = _tail_after(response, markers[-1]) if markers else None
+    boxes = distinct(boxed_contents(response))
+    if marked is None:
+        return boxes[0] or None if len(boxes) == 1 else None
+    if boxes:
+        marked_boxes = boxed_contents(marked)
+        committed = normalize_answer(marked_boxes[0] if len(marked_boxes) == 1 else marked)
+        if any(normalize_answer(box) != committed for box in boxes):
+            return None  # "\\boxed{6} ... FINAL ANSWER: 5"
+    return marked
 
 
 @dataclass
