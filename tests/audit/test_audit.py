@@ -73,7 +73,7 @@ def test_every_check_is_classed_bounded_and_quick_subset_is_small() -> None:
     ("args", "message"),
     [
         (["--backend", "kvm"], "--backend: 'kvm' is not one of"),
-        (["--limits-from", "/nonexistent/run.yaml"], "/nonexistent/run.yaml: config file not found"),
+        (["--limits-from", "/nonexistent/run.yaml"], "/nonexistent/run.yaml: cannot read config file"),
         (["--runtime", "kata"], "--runtime: 'kata' is not one of runc, runsc"),
         (["--backend", "local", "--runtime", "runc"], "--runtime: applies to the docker backend only"),
         (["--json", "/nonexistent/dir/a.json"], "--json: /nonexistent/dir is not a directory"),
