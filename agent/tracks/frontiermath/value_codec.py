@@ -91,7 +91,6 @@ _CODEC_SYMPY_NODES: dict[str, str] = {
             "Tuple",
             "Derivative",
             "Piecewise",
-            "ExprCondPair",
             "Mod",
             "Abs",
             "sign",
@@ -241,6 +240,7 @@ _CODEC_SYMPY_NODES: dict[str, str] = {
     **dict.fromkeys(
         [
             "Lambda",
+            "ExprCondPair",
             "Sum",
             "Product",
             "Integral",
@@ -1384,7 +1384,8 @@ class _CodecDecoder:
         args = self.sympy_args(data)
         self.check_arity(cls, args, sympy)
         built: Any = cls(*args, evaluate=False) if mode == "e" else cls(*args)
-        if type(built) is not cls or built.args != tuple(args):
+        rebuilt_args = tuple(built.args)
+        if type(built) is not cls or rebuilt_args != tuple(args):
             raise self.fail(f"sympy {name} does not rebuild exactly from these arguments")
         return built
 
