@@ -281,7 +281,8 @@ _CODEC_POLY_CLASSES = ("Poly", "PurePoly")
 _CODEC_DTYPE_RE = re.compile(
     r"\A(?:\|b1|[<>|]i[1248]|[<>|]u[1248]|[<>]f(?:2|4|8|10|12|16)|[<>]c(?:8|16|20|24|32))\Z"
 )
-_CODEC_HEX_RE = re.compile(r"\A-?0x[0-9a-f]+\Z")
+# Canonical hex integers only (what hex() writes): no leading zeros, no "-0x0".
+_CODEC_HEX_RE = re.compile(r"\A(?:0x0|-?0x[1-9a-f][0-9a-f]*)\Z")
 _CODEC_HEXBYTES_RE = re.compile(r"\A(?:[0-9a-f]{2})*\Z")
 _CODEC_DIGITS_RE = re.compile(r"\A[0-9]*\Z")
 
