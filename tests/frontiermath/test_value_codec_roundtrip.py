@@ -228,7 +228,6 @@ BINARY = [
     lambda a, b: sympy.Limit(a, sympy.Symbol("x"), 0),
     lambda a, b: sympy.Derivative(a, sympy.Symbol("x"), evaluate=False),
     lambda a, b: sympy.Piecewise((a, sympy.Symbol("x") > 0), (b, True), evaluate=False),
-    lambda a, b: sympy.Tuple(a, b),
 ]
 
 

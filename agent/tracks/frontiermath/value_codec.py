@@ -15,13 +15,15 @@ encoding table and the threat model.
 
 from __future__ import annotations
 
-import decimal
-import fractions
-import json
-import math
-import re
-import struct
-import sys
+# Aliased: this text runs ahead of the driver script in one namespace, where a plain `re`
+# or `json` could be rebound (`from sympy import *` alone rebinds `re`).
+import decimal as _codec_decimal
+import fractions as _codec_fractions
+import json as _codec_json
+import math as _codec_math
+import re as _codec_re
+import struct as _codec_struct
+import sys as _codec_sys
 from typing import Any
 
 MAX_ENCODED_BYTES = 8 * 1024 * 1024
@@ -265,7 +267,7 @@ def _codec_sympy_class(sympy: Any, name: str) -> Any:
     if name not in _CODEC_SYMPY_NODES:
         return None
     home = _CODEC_SYMPY_HOMES.get(name)
-    namespace = sys.modules.get(home) if home is not None else sympy
+    namespace = _codec_sys.modules.get(home) if home is not None else sympy
     return getattr(namespace, name, None)
 
 
@@ -278,13 +280,14 @@ _CODEC_MATRIX_CLASSES = (
 _CODEC_POLY_CLASSES = ("Poly", "PurePoly")
 
 # Exact IEEE/numpy dtypes carried as raw bytes: bool, signed/unsigned ints, floats, complex.
-_CODEC_DTYPE_RE = re.compile(
+_CODEC_DTYPE_RE = _codec_re.compile(
     r"\A(?:\|b1|[<>|]i[1248]|[<>|]u[1248]|[<>]f(?:2|4|8|10|12|16)|[<>]c(?:8|16|20|24|32))\Z"
 )
 # Canonical hex integers only (what hex() writes): no leading zeros, no "-0x0".
-_CODEC_HEX_RE = re.compile(r"\A(?:0x0|-?0x[1-9a-f][0-9a-f]*)\Z")
-_CODEC_HEXBYTES_RE = re.compile(r"\A(?:[0-9a-f]{2})*\Z")
-_CODEC_DIGITS_RE = re.compile(r"\A[0-9]*\Z")
+_CODEC_HEX_RE = _codec_re.compile(r"\A(?:0x0|-?0x[1-9a-f][0-9a-f]*)\Z")
+_CODEC_GDTYPE_RE = _codec_re.compile(r"\A[<>|][iu][1248]\Z")
+_CODEC_HEXBYTES_RE = _codec_re.compile(r"\A(?:[0-9a-f]{2})*\Z")
+_CODEC_DIGITS_RE = _codec_re.compile(r"\A[0-9]*\Z")
 
 # The special mpf tuples (mpmath's libmpf: zero, +inf, -inf, nan); other tuples are normalised.
 _CODEC_MPF_SPECIALS = ((0, 0, 0, 0), (0, 0, -456, -2), (1, 0, -456, -2), (0, 0, -123, -1))
@@ -497,7 +500,7 @@ class _CodecChecker:
 
     def kind_gdtype(self, value: object, where: str, depth: int) -> None:
         text = self._string(value, where)
-        if text != "|O" and not re.match(r"\A[<>|][iu][1248]\Z", text):
+        if text != "|O" and not _CODEC_GDTYPE_RE.match(text):
             raise self.fail(where, "expected an integer dtype or '|O'")
 
     def kind_shape(self, value: object, where: str, depth: int) -> None:
@@ -669,7 +672,7 @@ def _codec_hex(number: int) -> str:
 
 
 def _codec_f64(number: float) -> str:
-    return struct.pack(">d", number).hex()
+    return _codec_struct.pack(">d", number).hex()
 
 
 def type_label(value: Any) -> str:
@@ -681,7 +684,7 @@ def type_label(value: Any) -> str:
         return "?"
     if module == "builtins":
         return name
-    numpy = sys.modules.get("numpy")
+    numpy = _codec_sys.modules.get("numpy")
     if numpy is not None and cls is numpy.ndarray:
         return f"numpy.ndarray[{value.dtype}]"
     top = module.split(".", 1)[0]
@@ -753,13 +756,13 @@ class _CodecEncoder:
                 "stop": self.int_hex(value.stop),
                 "step": self.int_hex(value.step),
             }
-        if cls is fractions.Fraction:
+        if cls is _codec_fractions.Fraction:
             return {
                 "t": "fraction",
                 "num": self.int_hex(value.numerator),
                 "den": self.int_hex(value.denominator),
             }
-        if cls is decimal.Decimal:
+        if cls is _codec_decimal.Decimal:
             return self.encode_decimal(value)
         for encoder in (
             self.encode_sympy,
@@ -784,8 +787,8 @@ class _CodecEncoder:
             set,
             frozenset,
             dict,
-            fractions.Fraction,
-            decimal.Decimal,
+            _codec_fractions.Fraction,
+            _codec_decimal.Decimal,
         ):
             if isinstance(value, base):
                 raise ValueCodecError(
@@ -804,7 +807,7 @@ class _CodecEncoder:
             return {"t": "str32", "v": text.encode("utf-32-be", "surrogatepass").hex()}
         return {"t": "str", "v": text}
 
-    def encode_decimal(self, value: decimal.Decimal) -> dict[str, Any]:
+    def encode_decimal(self, value: _codec_decimal.Decimal) -> dict[str, Any]:
         sign, digits, exponent = value.as_tuple()
         self.charge(len(digits))
         exp = exponent if isinstance(exponent, str) else self.int_hex(exponent)
@@ -812,7 +815,7 @@ class _CodecEncoder:
 
     # -- sympy --
     def encode_sympy(self, value: Any, depth: int) -> dict[str, Any] | None:
-        sympy = sys.modules.get("sympy")
+        sympy = _codec_sys.modules.get("sympy")
         if sympy is None:
             return None
         cls = type(value)
@@ -820,7 +823,7 @@ class _CodecEncoder:
             return self.encode_matrix(value, depth, cls.__name__)
         if isinstance(value, sympy.Basic):
             return self.encode_basic(value, depth, sympy)
-        modular = sys.modules.get("sympy.polys.domains.modularinteger")
+        modular = _codec_sys.modules.get("sympy.polys.domains.modularinteger")
         if modular is not None and isinstance(value, modular.ModularInteger):
             field = sympy.GF(value.mod, symmetric=value.sym)
             if type(field(0)) is not cls:
@@ -955,7 +958,7 @@ class _CodecEncoder:
 
     # -- numpy --
     def encode_numpy(self, value: Any, depth: int) -> dict[str, Any] | None:
-        numpy = sys.modules.get("numpy")
+        numpy = _codec_sys.modules.get("numpy")
         if numpy is None:
             return None
         cls = type(value)
@@ -987,7 +990,7 @@ class _CodecEncoder:
                 "dtype": scalar.dtype.str,
                 "data": numpy.array(scalar, dtype=scalar.dtype).tobytes().hex(),
             }
-        galois = sys.modules.get("galois")
+        galois = _codec_sys.modules.get("galois")
         if isinstance(value, numpy.ndarray) and not (
             galois is not None and isinstance(value, galois.FieldArray)
         ):
@@ -999,7 +1002,7 @@ class _CodecEncoder:
 
     # -- mpmath --
     def encode_mpmath(self, value: Any, depth: int) -> dict[str, Any] | None:
-        mpmath = sys.modules.get("mpmath")
+        mpmath = _codec_sys.modules.get("mpmath")
         if mpmath is None:
             return None
         cls = type(value)
@@ -1032,7 +1035,7 @@ class _CodecEncoder:
 
     # -- gmpy2 --
     def encode_gmpy2(self, value: Any, depth: int) -> dict[str, Any] | None:
-        gmpy2 = sys.modules.get("gmpy2")
+        gmpy2 = _codec_sys.modules.get("gmpy2")
         if gmpy2 is None:
             return None
         cls = type(value)
@@ -1059,7 +1062,7 @@ class _CodecEncoder:
         return None
 
     def mpfr(self, value: Any) -> dict[str, Any]:
-        gmpy2 = sys.modules["gmpy2"]
+        gmpy2 = _codec_sys.modules["gmpy2"]
         self.charge(0)
         prec = int(value.precision)
         if gmpy2.is_nan(value):
@@ -1081,8 +1084,8 @@ class _CodecEncoder:
 
     # -- galois --
     def encode_galois(self, value: Any, depth: int) -> dict[str, Any] | None:
-        galois = sys.modules.get("galois")
-        numpy = sys.modules.get("numpy")
+        galois = _codec_sys.modules.get("galois")
+        numpy = _codec_sys.modules.get("numpy")
         if galois is None or numpy is None or not isinstance(value, galois.FieldArray):
             return None
         field: Any = type(value)
@@ -1121,7 +1124,7 @@ class _CodecEncoder:
 
     # -- pyadic --
     def encode_pyadic(self, value: Any, depth: int) -> dict[str, Any] | None:
-        pyadic = sys.modules.get("pyadic")
+        pyadic = _codec_sys.modules.get("pyadic")
         if pyadic is None:
             return None
         cls = type(value)
@@ -1166,7 +1169,7 @@ def encode_value(value: object, *, max_bytes: int = MAX_ENCODED_BYTES) -> dict[s
         raise ValueCodecError(
             f"answer() returned a {type_label(value)} that could not be encoded ({type(exc).__name__})"
         ) from None
-    size = len(json.dumps(data))
+    size = len(_codec_json.dumps(data))
     if size > max_bytes:
         raise ValueCodecError(f"the value is too large to carry ({size} bytes > cap {max_bytes})")
     return data
@@ -1217,11 +1220,11 @@ class _CodecDecoder:
         return int(data["v"], 16)
 
     def d_float(self, data: dict) -> float:
-        return struct.unpack(">d", bytes.fromhex(data["v"]))[0]
+        return _codec_struct.unpack(">d", bytes.fromhex(data["v"]))[0]
 
     def d_complex(self, data: dict) -> complex:
-        real = struct.unpack(">d", bytes.fromhex(data["re"]))[0]
-        imag = struct.unpack(">d", bytes.fromhex(data["im"]))[0]
+        real = _codec_struct.unpack(">d", bytes.fromhex(data["re"]))[0]
+        imag = _codec_struct.unpack(">d", bytes.fromhex(data["im"]))[0]
         return complex(real, imag)
 
     def d_str(self, data: dict) -> str:
@@ -1270,20 +1273,20 @@ class _CodecDecoder:
             raise self.fail("a range has step 0")
         return range(int(data["start"], 16), int(data["stop"], 16), step)
 
-    def d_fraction(self, data: dict) -> fractions.Fraction:
+    def d_fraction(self, data: dict) -> _codec_fractions.Fraction:
         num, den = int(data["num"], 16), int(data["den"], 16)
-        if den <= 0 or math.gcd(num, den) != 1:
+        if den <= 0 or _codec_math.gcd(num, den) != 1:
             raise self.fail("a fraction is not in lowest terms with a positive denominator")
-        return fractions.Fraction(num, den)
+        return _codec_fractions.Fraction(num, den)
 
-    def d_decimal(self, data: dict) -> decimal.Decimal:
+    def d_decimal(self, data: dict) -> _codec_decimal.Decimal:
         digits = tuple(int(c) for c in data["digits"])
         exp_text = data["exp"]
         exponent: int | str = exp_text if exp_text in ("n", "N", "F") else int(exp_text, 16)
         if exponent == "F" and digits not in ((), (0,)):
             raise self.fail("an infinite Decimal carries digits")
         # The tuple constructor is exact and context-free; no text is parsed.
-        return decimal.Decimal((data["sign"], digits, exponent))  # type: ignore[arg-type]
+        return _codec_decimal.Decimal((data["sign"], digits, exponent))  # type: ignore[arg-type]
 
     # -- numpy --
     def dtype(self, text: str) -> Any:
@@ -1295,7 +1298,7 @@ class _CodecDecoder:
 
     def raw_array(self, dtype: Any, shape: list[int], hex_data: str) -> Any:
         numpy = self.module("numpy")
-        count = math.prod(shape)
+        count = _codec_math.prod(shape)
         raw = bytes.fromhex(hex_data)
         if len(raw) != count * dtype.itemsize:
             raise self.fail(
@@ -1316,7 +1319,7 @@ class _CodecDecoder:
     def d_np_objarray(self, data: dict) -> Any:
         numpy = self.module("numpy")
         shape = data["shape"]
-        if math.prod(shape) != len(data["items"]):
+        if _codec_math.prod(shape) != len(data["items"]):
             raise self.fail("an object array's items do not fill its shape")
         flat = numpy.empty(len(data["items"]), dtype=object)
         for index, item in enumerate(data["items"]):
@@ -1338,7 +1341,7 @@ class _CodecDecoder:
     def d_sym_rat(self, data: dict) -> Any:
         sympy = self.module("sympy")
         p, q = int(data["p"], 16), int(data["q"], 16)
-        if q <= 1 or math.gcd(p, q) != 1:
+        if q <= 1 or _codec_math.gcd(p, q) != 1:
             raise self.fail("a sympy Rational is not in lowest terms with a denominator above 1")
         return sympy.Rational(p, q, 1)
 
@@ -1504,7 +1507,7 @@ class _CodecDecoder:
 
     def d_gmpy2_mpq(self, data: dict) -> Any:
         num, den = int(data["num"], 16), int(data["den"], 16)
-        if den <= 0 or math.gcd(num, den) != 1:
+        if den <= 0 or _codec_math.gcd(num, den) != 1:
             raise self.fail("an mpq is not in lowest terms with a positive denominator")
         return self.module("gmpy2").mpq(num, den)
 
@@ -1517,7 +1520,7 @@ class _CodecDecoder:
         if kind == "num" and abs(man).bit_length() != prec:
             raise self.fail("an mpfr mantissa does not have exactly its precision's bits")
         context = gmpy2.context(precision=prec, emax=gmpy2.get_emax_max(), emin=gmpy2.get_emin_min())
-        with gmpy2.local_context(context):
+        with context:  # a fresh context: the caller's is left as it was
             if kind == "num":
                 # The mantissa fits the precision and scaling by 2**exp is exact.
                 value = gmpy2.mul_2exp(gmpy2.mpfr(gmpy2.mpz(man)), exp)
@@ -1533,7 +1536,7 @@ class _CodecDecoder:
         if type(real) is not gmpy2.mpfr or type(imag) is not gmpy2.mpfr:
             raise self.fail("an mpc's parts are not mpfr")
         context = gmpy2.context(emax=gmpy2.get_emax_max(), emin=gmpy2.get_emin_min())
-        with gmpy2.local_context(context):
+        with context:  # a fresh context: the caller's is left as it was
             return gmpy2.mpc(real, imag, precision=(real.precision, imag.precision))
 
     # -- galois --
@@ -1558,7 +1561,7 @@ class _CodecDecoder:
             raise self.fail("a galois field's irreducible polynomial does not match its primitive element")
         values = [int(v, 16) for v in data["vals"]]
         shape = data["shape"]
-        if math.prod(shape) != len(values) or any(not 0 <= v < order for v in values):
+        if _codec_math.prod(shape) != len(values) or any(not 0 <= v < order for v in values):
             raise self.fail("a galois array's values do not fill its shape or leave the field")
         dtype = object if data["dtype"] == "|O" else numpy.dtype(data["dtype"])
         plain = numpy.empty(len(values), dtype=dtype)
@@ -1588,7 +1591,7 @@ class _CodecDecoder:
     def d_pyadic_gaussian(self, data: dict) -> Any:
         pyadic = self.module("pyadic")
         real, imag = self.decode(data["real"]), self.decode(data["imag"])
-        if type(real) is not fractions.Fraction or type(imag) is not fractions.Fraction:
+        if type(real) is not _codec_fractions.Fraction or type(imag) is not _codec_fractions.Fraction:
             raise self.fail("a GaussianRational's parts are not Fractions")
         return pyadic.GaussianRational(real, imag)
 
