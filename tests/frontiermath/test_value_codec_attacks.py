@@ -43,7 +43,7 @@ for _library in ("galois", "gmpy2", "mpmath", "pyadic"):
     pytest.importorskip(_library)
 sympy_parser = pytest.importorskip("sympy.parsing.sympy_parser")
 
-FUZZ = settings(max_examples=150, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=300, derandomize=True, deadline=None, suppress_health_check=list(HealthCheck))
 
 CANARY_PATH = Path("/tmp/proctor-codec-canary")
 CANARY = {"touched": False}
@@ -294,6 +294,7 @@ def test_hostile_documents_are_refused_by_the_schema(document: Any, no_code_exec
         },
         {"t": "pyadic.padic", "num": "0x64", "p": "0x7", "k": "0x1", "n": "0x0"},
         {"t": "pyadic.modp", "n": "0x9", "p": "0x7"},
+        {"t": "pyadic.padic", "num": "0x1", "p": "0x1" + "0" * 1000, "k": "0x2000000", "n": "0x0"},
         {"t": "pyadic.gaussian", "real": {"t": "int", "v": "0x1"}, "imag": {"t": "int", "v": "0x1"}},
         {
             "t": "mpmath.matrix",

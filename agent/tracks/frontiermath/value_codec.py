@@ -39,7 +39,8 @@ VALUE_MAX_POLY_CELLS = 2_000_000
 VALUE_MAX_PRECISION = 1 << 25
 # Moduli (GF(p), galois fields, pyadic) are capped so building a field stays cheap.
 VALUE_MAX_MODULUS_BITS = 4096
-_CODEC_SMALL_INT = 1 << 62
+# p**k bound for a pyadic number's digits (bits).
+VALUE_MAX_PADIC_BITS = 1 << 23
 
 
 class ValueCodecError(Exception):
@@ -700,6 +701,7 @@ class _CodecEncoder:
         self.max_bytes = max_bytes
         self.size = 0
         self.nodes = 0
+        self.singletons: dict[int, str] | None = None
 
     def charge(self, size: int) -> None:
         self.size += size + 16
@@ -846,9 +848,11 @@ class _CodecEncoder:
             return {"t": "sym.rat", "p": self.int_hex(int(value.p)), "q": self.int_hex(int(value.q))}
         if cls is sympy.Float:
             return {"t": "sym.float", "mpf": self.mpf(value._mpf_), "prec": int(value._prec)}
-        for name in _CODEC_SYMPY_SINGLETONS:
-            if getattr(sympy.S, name) is value:
-                return {"t": "sym.const", "name": name}
+        if self.singletons is None:
+            self.singletons = {id(getattr(sympy.S, name)): name for name in _CODEC_SYMPY_SINGLETONS}
+        singleton = self.singletons.get(id(value))
+        if singleton is not None and getattr(sympy.S, singleton) is value:
+            return {"t": "sym.const", "name": singleton}
         if cls is sympy.Symbol:
             return {"t": "sym.symbol", "name": self.name(value.name), "assume": self.assumptions(value)}
         if cls is sympy.Dummy:
@@ -1574,6 +1578,9 @@ class _CodecDecoder:
         num, p, k, n = (int(data[key], 16) for key in ("num", "p", "k", "n"))
         if p < 2 or p.bit_length() > VALUE_MAX_MODULUS_BITS or not 0 <= k <= VALUE_MAX_PRECISION:
             raise self.fail("a p-adic number's prime or precision is out of range")
+        # p**k is only computed once it is known to be small: k * log2(p) bits at most.
+        if k * p.bit_length() > VALUE_MAX_PADIC_BITS:
+            raise self.fail("a p-adic number's precision is too large to carry")
         if abs(n) > VALUE_MAX_PRECISION or not 0 <= num < p**k:
             raise self.fail("a p-adic number's digits or valuation are out of range")
         # Set the stored fields directly: the constructor reinterprets its arguments.
