@@ -72,6 +72,8 @@ class SubmissionRecord(BaseModel):
     answer_exec: dict[str, Any] | None = None
     verify_exec: dict[str, Any] | None = None
     verification: str | None = None
+    # The task's expected answer contains a float: an exact answer type deserves an exact reference.
+    reference_inexact: bool = False
 
 
 class JudgeRecord(BaseModel):
