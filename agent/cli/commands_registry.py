@@ -3,6 +3,7 @@
 from agent.cli import (  # noqa: F401
     bench_eed_cmd,
     bench_loop_cmd,
+    bench_submission_cmd,
     image_cmd,
     run_cmd,
     sandbox_cmd,

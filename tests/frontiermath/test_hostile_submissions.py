@@ -264,16 +264,19 @@ ATTACKS: dict[str, tuple[str, FrontierMathTask]] = {
         "import numpy\n\ndef answer():\n    return numpy.arange(4)\n",
         COMPARING,
     ),
+    # Cheap to build (evaluate=False), expensive to judge: the verifier's time and memory run out.
     "value makes comparison slow": (
         "import sympy\n\n"
         "def answer():\n"
         "    x = sympy.Symbol('x')\n"
-        "    terms = [sympy.sin(x + k) ** k * sympy.cos(x - k) ** (k + 1) for k in range(1, 400)]\n"
+        "    terms = [sympy.sin(x) ** k * sympy.cos(x) ** (k + 3) for k in range(1, 80)]\n"
         "    return sympy.Add(*terms, evaluate=False)\n",
         SYMBOLIC,
     ),
     "value exhausts verification memory": (
-        "import sympy\n\ndef answer():\n    return sympy.Pow(3, 10**12, evaluate=False) + sympy.sqrt(2)\n",
+        "import sympy\n\n"
+        "def answer():\n"
+        "    return sympy.Add(sympy.Pow(3, 10**12, evaluate=False), sympy.sqrt(2), evaluate=False)\n",
         SYMBOLIC,
     ),
     "nan against a tolerance": ("def answer():\n    return float('nan')\n", NUMERIC),
@@ -356,7 +359,7 @@ TYPED: dict[str, tuple[str, str]] = {
         "    return type(a) is mpmath.mpc and a == mpmath.mpc(1, 2) / 3\n",
     ),
     "mpmath.mpf keeps its precision": (
-        "import mpmath\n\ndef answer():\n    mpmath.mp.dps = 60\n    return mpmath.pi\n",
+        "import mpmath\n\ndef answer():\n    mpmath.mp.dps = 60\n    return +mpmath.pi\n",
         "import mpmath\n\ndef verify(a):\n    mpmath.mp.dps = 60\n"
         "    return type(a) is mpmath.mpf and a == +mpmath.pi\n",
     ),

@@ -30,7 +30,7 @@ from fractions import Fraction
 from typing import Any
 
 try:  # in the sandbox the bootstrap registers the codec under this name
-    import proctor_value_codec as codec  # type: ignore[import-not-found]
+    import proctor_value_codec as codec
 except ImportError:  # on the host (tests)
     from agent.tracks.frontiermath import value_codec as codec
 
@@ -408,6 +408,12 @@ def evaluate_reference(source: str) -> Any:
     import sympy
 
     tree = ast.parse(source, "<answer>", "eval")
+    for node in ast.walk(tree):
+        # A reference is a value, not a program: no way to the interpreter's internals.
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            raise ValueError(f"the expected answer uses the private attribute {node.attr!r}")
+        if isinstance(node, ast.Name) and node.id.startswith("__"):
+            raise ValueError(f"the expected answer uses the name {node.id!r}")
 
     class ExactIntegers(ast.NodeTransformer):
         def visit_Constant(self, node: ast.Constant) -> ast.AST:
@@ -558,16 +564,11 @@ def run_answer(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     elapsed = time.monotonic() - started
     channel.mark(MARK_RETURNED, elapsed)
     try:
-        encoded = codec.encode_value(value)
-        size = len(json.dumps(encoded))
+        encoded = codec.encode_value(value, max_bytes=int(request["max_value_bytes"]))
     except codec.ValueCodecError as exc:
         return {"status": "unserializable", "error": str(exc), "answer_s": elapsed}
     except RecursionError:
         return {"status": "unserializable", "error": "the value is nested too deeply", "answer_s": elapsed}
-    cap = int(request["max_value_bytes"])
-    if size > cap:
-        error = f"the value is too large to carry ({size} bytes encoded > {cap})"
-        return {"status": "unserializable", "error": error, "answer_s": elapsed}
     return {
         "status": "ok",
         "value": encoded,

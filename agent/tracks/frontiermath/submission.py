@@ -195,6 +195,8 @@ class SubmissionRunner:
         result, nonce = await self._call_driver(request, limit + ANSWER_GRACE_S)
         record.answer_exec = _exec_summary(result)
         marks = progress_marks(result.stdout, nonce)
+        if MARK_RETURNED in marks:
+            record.reported_timing["answer_s"] = marks[MARK_RETURNED]
         if result.timed_out:
             return SubmissionResult(Outcome.ANSWER_TIMEOUT, _answer_timeout_text(limit, marks), record)
         try:
@@ -203,6 +205,13 @@ class SubmissionRunner:
             why = _died_without_reply(result, "answer()") if not result.stdout_truncated else str(exc)
             return SubmissionResult(Outcome.ANSWER_ERROR, why, record)
         status = reply["status"]
+        record.reported_timing.update(
+            {
+                key: seconds
+                for key in ("answer_s", "encode_s")
+                if (seconds := _seconds(reply.get(key))) is not None
+            }
+        )
         if status == "timeout":
             return SubmissionResult(Outcome.ANSWER_TIMEOUT, _answer_timeout_text(limit, marks), record)
         if status in ("error", "unserializable"):
@@ -273,6 +282,17 @@ class SubmissionRunner:
             )
         record.verification = f"{what} while examining the submitted value"
         return SubmissionResult(Outcome.INCORRECT, f"incorrect: {record.verification}", record)
+
+
+def _seconds(value: Any) -> float | None:
+    """A duration from an untrusted reply: a plain finite number of seconds, else nothing."""
+    if type(value) not in (int, float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    return seconds if 0.0 <= seconds <= 1e6 else None
 
 
 def _answer_timeout_text(limit: float, marks: dict[str, float]) -> str:
