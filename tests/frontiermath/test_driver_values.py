@@ -129,3 +129,13 @@ def test_the_hardened_parser_still_reads_mathematics() -> None:
 def test_short_repr_never_converts_a_huge_integer_to_decimal() -> None:
     assert driver.short_repr(10**999000) == f"<integer of {(10**999000).bit_length()} bits>"
     assert len(driver.short_repr(list(range(10_000)))) <= 203
+
+
+def test_unevaluated_calculus_does_not_outsource_the_work_to_the_verifier() -> None:
+    x = sympy.Symbol("x")
+    integral = sympy.Integral(4 / (1 + x**2), (x, 0, 1))  # equals pi once evaluated
+    same, why = driver.compare(integral, sympy.pi)
+    assert same is False and "unevaluated (Integral)" in why
+    series = sympy.Sum(1 / sympy.Symbol("k") ** 2, (sympy.Symbol("k"), 1, sympy.oo))
+    assert driver.compare(series, sympy.pi**2 / 6)[0] is False
+    assert driver.compare(series, series)[0] is True  # an unevaluated reference may be matched

@@ -355,6 +355,12 @@ def _compare_symbolic(candidate: Any, expected: Any) -> tuple[bool, str]:
         return _verdict(bool(same), value, expected)
     if not (isinstance(value, sympy.Expr) and isinstance(expected, sympy.Expr)):
         return _verdict(False, value, expected)
+    # An unevaluated integral, sum or limit would have the verifier do the work answer() was
+    # timed for: the value must be the result, unless the reference itself is unevaluated.
+    unevaluated = (sympy.Integral, sympy.Sum, sympy.Product, sympy.Limit, sympy.Derivative)
+    pending = [kind.__name__ for kind in unevaluated if value.has(kind) and not expected.has(kind)]
+    if pending:
+        return False, f"the value is unevaluated ({', '.join(pending)}); submit the evaluated result"
     if value.has(sympy.nan, sympy.zoo) or expected.has(sympy.nan, sympy.zoo):
         return _verdict(False, value, expected)
     if sympy.simplify(value - expected) == 0:
