@@ -80,6 +80,11 @@ class SubmissionRecord(_Stored):
     answer_exec: dict[str, Any] | None = None
     verify_exec: dict[str, Any] | None = None
     verification: str | None = None
+    # The task's expected answer contains a float: an exact answer type deserves an exact reference.
+    reference_inexact: bool = False
+    # What the answer process said of its own timing (answer_s, encode_s): untrusted, shown for
+    # the reader; the limit itself is the sandbox's wall clock (answer_exec.duration_s).
+    reported_timing: dict[str, float] = Field(default_factory=dict)
 
 
 class JudgeRecord(_Stored):

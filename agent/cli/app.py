@@ -15,7 +15,9 @@ sandbox_app = typer.Typer(
     help="Run programs in the sandbox and clean up after crashed runs.", no_args_is_help=True
 )
 image_app = typer.Typer(help="Build the pinned sandbox image.", no_args_is_help=True)
-bench_app = typer.Typer(help="Benchmarks (not timed tests): sandbox, loop, eed.", no_args_is_help=True)
+bench_app = typer.Typer(
+    help="Benchmarks (not timed tests): sandbox, loop, eed, submission.", no_args_is_help=True
+)
 score_app = typer.Typer(help="Deterministic scorers.", no_args_is_help=True)
 
 # Bounded: a slow engine never holds a command's exit for longer than this.

@@ -4,6 +4,7 @@ from agent.cli import (  # noqa: F401
     audit_cmd,
     bench_eed_cmd,
     bench_loop_cmd,
+    bench_submission_cmd,
     image_cmd,
     run_cmd,
     sandbox_cmd,

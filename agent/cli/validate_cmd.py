@@ -50,7 +50,15 @@ def _print_table(checks: list[ReferenceCheck], described: dict[str, object]) -> 
     table.add_column("seconds", justify="right")
     table.add_column("detail", overflow="fold")
     for check in checks:
-        status = "pass" if check.passed else "unchecked" if not check.checked else str(check.outcome)
+        status = (
+            "pass"
+            if check.passed
+            else "unchecked"
+            if not check.checked
+            else "inexact reference"
+            if check.inexact_reference
+            else str(check.outcome)
+        )
         detail = "" if check.passed else (check.error or "").strip().splitlines()[-1:] or [""]
         table.add_row(check.task_id, status, f"{check.duration_s:.1f}", detail[0] if detail else "")
     console.print(table)
@@ -110,6 +118,7 @@ def validate(
                     "id": c.task_id,
                     "outcome": c.outcome.value if c.outcome else None,
                     "passed": c.passed,
+                    "inexact_reference": c.inexact_reference,
                     "error": c.error,
                     "value": c.value,
                     "duration_s": round(c.duration_s, 3),

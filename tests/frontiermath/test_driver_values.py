@@ -1,8 +1,9 @@
-"""The in-sandbox driver's value protocol and typed comparison, exercised in-process."""
+"""The in-sandbox driver's typed comparison, exact references and hardened parser, in-process.
+
+How values are carried is value_codec's job: see test_value_codec*.py."""
 
 from __future__ import annotations
 
-import json
 from fractions import Fraction
 from typing import Any
 
@@ -11,62 +12,6 @@ import pytest
 import sympy
 
 from agent.tracks.frontiermath import sandbox_driver as driver
-
-
-def roundtrip(value: Any) -> Any:
-    return driver.decode(json.loads(json.dumps(driver.encode(value))))
-
-
-@pytest.mark.parametrize(
-    "value",
-    [
-        None,
-        True,
-        10**400,
-        -7,
-        0.1,
-        float("inf"),
-        complex(1, -2),
-        "x#y",
-        Fraction(-3, 7),
-        [1, (2, 3), {"k": [Fraction(1, 2)]}],
-        {4, 5, 6},
-        frozenset({1}),
-        {(1, 2): "pair"},
-    ],
-)
-def test_plain_values_round_trip_with_their_type(value: Any) -> None:
-    back = roundtrip(value)
-    assert back == value and type(back) is type(value)
-
-
-def test_sympy_values_round_trip_through_srepr() -> None:
-    x = sympy.Symbol("x")
-    for value in (
-        sympy.Rational(3, 7),
-        sympy.sqrt(2) + 1,
-        sympy.pi**2 / 6,
-        x**2 - 1,
-        sympy.Matrix([[1, 2], [3, x]]),
-    ):
-        tagged = driver.encode(value)
-        assert tagged["t"] == "sympy" and tagged["v"] == sympy.srepr(value)
-        assert roundtrip(value) == value
-
-
-def test_numpy_and_integer_like_values() -> None:
-    assert driver.encode(numpy.int64(5)) == {"t": "int", "v": "5"}
-    assert driver.encode(numpy.float64(0.5)) == {"t": "float", "v": "0.5"}
-    assert driver.encode(numpy.bool_(True)) == {"t": "bool", "v": True}
-    array = roundtrip(numpy.array([[1, 2], [3, 4]]))
-    assert isinstance(array, numpy.ndarray) and array.tolist() == [[1, 2], [3, 4]]
-
-
-def test_unserializable_values_are_refused() -> None:
-    with pytest.raises(driver.Unserializable, match="type object"):
-        driver.encode(object())
-    with pytest.raises(driver.Unserializable, match="function"):
-        driver.encode([lambda: 1])
 
 
 @pytest.mark.parametrize(
@@ -105,3 +50,92 @@ def test_unserializable_values_are_refused() -> None:
 def test_typed_comparison(candidate: Any, expected: Any, tolerance: float | None, same: bool) -> None:
     result, why = driver.compare(candidate, expected, tolerance)
     assert result is same, why
+
+
+def test_typed_comparison_accepts_the_pinned_libraries_integer_and_rational_types() -> None:
+    import gmpy2
+
+    assert driver.compare(gmpy2.mpz(42), sympy.Integer(42))[0]
+    assert driver.compare(numpy.int64(42), sympy.Integer(42))[0]
+    assert driver.compare(gmpy2.mpq(3, 7), sympy.Rational(3, 7))[0]
+    assert not driver.compare(numpy.float64(42.0), sympy.Integer(42))[0]
+
+
+@pytest.mark.parametrize("candidate", [float("nan"), float("inf"), sympy.nan, sympy.zoo, sympy.oo])
+def test_undefined_and_infinite_numbers_never_meet_a_tolerance(candidate: Any) -> None:
+    assert driver.compare(candidate, sympy.pi, 1e-9)[0] is False
+
+
+@pytest.mark.parametrize(
+    "candidate",
+    ["sqrt(2) + 1", ["sqrt(2) + 1"], numpy.array(["1"], dtype=object), ("x",)],
+)
+def test_text_is_never_handed_to_sympify(candidate: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("sympify was given text")
+
+    monkeypatch.setattr("sympy.parsing.sympy_parser.parse_expr", refuse)
+    for expected in (sympy.sqrt(2) + 1, sympy.Matrix([[1]]), sympy.pi):
+        assert driver.compare(candidate, expected, None)[0] is False
+
+
+def test_references_are_evaluated_exactly() -> None:
+    value = driver.evaluate_reference("4*pi - 188684/15015")
+    assert value == 4 * sympy.pi - sympy.Rational(188684, 15015)
+    assert not driver.contains_float(value)
+    assert driver.evaluate_reference("[1/3, {2: 5/2}]") == [sympy.Rational(1, 3), {2: sympy.Rational(5, 2)}]
+    assert driver.evaluate_reference("2**100 // 3") == 2**100 // 3
+    assert driver.contains_float(driver.evaluate_reference("0.5 + pi"))
+    assert driver.contains_float(driver.evaluate_reference("[1, 2.0]"))
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["__import__('os').getpid()", "open('/etc/passwd')", "eval('1')", "().__class__", "(1).__add__(2)"],
+)
+def test_references_cannot_reach_the_builtins_that_run_code(source: str) -> None:
+    with pytest.raises((NameError, ValueError)):
+        driver.evaluate_reference(source)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "__import__('os').system('true')",
+        "(lambda: 1)()",
+        "Integer(1).__class__",
+        "eval('1')",
+        "getattr(Integer(1), 'p')",
+        "'{0.__class__}'.format(1)",
+        "[x for x in (1, 2)]",
+        "sqrt(2) if __import__('os') else 1",
+    ],
+)
+def test_the_hardened_parser_refuses_code(text: str) -> None:
+    driver.harden_sympy_parser()
+    with pytest.raises((ValueError, sympy.SympifyError)):
+        sympy.sympify(text)
+
+
+def test_the_hardened_parser_still_reads_mathematics() -> None:
+    driver.harden_sympy_parser()
+    x = sympy.Symbol("x")
+    assert sympy.sympify("sqrt(2)*x**2 + Rational(1, 3) - sin(pi/4)") == (
+        sympy.sqrt(2) * x**2 + sympy.Rational(1, 3) - sympy.sin(sympy.pi / 4)
+    )
+    assert sympy.sympify("[1, 2/3]") == [1, sympy.Rational(2, 3)]
+
+
+def test_short_repr_never_converts_a_huge_integer_to_decimal() -> None:
+    assert driver.short_repr(10**999000) == f"<integer of {(10**999000).bit_length()} bits>"
+    assert len(driver.short_repr(list(range(10_000)))) <= 203
+
+
+def test_unevaluated_calculus_does_not_outsource_the_work_to_the_verifier() -> None:
+    x = sympy.Symbol("x")
+    integral = sympy.Integral(4 / (1 + x**2), (x, 0, 1))  # equals pi once evaluated
+    same, why = driver.compare(integral, sympy.pi)
+    assert same is False and "unevaluated (Integral)" in why
+    series = sympy.Sum(1 / sympy.Symbol("k") ** 2, (sympy.Symbol("k"), 1, sympy.oo))
+    assert driver.compare(series, sympy.pi**2 / 6)[0] is False
+    assert driver.compare(series, series)[0] is True  # an unevaluated reference may be matched

@@ -123,3 +123,39 @@ def test_validate_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "task file not found" in missing.stderr
     backend = proctor("validate", "--tasks", str(path), "--backend", "vm")
     assert backend.returncode == 2 and "unknown backend" in backend.stderr
+
+
+@pytest.mark.docker
+def test_validate_flags_a_float_reference_for_an_exact_answer_type(tmp_path: Path) -> None:
+    rows = [
+        {
+            "id": "float-for-int",
+            "question": "q",
+            "answer_type": "Python int",
+            "answer": "84 / 2.0",
+            "reference_solution": "def answer():\n    return 42\n",
+        },
+        {
+            "id": "float-for-float",
+            "question": "q",
+            "answer_type": "Python float",
+            "answer": "0.5",
+            "tolerance": 1e-12,
+            "reference_solution": "def answer():\n    return 0.5\n",
+        },
+        {
+            "id": "exact-division",
+            "question": "q",
+            "answer_type": "sympy Rational",
+            "answer": "188684/15015",
+            "reference_solution": "def answer():\n    from fractions import Fraction\n"
+            "    return Fraction(188684, 15015)\n",
+        },
+    ]
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    result = proctor("validate", "--tasks", str(path), "--backend", "docker", "--json")
+    report = json.loads(result.stdout)
+    assert result.returncode == 1 and report["failed"] == ["float-for-int"]
+    flagged = {r["id"]: r["inexact_reference"] for r in report["results"]}
+    assert flagged == {"float-for-int": True, "float-for-float": False, "exact-division": False}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 import pytest
 
@@ -10,7 +10,7 @@ from agent.config import SandboxConfig
 from agent.records import Outcome
 from agent.tracks.frontiermath.submission import SubmissionRunner
 from agent.tracks.frontiermath.tasks import FrontierMathTask
-from sandbox import Sandbox
+from sandbox import ExecResult, Sandbox, SandboxError
 from tests.frontiermath.support import RecordingEvents, integer_task
 
 CONFIG = SandboxConfig(answer_timeout_s=15, verify_timeout_s=30)
@@ -29,13 +29,11 @@ def runner(sandbox: Sandbox, config: SandboxConfig = CONFIG) -> SubmissionRunner
 async def test_correct_and_incorrect_with_an_expected_answer(any_sandbox: Sandbox) -> None:
     right = await runner(any_sandbox).evaluate("def answer():\n    return 6 * 7\n", integer_task())
     assert right.outcome is Outcome.CORRECT and right.error is None
-    assert right.record.value_type == "int" and json.loads(right.record.value_repr or "") == {
-        "t": "int",
-        "v": "42",
-    }
+    # Type and repr come from the verification sandbox, which rebuilt the value itself.
+    assert right.record.value_type == "int" and right.record.value_repr == "42"
     assert right.record.answer_exec is not None and right.record.verify_exec is not None
     wrong = await runner(any_sandbox).evaluate("def answer():\n    return 41\n", integer_task())
-    assert wrong.outcome is Outcome.INCORRECT and "expected int 42, got int 41" in (wrong.error or "")
+    assert wrong.outcome is Outcome.INCORRECT and "got int 41" in (wrong.error or "")
 
 
 async def test_verification_code_decides(local_sandbox: Sandbox) -> None:
@@ -50,8 +48,8 @@ async def test_sympy_answers_are_compared_symbolically(any_sandbox: Sandbox) -> 
     code = "def answer():\n    import sympy\n    return sympy.sqrt(8) / 2 + 1\n"
     result = await runner(any_sandbox).evaluate(code, task)
     assert result.outcome is Outcome.CORRECT, result.error
-    assert result.record.value_type == "sympy.core.add.Add"
-    assert "Pow(Integer(2), Rational(1, 2))" in (result.record.value_repr or "")
+    assert "Add" in (result.record.value_type or "")
+    assert result.record.value_repr == "1 + sqrt(2)"
 
 
 async def test_tolerance_applies_to_numeric_answers(local_sandbox: Sandbox) -> None:
@@ -69,8 +67,8 @@ async def test_answer_error_when_answer_raises(any_sandbox: Sandbox) -> None:
 
 async def test_answer_error_for_values_that_cannot_be_serialised(local_sandbox: Sandbox) -> None:
     result = await runner(local_sandbox).evaluate("def answer():\n    return object()\n", integer_task())
-    assert result.outcome is Outcome.ANSWER_ERROR and "cannot serialise" in (result.error or "")
-    assert result.record.value_type == "object"
+    assert result.outcome is Outcome.ANSWER_ERROR and "object" in (result.error or "")
+    assert result.record.verify_exec is None
 
 
 async def test_answer_error_when_the_process_dies(local_sandbox: Sandbox) -> None:
@@ -116,24 +114,68 @@ async def test_invalid_submission_only_recorded_when_not_enforced(local_sandbox:
     assert any("comments" in p for p in result.record.check_problems)
 
 
-async def test_verify_error_when_verification_raises_or_misbehaves(local_sandbox: Sandbox) -> None:
+async def test_verification_that_fails_on_the_value_scores_it_incorrect(local_sandbox: Sandbox) -> None:
+    # A verify() that raises or answers a non-bool for this value has not credited it: wrong, not
+    # an error (an error would let a model abstain at will, errors being counted apart).
     raising = VERIFIED.model_copy(
         update={"verification_code": "def verify(a):\n    raise RuntimeError('bad verifier')\n"}
     )
     result = await runner(local_sandbox).evaluate("def answer():\n    return 143\n", raising)
-    assert result.outcome is Outcome.VERIFY_ERROR and "bad verifier" in (result.error or "")
+    assert result.outcome is Outcome.INCORRECT and "bad verifier" in (result.error or "")
     not_bool = VERIFIED.model_copy(update={"verification_code": "def verify(a):\n    return 'yes'\n"})
     result = await runner(local_sandbox).evaluate("def answer():\n    return 143\n", not_bool)
-    assert result.outcome is Outcome.VERIFY_ERROR and "not a bool" in (result.error or "")
+    assert result.outcome is Outcome.INCORRECT and "not a bool" in (result.error or "")
 
 
-async def test_verify_error_when_verification_runs_past_its_limit(local_sandbox: Sandbox) -> None:
+async def test_verification_past_its_limit_on_the_value_is_incorrect(local_sandbox: Sandbox) -> None:
     slow = VERIFIED.model_copy(
         update={"verification_code": "def verify(a):\n    while True:\n        pass\n"}
     )
-    config = SandboxConfig(answer_timeout_s=15, verify_timeout_s=1)
+    config = SandboxConfig(answer_timeout_s=15, verify_timeout_s=2)
     result = await runner(local_sandbox, config).evaluate("def answer():\n    return 143\n", slow)
-    assert result.outcome is Outcome.VERIFY_ERROR and "within 1 s" in (result.error or "")
+    assert result.outcome is Outcome.INCORRECT and "within 2 s" in (result.error or "")
+
+
+async def test_a_task_whose_own_code_fails_is_a_verify_error(local_sandbox: Sandbox) -> None:
+    # Failures before the submitted value is touched are the task's, counted apart and re-run.
+    broken_reference = integer_task(answer="undefined_name + 1")
+    result = await runner(local_sandbox).evaluate("def answer():\n    return 42\n", broken_reference)
+    assert result.outcome is Outcome.VERIFY_ERROR and "undefined_name" in (result.error or "")
+    stuck_loader = VERIFIED.model_copy(
+        update={"verification_code": "while True:\n    pass\n\ndef verify(a):\n    return True\n"}
+    )
+    config = SandboxConfig(answer_timeout_s=15, verify_timeout_s=2)
+    result = await runner(local_sandbox, config).evaluate("def answer():\n    return 143\n", stuck_loader)
+    assert result.outcome is Outcome.VERIFY_ERROR and "before the submitted value" in (result.error or "")
+
+
+class FlakySandbox:
+    """A sandbox whose driver calls fail; whether the probe runs decides who is blamed."""
+
+    backend = "flaky"
+
+    def __init__(self, inner: Sandbox, *, probe_works: bool) -> None:
+        self.inner = inner
+        self.probe_works = probe_works
+
+    async def exec(self, code: str | None = None, **kwargs: Any) -> ExecResult:
+        if code is not None and "proctor-probe" in code and self.probe_works:
+            return await self.inner.exec(code, **kwargs)
+        raise SandboxError("container vanished")
+
+    def describe(self) -> dict[str, Any]:
+        return self.inner.describe()
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+async def test_sandbox_failures_are_blamed_on_the_engine_only_when_it_is_down(local_sandbox: Sandbox) -> None:
+    code = "def answer():\n    return 42\n"
+    healthy = await runner(FlakySandbox(local_sandbox, probe_works=True)).evaluate(code, integer_task())
+    assert healthy.outcome is Outcome.ANSWER_ERROR and "probe program ran fine" in (healthy.error or "")
+    down = await runner(FlakySandbox(local_sandbox, probe_works=False)).evaluate(code, integer_task())
+    assert down.outcome is Outcome.VERIFY_ERROR and "probe program failed" in (down.error or "")
 
 
 async def test_printing_cannot_corrupt_or_fake_the_result(any_sandbox: Sandbox) -> None:
@@ -188,4 +230,4 @@ async def test_a_value_too_large_for_the_output_cap_is_an_answer_error(local_san
     code = "def answer():\n    return list(range(400000))\n"
     result = await runner(local_sandbox).evaluate(code, integer_task())
     assert result.outcome is Outcome.ANSWER_ERROR
-    assert "size cap" in (result.error or "")
+    assert "too large to carry" in (result.error or "")

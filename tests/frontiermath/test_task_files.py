@@ -132,3 +132,20 @@ def test_missing_and_empty_files(tmp_path: Path) -> None:
     (tmp_path / "obj.json").write_text('{"id": "a"}')
     with pytest.raises(TaskFileError, match="expected a JSON list"):
         load_frontiermath_tasks(tmp_path / "obj.json")
+
+
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "-1e-9"])
+def test_tolerance_must_be_finite_and_non_negative(tmp_path: Path, text: str) -> None:
+    # NaN would fail every answer and infinity pass every one: refused at load, one line.
+    path = tmp_path / "tasks.jsonl"
+    path.write_text(json.dumps(GOOD)[:-1] + f', "tolerance": {text}}}\n')
+    with pytest.raises(TaskFileError, match=r"tasks\.jsonl:1: field 'tolerance'") as caught:
+        load_frontiermath_tasks(path)
+    assert "\n" not in str(caught.value)
+
+
+def test_tolerance_from_yaml_must_be_finite(tmp_path: Path) -> None:
+    path = tmp_path / "tasks.yaml"
+    path.write_text("- id: a\n  question: q\n  answer_type: float\n  answer: pi\n  tolerance: .nan\n")
+    with pytest.raises(TaskFileError, match="field 'tolerance'"):
+        load_frontiermath_tasks(path)

@@ -1,21 +1,24 @@
 """The program that runs *inside* the sandbox for every submission step.
 
-This file is sent as source to ``Sandbox.exec`` with a JSON request on stdin; it must stay
-standalone (standard library at import time; sympy/numpy only when a value needs them).
-It is also importable on the host so that tests can exercise encoding and comparison.
+It is shipped as source (with ``value_codec.py`` ahead of it, see ``driver_program`` in
+``submission.py``) and reads one JSON request on stdin. It is also importable on the host so
+that tests can exercise the comparison. Standard library at import time; sympy and friends only
+when a step needs them.
 
-Modes:
+Two processes, two trust levels:
 
-* ``answer``  - run the submitted code and ``answer()``, serialise the value with its type;
-* ``verify``  - rebuild the value, run the task's ``verify(a)``;
-* ``compare`` - rebuild the value, evaluate the task's expected answer, compare by type.
+* ``answer`` runs the submitted code. That process belongs to the submission from its first
+  line: it can patch anything here, forge any output, stop its own timer. So nothing it prints
+  is trusted. The host reads its reply as untrusted data, checks it against the value schema,
+  and enforces the time limit from outside (the sandbox's own wall clock).
+* ``verify`` and ``compare`` run only our code, the task's own code and the value rebuilt by the
+  allowlist decoder, which never executes anything that came out of the answer sandbox. Their
+  reply is the verdict.
 
-The result is written to the *original* stdout between lines carrying a per-call nonce;
-while untrusted code runs, file descriptor 1 points at stderr, so whatever it prints can
-neither corrupt nor fake the protocol (verification happens in a separate sandbox anyway).
+Each reply is written to the *original* stdout between lines carrying a per-call nonce; while
+other code runs, file descriptor 1 points at stderr. Progress marks on the same channel tell the
+host how far a step got when the sandbox had to kill it.
 """
-
-from __future__ import annotations
 
 import json
 import os
@@ -26,171 +29,161 @@ import traceback
 from fractions import Fraction
 from typing import Any
 
-MAX_DEPTH = 64
-_CONTAINERS = (("list", list), ("tuple", tuple), ("frozenset", frozenset), ("set", set))
+try:  # in the sandbox the bootstrap registers the codec under this name
+    import proctor_value_codec as codec
+except ImportError:  # on the host (tests)
+    from agent.tracks.frontiermath import value_codec as codec
+
 TRACEBACK_CHARS = 4000
+REPR_CHARS = 2000
+# A decimal repr of an integer costs time quadratic in its length: past this many bits the
+# record says how big it is instead.
+REPR_INT_BITS = 20_000
 
-
-class Unserializable(Exception):
-    """The value has a type the protocol cannot carry."""
+# Progress marks (the host's ``submission.py`` reads the same names).
+MARK_RETURNED = "returned"  # answer() returned; its value is being serialised
+MARK_REFERENCE_READY = "reference-ready"  # the task's reference/verifier is loaded: the rest is the value's
 
 
 class TimeLimitReached(BaseException):
     """Raised by the interval timer; a BaseException so `except Exception` cannot swallow it."""
 
 
-# -- values <-> tagged JSON ---------------------------------------------------------------
+class ReferenceFailed(Exception):
+    """The task's own expected answer or verification code failed: not the submission's fault."""
 
 
-def type_name(value: Any) -> str:
-    cls = type(value)
-    module = cls.__module__
-    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+# -- the protocol channel ------------------------------------------------------------------
 
 
-def encode(value: Any, depth: int = 0) -> dict[str, Any]:
-    """A JSON-safe, type-tagged form of ``value``; raises Unserializable for other types."""
-    if depth > MAX_DEPTH:
-        raise Unserializable("the value is nested too deeply")
-    if value is None:
-        return {"t": "none"}
-    if isinstance(value, bool):
-        return {"t": "bool", "v": value}
-    sympy = sys.modules.get("sympy")
-    if sympy is not None and isinstance(value, sympy.Basic | sympy.MatrixBase):
-        return {"t": "sympy", "v": sympy.srepr(value), "class": type(value).__name__}
-    if isinstance(value, int):
-        return {"t": "int", "v": str(int(value))}
-    if isinstance(value, float):
-        return {"t": "float", "v": repr(float(value))}
-    if isinstance(value, complex):
-        return {"t": "complex", "v": [repr(float(value.real)), repr(float(value.imag))]}
-    if isinstance(value, str):
-        return {"t": "str", "v": value}
-    if isinstance(value, Fraction):
-        return {"t": "fraction", "v": [str(value.numerator), str(value.denominator)]}
-    if isinstance(value, list | tuple | set | frozenset):
-        items = sorted(value, key=repr) if isinstance(value, set | frozenset) else value
-        kind = next(name for name, cls in _CONTAINERS if isinstance(value, cls))
-        return {"t": kind, "v": [encode(item, depth + 1) for item in items]}
-    if isinstance(value, dict):
-        return {"t": "dict", "v": [[encode(k, depth + 1), encode(v, depth + 1)] for k, v in value.items()]}
-    return _encode_library_value(value, depth)
+class Channel:
+    """The original stdout, kept aside while fd 1 points at stderr."""
 
+    def __init__(self, nonce: str) -> None:
+        self.nonce = nonce
+        sys.stdout.flush()
+        self.fd = os.dup(1)
+        os.dup2(2, 1)
 
-def _encode_library_value(value: Any, depth: int) -> dict[str, Any]:
-    numpy = sys.modules.get("numpy")
-    if numpy is not None:
-        if isinstance(value, numpy.ndarray):
-            # galois FieldArray is an ndarray subclass; its elements become plain ints.
-            return {"t": "ndarray", "v": encode(value.tolist(), depth + 1), "dtype": str(value.dtype)}
-        if isinstance(value, numpy.bool_):
-            return {"t": "bool", "v": bool(value)}
-        if isinstance(value, numpy.integer):
-            return {"t": "int", "v": str(int(value))}
-        if isinstance(value, numpy.floating):
-            return {"t": "float", "v": repr(float(value))}
-        if isinstance(value, numpy.complexfloating):
-            return {"t": "complex", "v": [repr(float(value.real)), repr(float(value.imag))]}
-    gmpy2 = sys.modules.get("gmpy2")
-    if gmpy2 is not None:
-        if isinstance(value, type(gmpy2.mpq(1, 2))):
-            return {"t": "fraction", "v": [str(int(value.numerator)), str(int(value.denominator))]}
-        if isinstance(value, type(gmpy2.mpfr(1))):
-            return {
-                "t": "bigfloat",
-                "v": format(value, f".{int(value.precision * 0.302) + 2}g"),
-                "prec": int(value.precision),
-            }
-    mpmath = sys.modules.get("mpmath")
-    if mpmath is not None and isinstance(value, mpmath.mpf):
-        prec = int(mpmath.mp.prec)
-        return {"t": "bigfloat", "v": mpmath.nstr(value, int(prec * 0.302) + 2), "prec": prec}
-    if hasattr(type(value), "__index__"):
-        # Other integer types (gmpy2.mpz, galois field scalars) carry an exact integer.
-        import operator
+    def _write(self, text: str) -> None:
+        block = memoryview(text.encode("utf-8", "backslashreplace"))
+        while block:
+            block = block[os.write(self.fd, block) :]
 
-        return {"t": "int", "v": str(operator.index(value))}
-    raise Unserializable(f"cannot serialise a value of type {type_name(value)}")
+    def mark(self, name: str, elapsed_s: float) -> None:
+        self._write(f"\n<<<PROCTOR-MARK {self.nonce} {name} {elapsed_s:.3f}>>>\n")
 
-
-def decode(tagged: dict[str, Any]) -> Any:
-    """Inverse of :func:`encode`; sympy values are rebuilt with sympy's own namespace."""
-    tag = tagged["t"]
-    value: Any = tagged.get("v")
-    if tag == "none":
-        return None
-    if tag == "bool":
-        return bool(value)
-    if tag == "int":
-        return int(value)
-    if tag == "float":
-        return float(value)
-    if tag == "complex":
-        return complex(float(value[0]), float(value[1]))
-    if tag == "str":
-        return str(value)
-    if tag == "fraction":
-        return Fraction(int(value[0]), int(value[1]))
-    if tag in ("list", "tuple", "set", "frozenset"):
-        items = [decode(item) for item in value]
-        return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[tag](items)
-    if tag == "dict":
-        return {decode(k): decode(v) for k, v in value}
-    if tag == "sympy":
-        return eval(value, sympy_namespace())
-    if tag == "bigfloat":
-        import sympy
-
-        return sympy.Float(value, dps=max(15, int(tagged.get("prec", 53) * 0.302)))
-    if tag == "ndarray":
-        items = decode(value)
+    def reply(self, result: dict[str, Any]) -> None:
         try:
-            import numpy
-        except ImportError:
-            return items
-        return numpy.array(items, dtype=object if tagged.get("dtype") == "object" else None)
-    raise ValueError(f"unknown value tag {tag!r}")
-
-
-def sympy_namespace() -> dict[str, Any]:
-    import sympy
-
-    namespace: dict[str, Any] = {
-        name: getattr(sympy, name) for name in dir(sympy) if not name.startswith("_")
-    }
-    namespace["Fraction"] = Fraction
-    return namespace
+            payload = json.dumps(result)
+        except (TypeError, ValueError) as exc:
+            payload = json.dumps({"status": "harness_error", "error": f"result not JSON: {exc}"})
+        sys.stdout.flush()
+        sys.stderr.flush()
+        self._write(f"\n<<<PROCTOR-RESULT {self.nonce}>>>\n{payload}\n<<<END {self.nonce}>>>\n")
 
 
 # -- typed comparison ---------------------------------------------------------------------
 
 
-def _is_integer(value: Any) -> bool:
-    import sympy
+def _describe(value: Any) -> str:
+    return f"{codec.type_label(value)} {short_repr(value)}"
 
+
+def short_repr(value: Any, limit: int = 200) -> str:
+    """A bounded repr: huge integers are described, never converted to decimal."""
+    big = _big_integer_bits(value)
+    if big is not None:
+        return f"<integer of {big} bits>"
+    try:
+        text = repr(value)
+    except Exception as exc:  # a decoded value's own printer failed: say so, don't crash
+        text = f"<unprintable: {type(exc).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _big_integer_bits(value: Any) -> int | None:
     if isinstance(value, bool):
-        return False
-    return isinstance(value, (int, sympy.Integer))
+        return None
+    integer = _exact_integer(value)
+    if integer is not None and integer.bit_length() > REPR_INT_BITS:
+        return integer.bit_length()
+    return None
 
 
-def _is_exact_rational(value: Any) -> bool:
-    import sympy
+def _exact_integer(value: Any) -> int | None:
+    """The value as a Python int when it is an integer type (never a bool, never a float)."""
+    if isinstance(value, bool):
+        return None
+    if type(value) is int:
+        return value
+    sympy = sys.modules.get("sympy")
+    if sympy is not None and isinstance(value, sympy.Integer):
+        return int(value)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.integer):
+        return int(value)
+    gmpy2 = sys.modules.get("gmpy2")
+    if gmpy2 is not None and type(value) is type(gmpy2.mpz(0)):
+        return int(value)
+    return None
 
-    return _is_integer(value) or isinstance(value, Fraction | sympy.Rational)
+
+def _exact_rational(value: Any) -> Fraction | None:
+    integer = _exact_integer(value)
+    if integer is not None:
+        return Fraction(integer)
+    if type(value) is Fraction:
+        return value
+    sympy = sys.modules.get("sympy")
+    if sympy is not None and isinstance(value, sympy.Rational):
+        return Fraction(int(value.p), int(value.q))
+    gmpy2 = sys.modules.get("gmpy2")
+    if gmpy2 is not None and type(value) is type(gmpy2.mpq(1, 2)):
+        return Fraction(int(value.numerator), int(value.denominator))
+    return None
+
+
+def _contains_text(value: Any, depth: int = 0) -> bool:
+    """True when a str/bytes sits anywhere inside: such values are never handed to sympify."""
+    if isinstance(value, str | bytes | bytearray):
+        return True
+    if depth > 100:
+        return True
+    if isinstance(value, dict):
+        return any(_contains_text(k, depth + 1) or _contains_text(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return any(_contains_text(item, depth + 1) for item in value)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.ndarray):
+        return value.dtype.kind in "OSUV" and (
+            value.dtype.kind != "O" or any(_contains_text(item, depth + 1) for item in value.flat)
+        )
+    return False
 
 
 def _to_sympy(value: Any) -> Any:
+    """A sympy form of a *numeric or symbolic* value; raises TypeError for anything textual."""
     import sympy
 
-    if isinstance(value, Fraction):
-        return sympy.Rational(value.numerator, value.denominator)
+    if _contains_text(value):
+        raise TypeError("text is not a number")
+    rational = _exact_rational(value)
+    if rational is not None:
+        return sympy.Rational(rational.numerator, rational.denominator)
+    gmpy2 = sys.modules.get("gmpy2")
+    if gmpy2 is not None and type(value) is type(gmpy2.mpfr(0)):
+        if not gmpy2.is_finite(value):
+            return sympy.nan if gmpy2.is_nan(value) else (sympy.oo if value > 0 else -sympy.oo)
+        return sympy.Rational(*(int(part) for part in value.as_integer_ratio()))
+    if gmpy2 is not None and type(value) is type(gmpy2.mpc(0)):
+        return _to_sympy(value.real) + sympy.I * _to_sympy(value.imag)
+    decimal = sys.modules.get("decimal")
+    if decimal is not None and type(value) is decimal.Decimal:
+        if not value.is_finite():
+            return sympy.nan if value.is_nan() else (sympy.oo if value > 0 else -sympy.oo)
+        return sympy.Rational(*value.as_integer_ratio())
     return sympy.sympify(value, strict=True)
-
-
-def _describe(value: Any) -> str:
-    text = repr(value)
-    return f"{type_name(value)} {text[:200]}{'...' if len(text) > 200 else ''}"
 
 
 def compare(candidate: Any, expected: Any, tolerance: float | None = None) -> tuple[bool, str]:
@@ -199,28 +192,34 @@ def compare(candidate: Any, expected: Any, tolerance: float | None = None) -> tu
 
     if tolerance is not None and _is_real_number(expected) and _is_real_number(candidate):
         difference = abs(sympy.N(_to_sympy(candidate) - _to_sympy(expected), 50))
+        if difference.is_comparable is not True:
+            return False, f"the difference {short_repr(difference)} is not a finite real number"
         return bool(
             difference <= tolerance
         ), f"|difference| = {sympy.N(difference, 6)}, tolerance {tolerance}"
     if isinstance(expected, str):
-        return _verdict(isinstance(candidate, str) and candidate == expected, candidate, expected)
-    if isinstance(expected, (bool, sympy.logic.boolalg.BooleanAtom)):
+        return _verdict(type(candidate) is str and candidate == expected, candidate, expected)
+    if isinstance(expected, bool | sympy.logic.boolalg.BooleanAtom):
         same = isinstance(candidate, bool | sympy.logic.boolalg.BooleanAtom) and bool(candidate) == bool(
             expected
         )
         return _verdict(same, candidate, expected)
-    if _is_integer(expected):
-        if not _is_integer(candidate):
+    expected_integer = _exact_integer(expected)
+    if expected_integer is not None:
+        got = _exact_integer(candidate)
+        if got is None:
             return False, f"expected an exact integer, got {_describe(candidate)}"
-        return _verdict(int(candidate) == int(expected), candidate, expected)
-    if _is_exact_rational(expected):
-        if not _is_exact_rational(candidate):
+        return _verdict(got == expected_integer, candidate, expected)
+    expected_rational = _exact_rational(expected)
+    if expected_rational is not None:
+        got_rational = _exact_rational(candidate)
+        if got_rational is None:
             return False, f"expected an exact rational, got {_describe(candidate)}"
-        return _verdict(_to_sympy(candidate) == _to_sympy(expected), candidate, expected)
+        return _verdict(got_rational == expected_rational, candidate, expected)
     if isinstance(expected, float):
-        if isinstance(candidate, bool) or not isinstance(candidate, int | float | Fraction | sympy.Number):
+        if not _is_real_number(candidate) or (isinstance(candidate, sympy.Basic) and not candidate.is_Number):
             return False, f"expected a number, got {_describe(candidate)}"
-        return _verdict(float(candidate) == expected, candidate, expected)
+        return _verdict(_to_sympy(candidate) == _to_sympy(expected), candidate, expected)
     if isinstance(expected, list | tuple):
         return _compare_sequences(candidate, expected, tolerance)
     if isinstance(expected, set | frozenset | sympy.FiniteSet) and not isinstance(candidate, str):
@@ -237,9 +236,21 @@ def compare(candidate: Any, expected: Any, tolerance: float | None = None) -> tu
 def _is_real_number(value: Any) -> bool:
     import sympy
 
-    if isinstance(value, bool):
+    if isinstance(value, bool) or _contains_text(value):
         return False
-    if isinstance(value, int | float | Fraction):
+    if _exact_rational(value) is not None or isinstance(value, float):
+        return True
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.floating):
+        return True
+    gmpy2 = sys.modules.get("gmpy2")
+    if gmpy2 is not None and type(value) is type(gmpy2.mpfr(0)):
+        return True
+    mpmath = sys.modules.get("mpmath")
+    if mpmath is not None and isinstance(value, mpmath.mpf):
+        return True
+    decimal = sys.modules.get("decimal")
+    if decimal is not None and type(value) is decimal.Decimal:
         return True
     return isinstance(value, sympy.Expr) and value.is_number and value.is_real is not False
 
@@ -251,7 +262,7 @@ def _verdict(same: bool, candidate: Any, expected: Any) -> tuple[bool, str]:
 def _as_items(candidate: Any) -> list[Any] | None:
     numpy = sys.modules.get("numpy")
     if numpy is not None and isinstance(candidate, numpy.ndarray):
-        return list(candidate.tolist())
+        return list(candidate.tolist()) if candidate.ndim > 0 else None
     if isinstance(candidate, list | tuple):
         return list(candidate)
     return None
@@ -296,16 +307,18 @@ def _compare_dicts(candidate: Any, expected: dict[Any, Any], tolerance: float | 
     for key, want in expected.items():
         got_key = next((k for k in candidate if compare(k, key)[0]), None)
         if got_key is None:
-            return False, f"missing key {key!r}"
+            return False, f"missing key {short_repr(key)}"
         same, why = compare(candidate[got_key], want, tolerance)
         if not same:
-            return False, f"key {key!r}: {why}"
+            return False, f"key {short_repr(key)}: {why}"
     return True, "equal"
 
 
 def _compare_matrices(candidate: Any, expected: Any) -> tuple[bool, str]:
     import sympy
 
+    if _contains_text(candidate):
+        return False, f"expected a matrix, got {_describe(candidate)}"
     try:
         matrix = sympy.Matrix(candidate)
     except Exception:
@@ -322,7 +335,7 @@ def _compare_matrices(candidate: Any, expected: Any) -> tuple[bool, str]:
 def _compare_symbolic(candidate: Any, expected: Any) -> tuple[bool, str]:
     import sympy
 
-    if isinstance(candidate, str | bool):
+    if isinstance(candidate, bool):
         return False, f"expected a sympy object, got {_describe(candidate)}"
     try:
         value = _to_sympy(candidate)
@@ -342,11 +355,176 @@ def _compare_symbolic(candidate: Any, expected: Any) -> tuple[bool, str]:
         return _verdict(bool(same), value, expected)
     if not (isinstance(value, sympy.Expr) and isinstance(expected, sympy.Expr)):
         return _verdict(False, value, expected)
+    # An unevaluated integral, sum or limit would have the verifier do the work answer() was
+    # timed for: the value must be the result, unless the reference itself is unevaluated.
+    unevaluated = (sympy.Integral, sympy.Sum, sympy.Product, sympy.Limit, sympy.Derivative)
+    pending = [kind.__name__ for kind in unevaluated if value.has(kind) and not expected.has(kind)]
+    if pending:
+        return False, f"the value is unevaluated ({', '.join(pending)}); submit the evaluated result"
+    if value.has(sympy.nan, sympy.zoo) or expected.has(sympy.nan, sympy.zoo):
+        return _verdict(False, value, expected)
     if sympy.simplify(value - expected) == 0:
         return True, "symbolically equal (simplified difference is 0)"
     if value.equals(expected) is True:
         return True, "symbolically equal (sympy equals)"
     return _verdict(False, value, expected)
+
+
+# -- reference answers --------------------------------------------------------------------
+
+# Builtins a reference answer may call; everything else comes from sympy's namespace.
+_REFERENCE_BUILTINS = [
+    "abs",
+    "bool",
+    "complex",
+    "dict",
+    "divmod",
+    "float",
+    "frozenset",
+    "int",
+    "len",
+    "list",
+    "max",
+    "min",
+    "pow",
+    "range",
+    "round",
+    "set",
+    "sorted",
+    "str",
+    "sum",
+    "tuple",
+    "zip",
+    "True",
+    "False",
+    "None",
+]
+
+
+def evaluate_reference(source: str) -> Any:
+    """The task's expected answer, evaluated with exact arithmetic.
+
+    Every integer literal becomes ``sympy.Integer`` before evaluation, so ``188684/15015`` is the
+    exact rational and ``4*pi - 188684/15015`` stays exact (Python's ``/`` would make a float).
+    Float literals stay floats; ``contains_float`` lets validation flag them.
+    """
+    import ast
+    import builtins
+
+    import sympy
+
+    tree = ast.parse(source, "<answer>", "eval")
+    for node in ast.walk(tree):
+        # A reference is a value, not a program: no way to the interpreter's internals.
+        if isinstance(node, ast.Attribute) and node.attr.startswith("_"):
+            raise ValueError(f"the expected answer uses the private attribute {node.attr!r}")
+        if isinstance(node, ast.Name) and node.id.startswith("__"):
+            raise ValueError(f"the expected answer uses the name {node.id!r}")
+
+    class ExactIntegers(ast.NodeTransformer):
+        def visit_Constant(self, node: ast.Constant) -> ast.AST:
+            if type(node.value) is int:
+                call = ast.Call(ast.Name("__proctor_integer__", ast.Load()), [ast.Constant(node.value)], [])
+                return ast.copy_location(call, node)
+            return node
+
+    exact = ast.fix_missing_locations(ExactIntegers().visit(tree))
+    namespace: dict[str, Any] = {
+        name: getattr(sympy, name) for name in dir(sympy) if not name.startswith("_")
+    }
+    namespace.update({name: getattr(builtins, name) for name in _REFERENCE_BUILTINS})
+    namespace["Fraction"] = Fraction
+    namespace["__builtins__"] = {}
+    namespace["__proctor_integer__"] = sympy.Integer
+    return eval(compile(exact, "<answer>", "eval"), namespace)
+
+
+def contains_float(value: Any, depth: int = 0) -> bool:
+    """True when an inexact number (float, sympy Float) sits anywhere in the value."""
+    if depth > 100:
+        return False
+    if isinstance(value, float):
+        return True
+    sympy = sys.modules.get("sympy")
+    if sympy is not None and isinstance(value, sympy.Basic):
+        return bool(value.atoms(sympy.Float)) if hasattr(value, "atoms") else False
+    if isinstance(value, dict):
+        return any(contains_float(k, depth + 1) or contains_float(v, depth + 1) for k, v in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return any(contains_float(item, depth + 1) for item in value)
+    return False
+
+
+# -- sympy's string parser, hardened for the verification sandbox --------------------------
+
+_FORBIDDEN_NAMES = frozenset(
+    [
+        "eval",
+        "exec",
+        "compile",
+        "__import__",
+        "open",
+        "getattr",
+        "setattr",
+        "delattr",
+        "globals",
+        "locals",
+        "vars",
+        "input",
+        "breakpoint",
+        "memoryview",
+        "type",
+        "object",
+        "super",
+        "help",
+        "exit",
+        "quit",
+        "print",
+        "classmethod",
+        "staticmethod",
+        "property",
+        "callable",
+        "dir",
+        "id",
+        "hash",
+        "iter",
+        "next",
+    ]
+)
+
+
+def harden_sympy_parser() -> None:
+    """Make ``sympify``/``parse_expr`` refuse strings that are not plain mathematical expressions.
+
+    sympy parses text by ``eval``. A task's ``verify(a)`` that calls ``sympify(a)`` on a submitted
+    string would run the submission's code beside the verdict. Every parse in the verification
+    sandbox is therefore checked first: no dunder names or private attributes, none of the
+    builtins that reach code or objects, no lambdas, comprehensions or assignments.
+    """
+    import ast
+
+    from sympy.parsing import sympy_parser
+
+    original = sympy_parser.stringify_expr
+    allowed_nodes = (
+        ast.Expression, ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.Call, ast.keyword,
+        ast.Name, ast.Load, ast.Constant, ast.Tuple, ast.List, ast.Set, ast.Dict, ast.Attribute,
+        ast.Subscript, ast.Slice, ast.IfExp, ast.Starred, ast.operator, ast.unaryop, ast.boolop,
+        ast.cmpop, ast.expr_context,
+    )  # fmt: skip
+
+    def checked(s: str, local_dict: Any, global_dict: Any, transformations: Any) -> str:
+        code = original(s, local_dict, global_dict, transformations)
+        for node in ast.walk(ast.parse(code, "<sympify>", "eval")):
+            if not isinstance(node, allowed_nodes):
+                raise ValueError(f"refused to parse: {type(node).__name__} is not mathematics")
+            if isinstance(node, ast.Name) and (node.id.startswith("__") or node.id in _FORBIDDEN_NAMES):
+                raise ValueError(f"refused to parse: the name {node.id!r}")
+            if isinstance(node, ast.Attribute) and (node.attr.startswith("_") or "format" in node.attr):
+                raise ValueError(f"refused to parse: the attribute {node.attr!r}")
+        return code
+
+    sympy_parser.stringify_expr = checked
 
 
 # -- the three modes ----------------------------------------------------------------------
@@ -361,12 +539,22 @@ def _run_untrusted(source: str, function: str, filename: str, *args: Any) -> Any
     return target(*args)
 
 
+def _load_function(source: str, function: str, filename: str) -> Any:
+    namespace: dict[str, Any] = {"__name__": "__verification__"}
+    exec(compile(source, filename, "exec"), namespace)
+    target = namespace.get(function)
+    if not callable(target):
+        raise NameError(f"the code does not define a function named {function!r}")
+    return target
+
+
 def _error_text(exc: BaseException) -> str:
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     return text if len(text) <= TRACEBACK_CHARS else "...\n" + text[-TRACEBACK_CHARS:]
 
 
-def run_answer(request: dict[str, Any]) -> dict[str, Any]:
+def run_answer(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
+    """Untrusted from the first line of the submission on: the host trusts none of this reply."""
     limit = float(request["time_limit_s"])
     started = time.monotonic()
     signal.signal(signal.SIGALRM, _raise_time_limit)
@@ -380,26 +568,62 @@ def run_answer(request: dict[str, Any]) -> dict[str, Any]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     elapsed = time.monotonic() - started
+    channel.mark(MARK_RETURNED, elapsed)
     try:
-        tagged = encode(value)
-    except Unserializable as exc:
-        return {"status": "unserializable", "error": str(exc), "type": type_name(value), "elapsed_s": elapsed}
-    return {"status": "ok", "value": tagged, "type": type_name(value), "elapsed_s": elapsed}
+        encoded = codec.encode_value(value, max_bytes=int(request["max_value_bytes"]))
+    except codec.ValueCodecError as exc:
+        return {"status": "unserializable", "error": str(exc), "answer_s": elapsed}
+    except RecursionError:
+        return {"status": "unserializable", "error": "the value is nested too deeply", "answer_s": elapsed}
+    return {
+        "status": "ok",
+        "value": encoded,
+        "answer_s": elapsed,
+        "encode_s": time.monotonic() - started - elapsed,
+    }
 
 
 def _raise_time_limit(signum: int, frame: Any) -> None:
     raise TimeLimitReached
 
 
-def run_verify(request: dict[str, Any]) -> dict[str, Any]:
-    candidate = decode(request["value"])
+def _decode_candidate(request: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+    """The value, rebuilt by the allowlist decoder; parsed only now, after the reference is ready."""
     try:
-        verdict = _run_untrusted(request["verification_code"], "verify", "<verification_code>", candidate)
+        return codec.decode_value(json.loads(request["value_json"])), None
+    except (codec.ValueCodecError, ValueError, RecursionError) as exc:
+        return None, {"status": "decode_error", "error": f"{type(exc).__name__}: {exc}"[:TRACEBACK_CHARS]}
+
+
+def run_verify(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
+    started = time.monotonic()
+    harden_sympy_parser()
+    try:
+        verify = _load_function(request["verification_code"], "verify", "<verification_code>")
     except BaseException as exc:
-        return {"status": "error", "error": _error_text(exc)}
+        return {
+            "status": "reference_error",
+            "error": "the task's verification code failed:\n" + _error_text(exc),
+        }
+    channel.mark(MARK_REFERENCE_READY, time.monotonic() - started)
+    candidate, failure = _decode_candidate(request)
+    if failure is not None:
+        return failure
+    try:
+        verdict = verify(candidate)
+    except BaseException as exc:
+        return {"status": "candidate_error", "error": "verify() raised:\n" + _error_text(exc)}
     if not _is_boolean(verdict):
-        return {"status": "error", "error": f"verify() returned {_describe(verdict)}, not a bool"}
-    return {"status": "ok", "verdict": bool(verdict)}
+        return {"status": "candidate_error", "error": f"verify() returned {_describe(verdict)}, not a bool"}
+    return {"status": "ok", "verdict": bool(verdict), **_candidate_summary(candidate)}
+
+
+def _candidate_summary(candidate: Any) -> dict[str, str]:
+    try:
+        label = codec.type_label(candidate)
+    except Exception as exc:
+        label = f"<unknown: {type(exc).__name__}>"
+    return {"value_type": label, "value_repr": short_repr(candidate, REPR_CHARS)}
 
 
 def _is_boolean(value: Any) -> bool:
@@ -412,50 +636,52 @@ def _is_boolean(value: Any) -> bool:
     return sympy is not None and isinstance(value, sympy.logic.boolalg.BooleanAtom)
 
 
-def run_compare(request: dict[str, Any]) -> dict[str, Any]:
-    candidate = decode(request["value"])
+def run_compare(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
+    started = time.monotonic()
+    harden_sympy_parser()
     try:
-        expected = eval(compile(request["expected"], "<answer>", "eval"), sympy_namespace())
+        expected = evaluate_reference(request["expected"])
     except BaseException as exc:
         return {
-            "status": "error",
+            "status": "reference_error",
             "error": "the task's expected answer failed to evaluate:\n" + _error_text(exc),
         }
+    inexact = contains_float(expected)
+    channel.mark(MARK_REFERENCE_READY, time.monotonic() - started)
+    candidate, failure = _decode_candidate(request)
+    if failure is not None:
+        return failure
     try:
         same, why = compare(candidate, expected, request.get("tolerance"))
     except BaseException as exc:
-        return {"status": "error", "error": "comparison failed:\n" + _error_text(exc)}
-    return {"status": "ok", "verdict": same, "detail": why, "expected_type": type_name(expected)}
+        return {"status": "candidate_error", "error": "comparison failed:\n" + _error_text(exc)}
+    return {
+        "status": "ok",
+        "verdict": bool(same),
+        "detail": why,
+        "expected_type": codec.type_label(expected),
+        "reference_inexact": inexact,
+        **_candidate_summary(candidate),
+    }
 
 
 MODES = {"answer": run_answer, "verify": run_verify, "compare": run_compare}
 
 
 def main() -> None:
-    request = json.loads(sys.stdin.read())
-    nonce = str(request["nonce"])
+    # The first line is the request; what follows (verification only) is the value's JSON, which
+    # is parsed after the task's reference is ready, so a failure before that is never the value's.
+    header, _, value_json = sys.stdin.read().partition("\n")
+    request = json.loads(header)
+    request["value_json"] = value_json
+    channel = Channel(str(request.pop("nonce")))
     # Huge integers are legitimate answers; lift the int<->str digit limit for them.
     if hasattr(sys, "set_int_max_str_digits"):
         sys.set_int_max_str_digits(0)
-    protocol_fd = os.dup(1)
-    sys.stdout.flush()
-    os.dup2(2, 1)  # from here on, anything printed lands on stderr
     try:
-        result = MODES[request["mode"]](request)
+        result = MODES[request["mode"]](request, channel)
     except BaseException as exc:
         result = {"status": "harness_error", "error": _error_text(exc)}
-    try:
-        payload = json.dumps(result)
-    except (TypeError, ValueError) as exc:
-        payload = json.dumps({"status": "harness_error", "error": f"result not JSON: {exc}"})
-    sys.stdout.flush()
-    sys.stderr.flush()
-    block = memoryview(f"\n<<<PROCTOR-RESULT {nonce}>>>\n{payload}\n<<<END {nonce}>>>\n".encode())
-    while block:
-        block = block[os.write(protocol_fd, block) :]
-    # Threads or children the submission left behind must not keep the call alive.
+    channel.reply(result)
+    # Threads or children left behind must not keep the call alive.
     os._exit(0)
-
-
-if __name__ == "__main__":
-    main()

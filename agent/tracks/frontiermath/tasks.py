@@ -24,8 +24,9 @@ class FrontierMathTask(BaseModel):
     verification_code: str | None = None
     # The expected value as Python/sympy source, compared by type inside a sandbox.
     answer: str | None = None
-    # Absolute tolerance for numeric comparison with ``answer``.
-    tolerance: float | None = Field(default=None, ge=0)
+    # Absolute tolerance for numeric comparison with ``answer``: NaN would make every answer
+    # wrong and infinity every answer right, so only finite, non-negative numbers load.
+    tolerance: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     subject: str | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)
     # Source of a correct answer(); `proctor validate` runs it through the submission path.
@@ -77,6 +78,16 @@ class FrontierMathTask(BaseModel):
     @property
     def quickstart(self) -> bool:
         return bool(self.metadata.get("quickstart", False))
+
+    @property
+    def exact_answer_type(self) -> bool:
+        """Whether the answer type promises an exact value (no float, decimal or approximation)."""
+        words = self.answer_type.lower()
+        return not any(word in words for word in INEXACT_TYPE_WORDS)
+
+
+# Words in ``answer_type`` that admit an inexact reference value.
+INEXACT_TYPE_WORDS = ("float", "decimal", "real number", "approx", "numeric", "mpf", "mpfr")
 
 
 def _parse(source: str, mode: str, what: str) -> ast.AST:

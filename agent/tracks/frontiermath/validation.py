@@ -22,10 +22,13 @@ class ReferenceCheck:
     error: str | None
     value: str | None
     duration_s: float
+    # The reference evaluates to a float although the answer type is exact (e.g. `188684/15015`
+    # written where `Rational(188684, 15015)` was meant): a wrong exact answer could pass.
+    inexact_reference: bool = False
 
     @property
     def passed(self) -> bool:
-        return self.outcome is Outcome.CORRECT
+        return self.outcome is Outcome.CORRECT and not self.inexact_reference
 
     @property
     def checked(self) -> bool:
@@ -38,8 +41,15 @@ async def check_reference(task: FrontierMathTask, runner: SubmissionRunner) -> R
     started = time.monotonic()
     # Exactly the path a model's submission takes, checks included.
     result = await runner.evaluate(task.reference_solution, task, enforce_checks=True)
+    inexact = result.record.reference_inexact and task.exact_answer_type
+    error = result.error
+    if inexact:
+        error = (
+            f"the expected answer evaluates to a float, but answer_type {task.answer_type!r} is exact: "
+            "write it exactly (integers, Rational, sympy constants) or name a float answer type"
+        )
     return ReferenceCheck(
-        task.id, result.outcome, result.error, result.record.value_repr, time.monotonic() - started
+        task.id, result.outcome, error, result.record.value_repr, time.monotonic() - started, inexact
     )
 
 

@@ -1,0 +1,415 @@
+"""Submissions written by an adversary who has read our source: none of them may be credited.
+
+Each attack runs through the real submission path on the docker backend (the pinned image) and
+must end ``incorrect``, ``answer_error`` or ``answer_timeout``: never ``correct``, and never
+``verify_error``, which would let a model abstain at will (errors are counted apart from the
+accuracy). docs/frontiermath.md names these tests in its threat model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from agent.config import SandboxConfig
+from agent.records import Outcome
+from agent.tracks.frontiermath.submission import ANSWER_GRACE_S, SubmissionResult, SubmissionRunner
+from agent.tracks.frontiermath.tasks import FrontierMathTask
+from sandbox import Sandbox, open_sandbox
+from tests.frontiermath.support import RecordingEvents
+
+pytestmark = pytest.mark.docker
+
+NOT_CREDITED = {Outcome.INCORRECT, Outcome.ANSWER_ERROR, Outcome.ANSWER_TIMEOUT}
+# Short limits keep the slow attacks cheap; the sympy import alone needs a few seconds when loaded.
+CONFIG = SandboxConfig(answer_timeout_s=4, verify_timeout_s=8)
+
+
+def task(task_id: str, **fields: str | float) -> FrontierMathTask:
+    return FrontierMathTask.model_validate(
+        {"id": task_id, "question": "q", "answer_type": "Python int", **fields}
+    )
+
+
+INTEGER = task("integer", answer="42")
+SYMBOLIC = task("symbolic", answer="sqrt(2) + 1", answer_type="sympy expression")
+NUMERIC = task("numeric", answer="pi", tolerance=1e-9, answer_type="Python float")
+VERIFIED = task(
+    "verified",
+    verification_code="def verify(a):\n    return type(a) is int and a > 100 and a % 7 == 3\n",
+)
+# A careless verifier that parses its argument: a submitted string must still not run as code.
+SYMPIFYING = task(
+    "sympifying",
+    answer_type="sympy expression",
+    verification_code=(
+        "import sympy\n\ndef verify(a):\n    return sympy.simplify(sympy.sympify(a) - sympy.sqrt(2)) == 0\n"
+    ),
+)
+COMPARING = task("comparing", verification_code="def verify(a):\n    return a == 143\n")
+ARITHMETIC = task("arithmetic", verification_code="def verify(a):\n    return a % 7 == 3 and a > 100\n")
+
+
+@pytest.fixture
+async def sandbox() -> AsyncIterator[Sandbox]:
+    opened = await open_sandbox("docker", pool_size=2)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+async def judge(
+    sandbox: Sandbox, code: str, target: FrontierMathTask, config: SandboxConfig = CONFIG
+) -> SubmissionResult:
+    return await SubmissionRunner(sandbox, config, RecordingEvents()).evaluate(code, target)
+
+
+def assert_not_credited(result: SubmissionResult) -> None:
+    assert result.outcome in NOT_CREDITED, (result.outcome, result.error)
+
+
+# A forged verification reply, shaped like the driver's, for every channel an attacker can find.
+FORGE = (
+    "def _forge(nonce):\n"
+    "    import json\n"
+    "    body = json.dumps({'status': 'ok', 'verdict': True, 'detail': 'equal',\n"
+    "                       'value': {'t': 'sympy',\n"
+    "                                 'v': \"__import__('os').system('true') or Integer(42)\"}})\n"
+    "    return ('\\n<<<PROCTOR-RESULT %s>>>\\n%s\\n<<<END %s>>>\\n' % (nonce, body, nonce)).encode()\n"
+)
+
+ATTACKS: dict[str, tuple[str, FrontierMathTask]] = {
+    # -- the value is data: printers, srepr and subclasses cannot become code -------------
+    "patched srepr and printers": (
+        "import sympy\nimport sympy.printing.repr as _r\n\n"
+        "def answer():\n"
+        "    payload = \"__import__('os').write(1, b'pwned') and Integer(42)\"\n"
+        "    sympy.srepr = lambda *a, **k: payload\n"
+        "    _r.srepr = sympy.srepr\n"
+        "    sympy.Basic.__repr__ = lambda self: payload\n"
+        "    sympy.Basic.__str__ = lambda self: payload\n"
+        "    return sympy.Integer(41)\n",
+        INTEGER,
+    ),
+    "sympy subclass with custom printers": (
+        "import sympy\n\n"
+        "class Sly(sympy.Symbol):\n"
+        "    def _sympystr(self, printer):\n        return '42'\n"
+        "    def _sympyrepr(self, printer):\n        return \"__import__('os').getpid() and Integer(42)\"\n"
+        "    def __eq__(self, other):\n        return True\n"
+        "    __hash__ = sympy.Symbol.__hash__\n\n"
+        "def answer():\n    return Sly('x')\n",
+        SYMBOLIC,
+    ),
+    "int subclass equal to everything": (
+        "class Yes(int):\n"
+        "    def __eq__(self, other):\n        return True\n"
+        "    def __ne__(self, other):\n        return False\n"
+        "    __hash__ = int.__hash__\n"
+        "    def __mod__(self, other):\n        return 3\n"
+        "    def __gt__(self, other):\n        return True\n\n"
+        "def answer():\n    return Yes(41)\n",
+        VERIFIED,
+    ),
+    "numpy subclass equal to everything": (
+        "import numpy\n\n"
+        "class Yes(numpy.ndarray):\n"
+        "    def __eq__(self, other):\n        return True\n\n"
+        "def answer():\n    return numpy.zeros(3).view(Yes)\n",
+        COMPARING,
+    ),
+    "object that reduces to a call": (
+        "import os\n\n"
+        "class Bomb:\n"
+        "    def __reduce__(self):\n        return (os.system, ('true',))\n"
+        "    def __eq__(self, other):\n        return True\n\n"
+        "def answer():\n    return Bomb()\n",
+        INTEGER,
+    ),
+    # -- monkeypatching the answer process only changes what it says, which is not trusted --
+    "patched json forges the reply": (
+        FORGE + "\n"
+        "def answer():\n"
+        "    import json\n"
+        "    real = json.dumps\n"
+        "    def forged(obj, *args, **kwargs):\n"
+        "        if isinstance(obj, dict) and 'status' in obj:\n"
+        "            obj = {'status': 'ok', 'verdict': True,\n"
+        "                   'value': {'t': 'sympy',\n"
+        "                             'v': \"__import__('os').system('true') or Integer(42)\"}}\n"
+        "        return real(obj, *args, **kwargs)\n"
+        "    json.dumps = forged\n"
+        "    return 41\n",
+        INTEGER,
+    ),
+    "patched builtins": (
+        "import builtins\n\n"
+        "def answer():\n"
+        "    builtins.isinstance = lambda *a: True\n"
+        "    builtins.type = lambda *a: int\n"
+        "    builtins.len = lambda *a: 0\n"
+        "    return 41\n",
+        INTEGER,
+    ),
+    "patched sympy and numpy comparison": (
+        "import sympy\nimport numpy\n\n"
+        "def answer():\n"
+        "    sympy.Basic.__eq__ = lambda self, other: True\n"
+        "    sympy.simplify = lambda *a, **k: 0\n"
+        "    numpy.array_equal = lambda *a, **k: True\n"
+        "    return sympy.Integer(41)\n",
+        SYMBOLIC,
+    ),
+    # -- secrets and channels of the driver ------------------------------------------------
+    "frames walked to the driver's channel": (
+        FORGE + "\n"
+        "def answer():\n"
+        "    import sys, os, gc\n"
+        "    frame = sys._getframe()\n"
+        "    while frame is not None:\n"
+        "        for value in list(frame.f_locals.values()) + list(frame.f_globals.values()):\n"
+        "            nonce = getattr(value, 'nonce', None)\n"
+        "            fd = getattr(value, 'fd', None)\n"
+        "            if isinstance(nonce, str) and isinstance(fd, int):\n"
+        "                os.write(fd, _forge(nonce))\n"
+        "        frame = frame.f_back\n"
+        "    for thing in gc.get_objects():\n"
+        "        if isinstance(thing, dict) and isinstance(thing.get('nonce'), str):\n"
+        "            os.write(1, _forge(thing['nonce']))\n"
+        "    os._exit(0)\n",
+        INTEGER,
+    ),
+    "writes to every inherited descriptor": (
+        FORGE + "\n"
+        "def answer():\n"
+        "    import os\n"
+        "    report = b'\\x00proctor-exit:' + b'0' * 32 + b':0:0\\x00'\n"
+        "    for fd in range(64):\n"
+        "        for data in (_forge('0' * 32), report):\n"
+        "            try:\n"
+        "                os.write(fd, data)\n"
+        "            except OSError:\n"
+        "                pass\n"
+        "    return 41\n",
+        INTEGER,
+    ),
+    "forked late writer": (
+        FORGE + "\n"
+        "def answer():\n"
+        "    import os, sys, time\n"
+        "    frame, channel = sys._getframe(), None\n"
+        "    while frame is not None and channel is None:\n"
+        "        channel = frame.f_locals.get('channel')\n"
+        "        frame = frame.f_back\n"
+        "    if os.fork() == 0:\n"
+        "        os.setsid()\n"
+        "        if os.fork() == 0:\n"
+        "            time.sleep(0.3)\n"
+        "            for _ in range(20):\n"
+        "                for fd in (1, 2, getattr(channel, 'fd', 1)):\n"
+        "                    try:\n"
+        "                        os.write(fd, _forge(getattr(channel, 'nonce', '0')))\n"
+        "                    except OSError:\n"
+        "                        pass\n"
+        "                time.sleep(0.05)\n"
+        "        os._exit(0)\n"
+        "    return 41\n",
+        INTEGER,
+    ),
+    "stops its parent": (
+        "def answer():\n"
+        "    import os, signal\n"
+        "    for pid in (os.getppid(), 1):\n"
+        "        for sig in (signal.SIGSTOP, signal.SIGKILL):\n"
+        "            try:\n"
+        "                os.kill(pid, sig)\n"
+        "            except OSError:\n"
+        "                pass\n"
+        "    return 41\n",
+        INTEGER,
+    ),
+    "traces its parent": (
+        "def answer():\n"
+        "    import ctypes, os\n"
+        "    libc = ctypes.CDLL(None, use_errno=True)\n"
+        "    for pid in (os.getppid(), 1):\n"
+        "        libc.ptrace(16, pid, None, None)\n"
+        "        try:\n"
+        "            with open(f'/proc/{pid}/mem', 'rb') as mem:\n"
+        "                mem.read(16)\n"
+        "        except OSError:\n"
+        "            pass\n"
+        "    return 41\n",
+        INTEGER,
+    ),
+    # -- a string that a careless verify() parses must not run ------------------------------
+    "string parsed by verify runs code": (
+        "def answer():\n    return \"sqrt(2) if __import__('os').write(1, b'pwned') else sqrt(2)\"\n",
+        SYMPIFYING,
+    ),
+    "string parsed by verify walks frames": (
+        'def answer():\n    return "(lambda: sqrt(2))()"\n',
+        SYMPIFYING,
+    ),
+    "string parsed by verify reaches dunders": (
+        'def answer():\n    return "Integer(1).__class__.__mro__[-1].__subclasses__() and sqrt(2)"\n',
+        SYMPIFYING,
+    ),
+    # -- values that break verification are wrong, not errors ------------------------------
+    "value makes verify raise": ("def answer():\n    return 'abc'\n", ARITHMETIC),
+    "value makes verify return a non-bool": (
+        "import numpy\n\ndef answer():\n    return numpy.arange(4)\n",
+        COMPARING,
+    ),
+    # Cheap to build (evaluate=False), expensive to judge: the verifier's time and memory run out.
+    "value makes comparison slow": (
+        "import sympy\n\n"
+        "def answer():\n"
+        "    x = sympy.Symbol('x')\n"
+        "    terms = [sympy.sin(x) ** k * sympy.cos(x) ** (k + 3) for k in range(1, 80)]\n"
+        "    return sympy.Add(*terms, evaluate=False)\n",
+        SYMBOLIC,
+    ),
+    "value exhausts verification memory": (
+        "import sympy\n\n"
+        "def answer():\n"
+        "    return sympy.Add(sympy.Pow(3, 10**12, evaluate=False), sympy.sqrt(2), evaluate=False)\n",
+        SYMBOLIC,
+    ),
+    "nan against a tolerance": ("def answer():\n    return float('nan')\n", NUMERIC),
+    "infinity against a tolerance": ("def answer():\n    return float('inf')\n", NUMERIC),
+    "undefined sympy number against a tolerance": (
+        "import sympy\n\ndef answer():\n    return sympy.zoo\n",
+        NUMERIC,
+    ),
+    # -- size -----------------------------------------------------------------------------
+    "value too large to carry": ("def answer():\n    return 1 << 80_000_000\n", INTEGER),
+    "exits after printing a fake result": (
+        FORGE + "\ndef answer():\n    import os, sys\n    sys.stdout.write(_forge('0' * 32).decode())\n"
+        "    os._exit(0)\n",
+        INTEGER,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ATTACKS))
+async def test_hostile_submission_is_never_credited(sandbox: Sandbox, name: str) -> None:
+    code, target = ATTACKS[name]
+    result = await judge(sandbox, code, target)
+    assert_not_credited(result)
+
+
+async def test_a_huge_exact_value_is_carried_and_judged(sandbox: Sandbox) -> None:
+    result = await judge(sandbox, "def answer():\n    return 10**999000\n", INTEGER)
+    assert result.outcome is Outcome.INCORRECT, result.error
+    assert "bits" in (result.record.value_repr or "")
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        # The driver's timer cancelled, then a stall.
+        "def answer():\n    import signal, time\n    signal.setitimer(signal.ITIMER_REAL, 0)\n"
+        "    signal.signal(signal.SIGALRM, signal.SIG_IGN)\n    time.sleep(600)\n",
+        # The timer's exception caught, then a busy loop.
+        "def answer():\n    while True:\n        try:\n            while True:\n                pass\n"
+        "        except BaseException:\n            pass\n",
+        # Every catchable signal ignored and the work moved to a child.
+        "def answer():\n    import os, signal, time\n"
+        "    for s in (signal.SIGALRM, signal.SIGTERM, signal.SIGINT):\n"
+        "        signal.signal(s, signal.SIG_IGN)\n    if os.fork() == 0:\n        time.sleep(600)\n"
+        "    os.wait()\n",
+    ],
+    ids=["cancelled timer", "caught timer", "ignored signals and a child"],
+)
+async def test_answer_limit_holds_from_outside(sandbox: Sandbox, code: str) -> None:
+    config = SandboxConfig(answer_timeout_s=2, verify_timeout_s=20)
+    started = time.monotonic()
+    result = await judge(sandbox, code, INTEGER, config)
+    elapsed = time.monotonic() - started
+    assert result.outcome is Outcome.ANSWER_TIMEOUT, result.error
+    assert result.record.answer_exec is not None
+    # The sandbox ends the call at the limit plus the grace, not at the submission's leisure.
+    assert result.record.answer_exec["duration_s"] <= 2 + ANSWER_GRACE_S + 1.0
+    assert elapsed < 2 + ANSWER_GRACE_S + 10  # teardown included, loaded machine allowed
+
+
+async def test_exact_reference_rejects_a_wrong_exact_answer(sandbox: Sandbox) -> None:
+    exact = task("exact", answer="4*pi - 188684/15015", answer_type="sympy expression")
+    wrong = (
+        "import sympy\n\ndef answer():\n"
+        "    return 4 * sympy.pi - sympy.Rational(188684, 15015) + sympy.Rational(1, 10**40)\n"
+    )
+    assert (await judge(sandbox, wrong, exact)).outcome is Outcome.INCORRECT
+    right = "import sympy\n\ndef answer():\n    return 4 * sympy.pi - sympy.Rational(188684, 15015)\n"
+    result = await judge(sandbox, right, exact)
+    assert result.outcome is Outcome.CORRECT, result.error
+    assert result.record.reference_inexact is False
+
+
+# What answer() returns must reach verify() with its type (issue: mpc, Decimal, range and GF(7)(3)
+# used to fail; mpf became sympy.Float; a galois array lost its field).
+TYPED: dict[str, tuple[str, str]] = {
+    "mpmath.mpc": (
+        "import mpmath\n\ndef answer():\n    mpmath.mp.prec = 100\n    return mpmath.mpc(1, 2) / 3\n",
+        "import mpmath\n\ndef verify(a):\n    mpmath.mp.prec = 100\n"
+        "    return type(a) is mpmath.mpc and a == mpmath.mpc(1, 2) / 3\n",
+    ),
+    "mpmath.mpf keeps its precision": (
+        "import mpmath\n\ndef answer():\n    mpmath.mp.dps = 60\n    return +mpmath.pi\n",
+        "import mpmath\n\ndef verify(a):\n    mpmath.mp.dps = 60\n"
+        "    return type(a) is mpmath.mpf and a == +mpmath.pi\n",
+    ),
+    "decimal.Decimal": (
+        "from decimal import Decimal\n\ndef answer():\n"
+        "    return Decimal('-0.000123456789012345678901234567890')\n",
+        "from decimal import Decimal\n\ndef verify(a):\n"
+        "    want = Decimal('-0.000123456789012345678901234567890')\n"
+        "    return type(a) is Decimal and a.as_tuple() == want.as_tuple()\n",
+    ),
+    "range": (
+        "def answer():\n    return range(3, 100, 7)\n",
+        "def verify(a):\n    return type(a) is range and a == range(3, 100, 7)\n",
+    ),
+    "sympy GF element": (
+        "from sympy.polys.domains import GF\n\ndef answer():\n    return GF(7)(3)\n",
+        "from sympy.polys.domains import GF\n\ndef verify(a):\n"
+        "    return type(a) is type(GF(7)(3)) and a == GF(7)(3) and a.mod == 7\n",
+    ),
+    "galois FieldArray keeps its field": (
+        "import galois\n\ndef answer():\n    GF = galois.GF(2**4)\n    return GF([1, 2, 3]) * GF(7)\n",
+        "import galois\nimport numpy\n\ndef verify(a):\n    GF = galois.GF(2**4)\n"
+        "    return type(a) is GF and numpy.array_equal(a, GF([1, 2, 3]) * GF(7))\n",
+    ),
+    "numpy array keeps dtype and shape": (
+        "import numpy\n\ndef answer():\n    return numpy.arange(6, dtype=numpy.uint16).reshape(2, 3)\n",
+        "import numpy\n\ndef verify(a):\n    return type(a) is numpy.ndarray and a.dtype == numpy.uint16"
+        " and a.shape == (2, 3) and a.tolist() == [[0, 1, 2], [3, 4, 5]]\n",
+    ),
+    "gmpy2.mpfr keeps its precision": (
+        "import gmpy2\n\ndef answer():\n    gmpy2.get_context().precision = 200\n"
+        "    return gmpy2.sqrt(gmpy2.mpfr(2))\n",
+        "import gmpy2\n\ndef verify(a):\n    gmpy2.get_context().precision = 200\n"
+        "    want = gmpy2.sqrt(gmpy2.mpfr(2))\n"
+        "    return type(a) is type(want) and a.precision == 200 and a == want\n",
+    ),
+    "sympy symbol keeps its assumptions": (
+        "import sympy\n\ndef answer():\n    n = sympy.Symbol('n', integer=True, positive=True)\n"
+        "    return sympy.Poly(n**2 + 3 * n, n)\n",
+        "import sympy\n\ndef verify(a):\n    n = sympy.Symbol('n', integer=True, positive=True)\n"
+        "    return type(a) is sympy.Poly and a == sympy.Poly(n**2 + 3 * n, n) and a.gens[0].is_positive\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TYPED))
+async def test_types_reach_verify_intact(sandbox: Sandbox, name: str) -> None:
+    answer_code, verification_code = TYPED[name]
+    target = task(f"typed-{name}", verification_code=verification_code)
+    # galois builds its field on first use; give the calls room on a loaded machine.
+    patient = SandboxConfig(answer_timeout_s=60, verify_timeout_s=60)
+    result = await judge(sandbox, answer_code, target, patient)
+    assert result.outcome is Outcome.CORRECT, (result.error, result.record.value_repr)
