@@ -62,7 +62,15 @@ def test_duration_histogram_counts_only_calls_that_ran_code(tmp_path: Path) -> N
     run_dir = write_run(
         tmp_path / "calls",
         [sample],
-        header("calls", ["m"], track="frontiermath", force_at=660_000, cap=10**6, backend="docker", samples=[sample]),  # noqa: E501
+        header(
+            "calls",
+            ["m"],
+            track="frontiermath",
+            force_at=660_000,
+            cap=10**6,
+            backend="docker",
+            samples=[sample],
+        ),  # noqa: E501
     )
     durations = _svg(_render(run_dir), "plot-durations")
     histogram_total = sum(int(n) for n in re.findall(r'class="hist" data-count="(\d+)"', durations))
