@@ -141,6 +141,14 @@ def rejected(document: Any, *needles: str) -> str:
     return message
 
 
+def _node(cls: str, *args: Any) -> dict[str, Any]:
+    return {"t": "sym.node", "cls": cls, "args": list(args)}
+
+
+def _power(base: int, exponent: int) -> dict[str, Any]:
+    return _node("Pow", {"t": "sym.int", "v": hex(base)}, {"t": "sym.int", "v": hex(exponent)})
+
+
 # -- hand-written hostile documents ---------------------------------------------------------
 
 
@@ -294,6 +302,20 @@ def test_hostile_documents_are_refused_by_the_schema(document: Any, no_code_exec
         },
         {"t": "pyadic.padic", "num": "0x64", "p": "0x7", "k": "0x1", "n": "0x0"},
         {"t": "pyadic.modp", "n": "0x9", "p": "0x7"},
+        _node(
+            "Interval",
+            {"t": "str", "v": "0"},
+            {"t": "sym.int", "v": "0x1"},
+            {"t": "bool", "v": True},
+            {"t": "bool", "v": False},
+        ),
+        _node(
+            "Interval",
+            {"t": "sym.int", "v": "0x0"},
+            {"t": "sym.int", "v": "0x1"},
+            {"t": "sym.int", "v": "0x1"},
+            {"t": "sym.int", "v": "0x0"},
+        ),
         {"t": "pyadic.padic", "num": "0x1", "p": "0x1" + "0" * 1000, "k": "0x2000000", "n": "0x0"},
         {"t": "pyadic.gaussian", "real": {"t": "int", "v": "0x1"}, "imag": {"t": "int", "v": "0x1"}},
         {
@@ -336,6 +358,71 @@ def test_huge_exponent_is_kept_unevaluated_not_computed(no_code_execution: None)
         value = decode_value({"t": "sym.node", "cls": "Add", "args": [power, {"t": "sym.int", "v": "0x1"}]})
     assert time.perf_counter() - started < 2.0
     assert type(value) is sympy.Add and sympy.Pow(10, 10**100, evaluate=False) in value.args
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        _node(
+            "Interval", _power(3, 10**100), _power(10, 10**100), *[{"t": "sym.const", "name": "false"}] * 2
+        ),
+        _node(
+            "Union",
+            _node(
+                "Interval",
+                {"t": "sym.int", "v": "0x0"},
+                _power(10, 10**100),
+                *[{"t": "sym.const", "name": "true"}] * 2,
+            ),
+            _node("FiniteSet", _power(3, 10**100)),
+        ),
+        _node(
+            "ProductSet",
+            _node(
+                "Interval",
+                _power(3, 10**100),
+                _power(10, 10**100),
+                *[{"t": "sym.const", "name": "false"}] * 2,
+            ),
+            _node("FiniteSet", _power(3, 10**100)),
+        ),
+        _node(
+            "Intersection", _node("FiniteSet", _power(3, 10**100)), _node("FiniteSet", _power(10, 10**100))
+        ),
+        _node(
+            "ConditionSet",
+            {"t": "sym.symbol", "name": "x", "assume": {}},
+            _node("StrictLessThan", {"t": "sym.symbol", "name": "x", "assume": {}}, _power(10, 10**100)),
+            _node("FiniteSet", _power(3, 10**100)),
+        ),
+        _node("Max", _power(10, 10**100), _power(3, 10**100)),
+        _node("Mod", _power(10, 10**100), _power(3, 10**100)),
+        _node("factorial", _power(10, 10**100)),
+        _node(
+            "Abs",
+            _node(
+                "Add", _power(10, 10**100), _node("Mul", {"t": "sym.int", "v": "-0x1"}, _power(3, 10**100))
+            ),
+        ),
+        _node(
+            "Sum",
+            {"t": "sym.symbol", "name": "k", "assume": {}},
+            _node(
+                "Tuple",
+                {"t": "sym.symbol", "name": "k", "assume": {}},
+                {"t": "sym.int", "v": "0x1"},
+                _power(10, 10**100),
+            ),
+        ),
+    ],
+)
+def test_decoding_never_evaluates_a_huge_tree(document: Any, no_code_execution: None) -> None:
+    """Constructors that compare or evaluate (Interval's end < start) would compute 3**(10**100)."""
+    started = time.perf_counter()
+    with forbid_code():
+        value = decode_value(document)
+    assert time.perf_counter() - started < 2.0
+    assert type(value).__name__ == document["cls"]
 
 
 def test_deep_nesting_is_refused_before_recursion_trouble(no_code_execution: None) -> None:

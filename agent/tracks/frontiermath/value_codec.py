@@ -83,8 +83,9 @@ _CODEC_SYMPY_SINGLETONS = (
 
 # sympy classes rebuilt from their decoded args. "e": the constructor takes evaluate=False
 # (so nothing is computed and the tree comes back as built); "p": the constructor has no
-# evaluate flag and does not evaluate (Integral, Sum, sets...). Every name is an attribute
-# of the top-level sympy package.
+# evaluate flag and does not evaluate (Integral, Sum, sets...); "r": assembled raw with
+# Basic.__new__ after the args are type-checked. Every name is an attribute of the top-level
+# sympy package except those in _CODEC_SYMPY_HOMES.
 _CODEC_SYMPY_NODES: dict[str, str] = {
     **dict.fromkeys(
         [
@@ -232,8 +233,6 @@ _CODEC_SYMPY_NODES: dict[str, str] = {
             "Equivalent",
             "ITE",
             "FiniteSet",
-            "Union",
-            "Intersection",
             "Complement",
             "SymmetricDifference",
             "Contains",
@@ -248,15 +247,16 @@ _CODEC_SYMPY_NODES: dict[str, str] = {
             "Product",
             "Integral",
             "Limit",
-            "Interval",
-            "ProductSet",
-            "ImageSet",
-            "ConditionSet",
             "Range",
             "UnevaluatedExpr",
         ],
         "p",
     ),
+    # These constructors compare or evaluate their arguments even with evaluate=False
+    # (Interval's end < start, Union's ordering by infimum, ProductSet's is_empty,
+    # ConditionSet testing the condition on elements), which computes 3**(10**100): they
+    # are assembled from their type-checked args without calling the constructor.
+    **dict.fromkeys(["Interval", "Union", "Intersection", "ProductSet", "ImageSet", "ConditionSet"], "r"),
 }
 
 # The few node classes sympy does not export at top level, with the module that has them.
@@ -1391,10 +1391,38 @@ class _CodecDecoder:
             raise self.fail(f"sympy class {name} is not available here")
         args = self.sympy_args(data)
         self.check_arity(cls, args, sympy)
-        built: Any = cls(*args, evaluate=False) if mode == "e" else cls(*args)
+        built: Any
+        if mode == "e":
+            built = cls(*args, evaluate=False)
+        elif mode == "p":
+            built = cls(*args)
+        else:
+            built = self.raw_set(cls, args, sympy)
         rebuilt_args = tuple(built.args)
         if type(built) is not cls or rebuilt_args != tuple(args):
             raise self.fail(f"sympy {name} does not rebuild exactly from these arguments")
+        return built
+
+    def raw_set(self, cls: Any, args: list[Any], sympy: Any) -> Any:
+        name = cls.__name__
+        if name == "Interval":
+            if len(args) != 4 or not all(isinstance(end, sympy.Expr) for end in args[:2]):
+                raise self.fail("an Interval takes two expressions and two open flags")
+            if not all(isinstance(flag, sympy.logic.boolalg.BooleanAtom) for flag in args[2:]):
+                raise self.fail("an Interval's open flags are not sympy true/false")
+        elif name in ("Union", "Intersection", "ProductSet"):
+            if len(args) < 2 or not all(isinstance(arg, sympy.Set) for arg in args):
+                raise self.fail(f"a {name} takes two or more sets")
+        elif name == "ImageSet":
+            if len(args) < 2 or not isinstance(args[0], sympy.Lambda):
+                raise self.fail("an ImageSet takes a Lambda and sets")
+            if not all(isinstance(arg, sympy.Set) for arg in args[1:]):
+                raise self.fail("an ImageSet takes a Lambda and sets")
+        elif len(args) != 3 or not isinstance(args[0], sympy.Symbol) or not isinstance(args[2], sympy.Set):
+            raise self.fail("a ConditionSet takes a symbol, a condition and a set")
+        built = sympy.Basic.__new__(cls, *args)
+        if name in ("Union", "Intersection"):
+            built._argset = frozenset(args)  # what their constructor records beside args
         return built
 
     def check_arity(self, cls: Any, args: list[Any], sympy: Any) -> None:
