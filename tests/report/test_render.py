@@ -70,7 +70,7 @@ def test_duration_histogram_counts_only_calls_that_ran_code(tmp_path: Path) -> N
             cap=10**6,
             backend="docker",
             samples=[sample],
-        ),  # noqa: E501
+        ),
     )
     durations = _svg(_render(run_dir), "plot-durations")
     histogram_total = sum(int(n) for n in re.findall(r'class="hist" data-count="(\d+)"', durations))
