@@ -34,6 +34,9 @@ class Outcome(StrEnum):
 ERROR_OUTCOMES = frozenset(
     {Outcome.JUDGE_ERROR, Outcome.MODEL_ERROR, Outcome.VERIFY_ERROR, Outcome.HARNESS_ERROR}
 )
+# An error says nothing about the model, so it is not a result: --resume runs the sample again
+# (after a fixed endpoint, engine or bug) and the new record supersedes the old one.
+RERUN_ON_RESUME = ERROR_OUTCOMES
 
 
 class _Stored(BaseModel):

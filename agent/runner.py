@@ -32,7 +32,7 @@ from agent.encodable import safe_text
 from agent.errors import UserError
 from agent.model.base import ModelClient, ModelError
 from agent.progress import RunProgress
-from agent.records import Outcome, SampleRecord
+from agent.records import RERUN_ON_RESUME, Outcome, SampleRecord
 from agent.run_config_loader import parse_size
 from agent.store import RunStore, file_sha256, resume_conflicts, sample_key
 from agent.summary import prices_from_config, summarize
@@ -355,8 +355,8 @@ class Runner:
         run_id = header["run_id"]
 
         loaded = store.load(repair=True)
-        # A harness_error is Proctor's failure, not a result: --resume runs that sample again.
-        done_keys = {sample_key(r) for r in loaded.records if r.outcome is not Outcome.HARNESS_ERROR}
+        # An error outcome is not a result: --resume runs that sample again.
+        done_keys = {sample_key(r) for r in loaded.records if r.outcome not in RERUN_ON_RESUME}
         planned = plan_samples(labels, config, tasks)
         planned_keys = {p.key for p in planned}
         pending = [p for p in planned if p.key not in done_keys]

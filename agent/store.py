@@ -22,7 +22,7 @@ from pydantic_core import PydanticSerializationError
 from agent.encodable import Replacements, make_encodable
 from agent.errors import UserError
 from agent.input_files import MAX_CONFIG_BYTES, read_text_input, too_deep, unreadable_value
-from agent.records import Outcome, SampleRecord, TextReplacements
+from agent.records import RERUN_ON_RESUME, SampleRecord, TextReplacements
 
 RUN_HEADER = "run.json"
 SAMPLES = "samples.jsonl"
@@ -131,7 +131,7 @@ def load_samples(path: Path, *, repair: bool = False) -> LoadedSamples:
         key = sample_key(record)
         if key in position:
             index = position[key]
-            if records[index].outcome is Outcome.HARNESS_ERROR:
+            if records[index].outcome in RERUN_ON_RESUME:
                 records[index] = record
                 continue
             # Cannot happen with one writer; if it ever does, the first record wins.

@@ -243,6 +243,22 @@ async def test_model_failure_becomes_a_model_error_record_counted_apart(tmp_path
     assert overall["accuracy_errors_as_failures"]["mean"] == 0.0
 
 
+async def test_resume_reruns_error_outcomes_once_the_endpoint_is_fixed(
+    tmp_path: Path, echo_server: ScriptedServer
+):
+    # model_error, like every error outcome, says nothing about the model: --resume runs it again.
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 2)
+    out = tmp_path / "run"
+    with ScriptedServer(lambda request, index: HttpError(401, "bad key")) as broken:
+        await run(make_config(tasks, out, broken.base_url))
+    assert {r["outcome"] for r in read_lines(out / "samples.jsonl")} == {"model_error"}
+    result = await run(make_config(tasks, out, echo_server.base_url, resume=True))
+    assert result.ran_now == 2
+    loaded = load_samples(out / "samples.jsonl")
+    assert {r.outcome.value for r in loaded.records} == {"correct"} and loaded.duplicates == []
+    assert result.summary["overall"]["errors"]["model_error"] == 0
+
+
 async def test_task_filter_and_limit_select_tasks(tmp_path: Path, echo_server: ScriptedServer):
     tasks = write_tasks(tmp_path / "tasks.jsonl", 5)
     result = await run(
