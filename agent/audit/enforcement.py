@@ -110,6 +110,16 @@ async def escaped_children(ctx: AuditContext) -> Finding:
 
 
 async def fork_bomb(ctx: AuditContext) -> Finding:
+    return await _process_bomb(ctx, "time.sleep(30)", "processes", "stopped at {made} processes")
+
+
+async def zombie_bomb(ctx: AuditContext) -> Finding:
+    # Children that exit at once and are never reaped: zombies still hold their pids.
+    return await _process_bomb(ctx, "pass", "zombies", "zombies bounded at {made}")
+
+
+async def _process_bomb(ctx: AuditContext, child_body: str, noun: str, held: str) -> Finding:
+    """Fork past twice the pids limit; the limit must stop it and leave the next call working."""
     ceiling = ctx.limits.pids * 2 + 16
     body = f"""\
 import os, time
@@ -122,7 +132,7 @@ while made < {ceiling}:
         error = str(exc)
         break
     if pid == 0:
-        time.sleep(30)
+        {child_body}
         os._exit(0)
     made += 1
 report(made=made, error=error)
@@ -132,46 +142,14 @@ report(made=made, error=error)
         return no_reply(result)
     follow_up, _ = await run_probe(ctx, "report(ok=True)\n", timeout=20)
     evidence = escape_text(
-        f"forked {reply['made']} then: {reply['error']}; pids limit {ctx.limits.pids}; "
+        f"{reply['made']} {noun}, then: {reply['error']}; pids limit {ctx.limits.pids}; "
         f"the next call: {describe_exec(follow_up)}"
     )
     if int(reply["made"]) >= ceiling:
-        return Finding(Verdict.BROKEN, f"{reply['made']} processes and no limit met", evidence)
+        return Finding(Verdict.BROKEN, f"{reply['made']} {noun} and no limit met", evidence)
     if follow_up.exit_code != 0:
-        return Finding(Verdict.BROKEN, "the next call failed after the bomb", evidence)
-    return Finding(Verdict.HELD, f"stopped at {reply['made']} processes; the next call ran", evidence)
-
-
-async def zombie_bomb(ctx: AuditContext) -> Finding:
-    ceiling = ctx.limits.pids * 2 + 16
-    body = f"""\
-import os
-made = 0
-error = None
-while made < {ceiling}:
-    try:
-        pid = os.fork()
-    except OSError as exc:
-        error = str(exc)
-        break
-    if pid == 0:
-        os._exit(0)
-    made += 1
-report(made=made, error=error)
-"""
-    result, reply = await run_probe(ctx, body, timeout=20)
-    if reply is None:
-        return no_reply(result)
-    follow_up, _ = await run_probe(ctx, "report(ok=True)\n", timeout=20)
-    evidence = escape_text(
-        f"{reply['made']} children left unreaped, then: {reply['error']}; "
-        f"the next call: {describe_exec(follow_up)}"
-    )
-    if int(reply["made"]) >= ceiling:
-        return Finding(Verdict.BROKEN, f"{reply['made']} zombies and no limit met", evidence)
-    if follow_up.exit_code != 0:
-        return Finding(Verdict.BROKEN, "the next call failed after the zombies", evidence)
-    return Finding(Verdict.HELD, f"zombies bounded at {reply['made']}; the next call ran", evidence)
+        return Finding(Verdict.BROKEN, f"the next call failed after the {noun}", evidence)
+    return Finding(Verdict.HELD, f"{held.format(made=reply['made'])}; the next call ran", evidence)
 
 
 _FIGHT = """\
