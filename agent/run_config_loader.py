@@ -20,6 +20,7 @@ from agent.config import RunConfig
 from agent.errors import UserError
 from agent.input_files import MAX_CONFIG_BYTES, check_data, read_text_input, too_deep, unreadable_value
 from agent.tracks.frontiermath.profiles import DEFAULT_PROTOCOL, PROFILES, unknown_protocol_message
+from agent.tracks.frontiermath.prompt import load_template
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
@@ -176,6 +177,12 @@ def validate_run_config(data: dict[str, Any], source: str) -> RunConfig:
         config.prompt_template = config.prompt_template.resolve()
     if config.prompt_template is not None and not config.prompt_template.is_file():
         raise UserError(f"{source}: field 'prompt_template': no such file {config.prompt_template}")
+    if config.prompt_template is not None and config.track == "frontiermath":
+        # Said now, not as a harness error in every sample.
+        try:
+            load_template(config.prompt_template)
+        except UserError as exc:
+            raise UserError(f"{source}: field 'prompt_template': {exc}") from None
     try:
         parse_size(config.sandbox.memory)
     except ValueError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -242,3 +243,28 @@ def test_resuming_with_another_protocol_is_refused() -> None:
     # A run recorded before profiles existed ran the methodology's rules.
     assert resume_conflicts({"config": {}}, {"config": {"protocol": "methodology"}}) == []
     assert resume_conflicts({"config": {}}, {"config": {"protocol": "inspect-example"}})
+
+
+@pytest.mark.parametrize("protocol", ["methodology", "inspect-example"])
+async def test_a_user_prompt_template_is_sent_as_written_under_either_profile(
+    sandbox: Sandbox, protocol: str, tmp_path: Path
+) -> None:
+    template = tmp_path / "mine.txt"
+    template.write_text(
+        "Q: {question}\nType: {answer_type}. Limits {force_submit_at}/{token_cap}; "
+        "answer() {answer_timeout} s, python {python_timeout} s. {unknown} stays.\n{libraries}\n"
+    )
+    record, server = await run_sample(
+        [Reply(content="no tools")],
+        sandbox,
+        protocol,
+        prompt_template=template,
+        track_options={"max_turns": 1},
+        answer_timeout_s=7,
+    )
+    sent = server.requests[0].json["messages"][0]["content"]
+    assert sent.startswith(
+        "Q: What is six times seven?\nType: Python int. Limits 660,000/1,000,000; answer() 7 s, python 10 s. "
+        "{unknown} stays.\n     • "
+    )
+    assert record.outcome is Outcome.NO_SUBMISSION

@@ -166,3 +166,26 @@ def test_shipped_example_configs_validate(name: str):
     assert tasks.exists(), tasks
     config = load_run_config(config_file, RunFlags())
     assert config.tasks == tasks and config.models
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        ("Solve it. The answer type is {answer_type}.\n", "lacks the {question} placeholder"),
+        ("{question}\n", "lacks the {answer_type} placeholder"),
+    ],
+)
+def test_a_frontiermath_template_without_its_placeholders_is_refused_at_load(
+    tmp_path: Path, tasks: Path, template: str, message: str
+):
+    """Said once when the config loads, not as a harness error in every sample."""
+    write(tmp_path / "mine.txt", template)
+    config_file = write(
+        tmp_path / "run.yaml", f"tasks: {tasks}\nmodels: [openai/a]\nprompt_template: mine.txt\n"
+    )
+    with pytest.raises(UserError) as caught:
+        load_run_config(config_file, RunFlags())
+    assert str(caught.value).startswith(f"{config_file}: field 'prompt_template': ")
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    write(tmp_path / "mine.txt", "Type {answer_type}; limit {token_cap}; {libraries}\n{question}\n")
+    assert load_run_config(config_file, RunFlags()).prompt_template == (tmp_path / "mine.txt").resolve()
