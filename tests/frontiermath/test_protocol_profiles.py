@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from agent.errors import UserError
 from agent.records import Outcome, SampleRecord
 from agent.store import resume_conflicts
 from agent.tracks.frontiermath.profiles import (
@@ -268,3 +269,11 @@ async def test_a_user_prompt_template_is_sent_as_written_under_either_profile(
         "{unknown} stays.\n     • "
     )
     assert record.outcome is Outcome.NO_SUBMISSION
+
+
+def test_refusal_is_off_by_default_and_only_a_real_boolean_turns_it_on() -> None:
+    assert FrontierMathTrack().reject_invalid is False
+    assert FrontierMathTrack({"reject_invalid_submissions": True}).reject_invalid is True
+    for value in ("false", "true", 1, None):
+        with pytest.raises(UserError, match=r"^field 'track_options.reject_invalid_submissions': expected"):
+            FrontierMathTrack({"reject_invalid_submissions": value})

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agent.errors import UserError
 from agent.records import Outcome, SampleRecord
 from agent.tracks.base import SampleContext, Track
 from agent.tracks.frontiermath.loop import DEFAULT_MAX_TURNS, Conversation
@@ -31,7 +32,14 @@ class FrontierMathTrack(Track):
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.reject_invalid = bool(self.options.get("reject_invalid_submissions", False))
+        reject_invalid = self.options.get("reject_invalid_submissions", False)
+        if not isinstance(reject_invalid, bool):
+            # bool("false") is True: a quoted YAML value must not silently turn refusal on.
+            raise UserError(
+                f"field 'track_options.reject_invalid_submissions': expected true or false, "
+                f"got {reject_invalid!r}"
+            )
+        self.reject_invalid = reject_invalid
         self.max_turns = int(self.options.get("max_turns", DEFAULT_MAX_TURNS))
         self._templates: dict[Path | None, str] = {}
 
