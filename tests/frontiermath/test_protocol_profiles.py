@@ -246,6 +246,22 @@ def test_resuming_with_another_protocol_is_refused() -> None:
     assert resume_conflicts({"config": {}}, {"config": {"protocol": "inspect-example"}})
 
 
+def test_a_run_from_before_profiles_that_refused_by_default_is_not_resumed_under_grading() -> None:
+    current = {"track": "frontiermath", "protocol": {}, "config": {"protocol": "methodology"}}
+    old = {"track": "frontiermath", "config": {"track_options": {}}}
+    assert any("refused by default" in c for c in resume_conflicts(old, current))
+    # Said explicitly then, so nothing changed; and runs recorded with profiles are fine.
+    grading = {"reject_invalid_submissions": False}
+    explicit = {"track": "frontiermath", "config": {"track_options": grading}}
+    assert (
+        resume_conflicts(
+            explicit, {**current, "config": {"protocol": "methodology", "track_options": grading}}
+        )
+        == []
+    )
+    assert resume_conflicts({**current, "config": {"protocol": "methodology"}}, current) == []
+
+
 @pytest.mark.parametrize("protocol", ["methodology", "inspect-example"])
 async def test_a_user_prompt_template_is_sent_as_written_under_either_profile(
     sandbox: Sandbox, protocol: str, tmp_path: Path
