@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from agent.errors import UserError
 from agent.records import Outcome, SampleRecord
@@ -41,7 +42,11 @@ def submit(code: str) -> ToolCallSpec:
     return ToolCallSpec("submit_answer", json.dumps({"code": code}))
 
 
-@pytest.fixture
+# One local sandbox for the module: opening one takes seconds, and its calls share no state.
+module_loop = pytest.mark.asyncio(loop_scope="module")
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def sandbox() -> AsyncIterator[Sandbox]:
     box = await open_sandbox("local")
     try:
@@ -90,6 +95,7 @@ SHARED_SCRIPT: list[Step] = [
 ]
 
 
+@module_loop
 async def test_methodology_conversation_message_by_message(sandbox: Sandbox) -> None:
     record, server = await run_sample(SHARED_SCRIPT, sandbox, "methodology")
     p = METHODOLOGY
@@ -110,6 +116,7 @@ async def test_methodology_conversation_message_by_message(sandbox: Sandbox) -> 
     assert record.forced_submission_turn == 5 and server.call_count == 5 and not record.cap_reached
 
 
+@module_loop
 async def test_inspect_example_conversation_message_by_message(sandbox: Sandbox) -> None:
     record, server = await run_sample(SHARED_SCRIPT, sandbox, "inspect-example")
     p = INSPECT_EXAMPLE
@@ -149,6 +156,7 @@ async def test_inspect_example_conversation_message_by_message(sandbox: Sandbox)
     ]
 
 
+@module_loop
 @pytest.mark.parametrize(
     ("protocol", "graded", "outcome"),
     [("methodology", RIGHT, Outcome.CORRECT), ("inspect-example", WRONG, Outcome.INCORRECT)],
@@ -167,6 +175,7 @@ async def test_which_of_several_submissions_counts(
     assert flags == [None, graded == RIGHT, graded == WRONG, None]
 
 
+@module_loop
 @pytest.mark.parametrize("protocol", ["methodology", "inspect-example"])
 async def test_forcing_one_turn_or_until_the_cap(sandbox: Sandbox, protocol: str) -> None:
     """A text-only model that never submits: 3,500 tokens a turn, forcing from 10,000, cap 20,000."""
@@ -193,6 +202,7 @@ async def test_forcing_one_turn_or_until_the_cap(sandbox: Sandbox, protocol: str
         assert "did not call submit_answer on the forced turn" in (record.error or "")
 
 
+@module_loop
 @pytest.mark.parametrize("protocol", ["methodology", "inspect-example"])
 async def test_tool_output_cap_through_the_loop(sandbox: Sandbox, protocol: str) -> None:
     flood = "print('é' * 20_000)"  # 40,000 UTF-8 bytes, 20,000 characters
@@ -262,6 +272,7 @@ def test_a_run_from_before_profiles_that_refused_by_default_is_not_resumed_under
     assert resume_conflicts({**current, "config": {"protocol": "methodology"}}, current) == []
 
 
+@module_loop
 @pytest.mark.parametrize("protocol", ["methodology", "inspect-example"])
 async def test_a_user_prompt_template_is_sent_as_written_under_either_profile(
     sandbox: Sandbox, protocol: str, tmp_path: Path
