@@ -68,8 +68,11 @@ class RunConfig(BaseModel):
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
     prompt_template: Path | None = None
+    # The FrontierMath conversation rules (agent/tracks/frontiermath/profiles.py); the name is
+    # checked by the config loader.
+    protocol: str = "methodology"
     # Track-specific switches, e.g. {"python_tool": true} for olympiad or
-    # {"reject_invalid_submissions": false} for frontiermath.
+    # {"reject_invalid_submissions": true} for frontiermath.
     track_options: dict[str, Any] = Field(default_factory=dict)
     # Task selection, applied after loading: only tasks whose ``metadata`` holds every
     # key/value here (quickstart uses {"quickstart": true}), then the first ``limit_tasks``.

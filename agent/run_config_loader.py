@@ -19,6 +19,8 @@ from pydantic import ValidationError
 from agent.config import RunConfig
 from agent.errors import UserError
 from agent.input_files import MAX_CONFIG_BYTES, check_data, read_text_input, too_deep, unreadable_value
+from agent.tracks.frontiermath.profiles import DEFAULT_PROTOCOL, PROFILES, unknown_protocol_message
+from agent.tracks.frontiermath.prompt import load_template
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 
@@ -50,6 +52,7 @@ class RunFlags:
     force_submit_at: int | None = None
     limit_tasks: int | None = None
     max_sandbox_concurrency: int | None = None
+    protocol: str | None = None
 
 
 def format_validation_error(source: str, error: ValidationError) -> str:
@@ -106,6 +109,7 @@ def merge_flags(data: dict[str, Any], flags: RunFlags) -> dict[str, Any]:
         "max_concurrency": flags.max_concurrency,
         "out": flags.out,
         "limit_tasks": flags.limit_tasks,
+        "protocol": flags.protocol,
     }
     merged.update({name: value for name, value in simple.items() if value is not None})
     if flags.resume:
@@ -153,6 +157,13 @@ def validate_run_config(data: dict[str, Any], source: str) -> RunConfig:
             )
     if not config.models:
         raise UserError(f"{source}: field 'models': at least one model is needed (--model openai/NAME)")
+    if config.protocol not in PROFILES:
+        raise UserError(f"{source}: field 'protocol': {unknown_protocol_message(config.protocol)}")
+    if config.protocol != DEFAULT_PROTOCOL and config.track != "frontiermath":
+        raise UserError(
+            f"{source}: field 'protocol': {config.protocol!r} applies to the frontiermath track only, "
+            f"not {config.track!r}"
+        )
     if config.budget.force_submit_at >= config.budget.token_cap:
         raise UserError(
             f"{source}: field 'budget.force_submit_at': {config.budget.force_submit_at} must be below "
@@ -166,6 +177,12 @@ def validate_run_config(data: dict[str, Any], source: str) -> RunConfig:
         config.prompt_template = config.prompt_template.resolve()
     if config.prompt_template is not None and not config.prompt_template.is_file():
         raise UserError(f"{source}: field 'prompt_template': no such file {config.prompt_template}")
+    if config.prompt_template is not None and config.track == "frontiermath":
+        # Said now, not as a harness error in every sample.
+        try:
+            load_template(config.prompt_template)
+        except UserError as exc:
+            raise UserError(f"{source}: field 'prompt_template': {exc}") from None
     try:
         parse_size(config.sandbox.memory)
     except ValueError as exc:

@@ -37,6 +37,7 @@ from agent.run_config_loader import parse_size
 from agent.store import RunStore, file_sha256, resume_conflicts, sample_key
 from agent.summary import prices_from_config, summarize
 from agent.tracks.base import SampleContext, Track
+from agent.tracks.frontiermath.profiles import get_profile
 from agent.tracks.registry import make_track
 from sandbox import Limits, Sandbox, execution_caller, open_sandbox
 
@@ -169,6 +170,8 @@ def _base_header(config: RunConfig, run_id: str, labels: list[str], task_count: 
             "selected_tasks": task_count,
         },
         "prompt_template_sha256": _prompt_template_hash(config),
+        # The conversation rules that ran, spelled out, so a reader need not know this version's code.
+        "protocol": get_profile(config.protocol).describe() if config.track == "frontiermath" else None,
         "models": [
             {"label": label, "name": m.name, "reasoning_effort": m.reasoning_effort, "api": m.api}
             for label, m in zip(labels, config.models, strict=True)

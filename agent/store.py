@@ -201,6 +201,22 @@ def resume_conflicts(previous: dict[str, Any], current: dict[str, Any]) -> list[
             f"tasks file {new_tasks.get('path')} differs from the one this run used "
             f"({old_tasks.get('path')}, sha256 {str(old_tasks.get('sha256'))[:12]}…)"
         )
+    # Runs recorded before profiles existed ran the methodology's rules ...
+    old_protocol = old_config.get("protocol", "methodology")
+    if old_protocol != new_config.get("protocol", "methodology"):
+        conflicts.append(f"protocol was {old_protocol!r}, now {new_config.get('protocol')!r}")
+    # ... and refused invalid FrontierMath submissions unless told otherwise; today's default
+    # grades them, so its samples would not be comparable with theirs.
+    old_options = old_config.get("track_options") or {}
+    if (
+        previous.get("track") == "frontiermath"
+        and "protocol" not in previous
+        and "reject_invalid_submissions" not in old_options
+    ):
+        conflicts.append(
+            "this run was recorded when invalid submissions were refused by default, and they are "
+            "now graded; finish it with the Proctor version that started it, or start a new run"
+        )
     if previous.get("prompt_template_sha256") != current.get("prompt_template_sha256"):
         conflicts.append("the prompt template changed")
     old_judge = (old_config.get("judge") or {}).get("name")

@@ -116,6 +116,13 @@ def run_command(
             help="Sandbox calls running at once, all samples together (default: the engine's CPUs)."
         ),
     ] = None,
+    protocol: Annotated[
+        str | None,
+        typer.Option(
+            help="FrontierMath conversation rules: methodology (default) or inspect-example "
+            "(docs/frontiermath.md, 'Protocol profiles')."
+        ),
+    ] = None,
 ) -> None:
     """Run an eval: every model x task x trial, appended to DIR/samples.jsonl as each finishes."""
     if audit is not None and audit not in AUDIT_MODES:
@@ -135,6 +142,7 @@ def run_command(
         token_cap=token_cap,
         force_submit_at=force_submit_at,
         limit_tasks=limit_tasks,
+        protocol=protocol,
     )
     base = _resume_base(flags) if config_file is None else None
     source = str(flags.out / RUN_HEADER) if base is not None and flags.out is not None else None

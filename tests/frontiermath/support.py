@@ -51,6 +51,7 @@ def run_config(
     verify_timeout_s: float = 20.0,
     track_options: dict[str, Any] | None = None,
     prompt_template: Path | None = None,
+    protocol: str = "methodology",
 ) -> RunConfig:
     return RunConfig(
         tasks=Path("tasks.jsonl"),
@@ -67,6 +68,7 @@ def run_config(
         ),
         track_options=track_options or {},
         prompt_template=prompt_template,
+        protocol=protocol,
     )
 
 

@@ -11,7 +11,7 @@ import pytest
 from agent.config import RunConfig
 from agent.records import Outcome, SampleRecord
 from agent.tokens import estimate_prompt_tokens
-from agent.tracks.frontiermath.loop import NUDGE
+from agent.tracks.frontiermath.profiles import METHODOLOGY
 from agent.tracks.frontiermath.tasks import FrontierMathTask
 from agent.tracks.frontiermath.track import FrontierMathTrack
 from sandbox import Sandbox, open_sandbox
@@ -170,7 +170,9 @@ async def test_text_only_model_burns_tokens_until_the_cap_stops_it(sandbox: Sand
     assert record.total_tokens < cap
     # Each nudge counted as a turn and was sent back to the model.
     assert sum(1 for m in record.transcript if m.get("kind") == "nudge") == len(record.turns)
-    assert all(m["content"] == NUDGE for m in record.transcript if m.get("kind") == "nudge")
+    assert all(
+        m["content"] == METHODOLOGY.no_tool_call_nudge for m in record.transcript if m.get("kind") == "nudge"
+    )
 
 
 async def test_reported_usage_crossing_660k_then_1m(sandbox: Sandbox) -> None:
@@ -253,32 +255,55 @@ async def test_python_tool_is_stateless_reminds_to_print_and_caps_output(sandbox
     assert record.tool_calls[2].truncated and not record.tool_calls[0].truncated
 
 
-async def test_invalid_submission_is_rejected_and_may_be_fixed(sandbox: Sandbox) -> None:
+REFUSING = {"reject_invalid_submissions": True}
+
+
+async def test_invalid_submission_is_rejected_and_may_be_fixed_when_refusal_is_on(sandbox: Sandbox) -> None:
     script = [
         Reply(tool_calls=[submit("def answer():\n    return 42  # done\n")]),
         Reply(tool_calls=[submit(RIGHT)]),
     ]
-    record, server = await run_sample(script, sandbox)
+    record, server = await run_sample(script, sandbox, run_config(track_options=REFUSING))
     rejection = tool_messages(server.requests[1].json)[0]["content"]
     assert rejection.startswith("Your submission was rejected") and "comments" in rejection
     assert record.outcome is Outcome.CORRECT
 
 
-async def test_invalid_submission_on_the_forced_turn_is_the_outcome(sandbox: Sandbox) -> None:
+async def test_refused_submission_on_the_forced_turn_is_the_outcome(sandbox: Sandbox) -> None:
     script = [*warm_up(), Reply(tool_calls=[submit("def answer(n):\n    return n\n")])]
-    record, _ = await run_sample(script, sandbox)
+    record, _ = await run_sample(script, sandbox, run_config(track_options=REFUSING))
     assert record.outcome is Outcome.INVALID_SUBMISSION
     assert "must take no arguments" in (record.error or "")
     assert record.submission is not None and record.submission.check_problems
 
 
-async def test_invalid_submission_only_recorded_when_configured(sandbox: Sandbox) -> None:
-    config = run_config(track_options={"reject_invalid_submissions": False})
-    record, _ = await run_sample(
-        [Reply(tool_calls=[submit("def answer():\n    return 42  # done\n")])], sandbox, config
+async def test_invalid_submission_is_graded_and_its_problems_recorded_by_default(sandbox: Sandbox) -> None:
+    record, server = await run_sample(
+        [Reply(tool_calls=[submit("def answer():\n    return 42  # done\n")])], sandbox
     )
-    assert record.outcome is Outcome.CORRECT
+    assert record.outcome is Outcome.CORRECT and server.call_count == 1
     assert record.submission is not None and any("comments" in p for p in record.submission.check_problems)
+
+
+@pytest.mark.parametrize(
+    ("code", "problem", "outcome"),
+    [
+        ("def answer():\n    return 42  # done\n", "comments", Outcome.CORRECT),
+        ("def answer(x=None):\n    return 42\n", "must take no arguments", Outcome.CORRECT),
+        ("def answer(:\n    return 42\n", "syntax error", Outcome.ANSWER_ERROR),
+        ("def solve():\n    return 42\n", "named 'answer'", Outcome.ANSWER_ERROR),
+    ],
+)
+async def test_each_rule_violation_is_graded_by_default_and_recorded(
+    sandbox: Sandbox, code: str, problem: str, outcome: Outcome
+) -> None:
+    """The default grades what was submitted: a violation does not refuse it, it is recorded."""
+    record, server = await run_sample([Reply(tool_calls=[submit(code)])], sandbox)
+    assert server.call_count == 1
+    assert record.outcome is outcome, record.error
+    assert record.submission is not None and record.submission.code == code
+    assert any(problem in p for p in record.submission.check_problems), record.submission.check_problems
+    assert record.tool_calls[0].result == METHODOLOGY.submission_reply
 
 
 async def test_forced_turn_without_submit_answer_is_no_submission(sandbox: Sandbox) -> None:

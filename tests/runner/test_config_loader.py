@@ -52,11 +52,13 @@ def test_flags_override_the_file(tmp_path: Path, tasks: Path):
         judge="openai/j",
         limit_tasks=2,
         resume=True,
+        protocol="inspect-example",
     )
     config = load_run_config(config_file, flags)
     assert [m.name for m in config.models] == ["openai/x", "openai/y"]
     assert {m.reasoning_effort for m in config.models} == {"high"}
     assert config.trials == 5 and config.limit_tasks == 2 and config.resume
+    assert config.protocol == "inspect-example"
     assert (config.budget.token_cap, config.budget.force_submit_at) == (2000, 1000)
     assert config.sandbox.backend == "local" and config.judge is not None and config.judge.name == "openai/j"
 
@@ -91,6 +93,16 @@ def test_flags_override_the_file(tmp_path: Path, tasks: Path):
         ),
         ("tasks: missing.jsonl\nmodels: [openai/a]\n", "run.yaml: field 'tasks': no such file"),
         ("models: [openai/a]\n", "run.yaml: field 'tasks': a task file is needed"),
+        (
+            "tasks: {tasks}\nmodels: [openai/a]\nprotocol: inspect\n",
+            "run.yaml: field 'protocol': unknown protocol 'inspect'; choose one of: methodology, "
+            "inspect-example",
+        ),
+        (
+            "tasks: {tasks}\nmodels: [openai/a]\ntrack: phybench\nprotocol: inspect-example\n",
+            "run.yaml: field 'protocol': 'inspect-example' applies to the frontiermath track only",
+        ),
+        ("tasks: {tasks}\nmodels: [openai/a]\nprotocol: [methodology]\n", "run.yaml: field 'protocol'"),
         ("tasks: {tasks}\nmodels: [openai/a\n", "run.yaml: line 3: not valid YAML"),
         ("- just\n- a list\n", "run.yaml: expected a mapping"),
     ],
@@ -154,3 +166,26 @@ def test_shipped_example_configs_validate(name: str):
     assert tasks.exists(), tasks
     config = load_run_config(config_file, RunFlags())
     assert config.tasks == tasks and config.models
+
+
+@pytest.mark.parametrize(
+    ("template", "message"),
+    [
+        ("Solve it. The answer type is {answer_type}.\n", "lacks the {question} placeholder"),
+        ("{question}\n", "lacks the {answer_type} placeholder"),
+    ],
+)
+def test_a_frontiermath_template_without_its_placeholders_is_refused_at_load(
+    tmp_path: Path, tasks: Path, template: str, message: str
+):
+    """Said once when the config loads, not as a harness error in every sample."""
+    write(tmp_path / "mine.txt", template)
+    config_file = write(
+        tmp_path / "run.yaml", f"tasks: {tasks}\nmodels: [openai/a]\nprompt_template: mine.txt\n"
+    )
+    with pytest.raises(UserError) as caught:
+        load_run_config(config_file, RunFlags())
+    assert str(caught.value).startswith(f"{config_file}: field 'prompt_template': ")
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+    write(tmp_path / "mine.txt", "Type {answer_type}; limit {token_cap}; {libraries}\n{question}\n")
+    assert load_run_config(config_file, RunFlags()).prompt_template == (tmp_path / "mine.txt").resolve()

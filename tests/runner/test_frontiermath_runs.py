@@ -143,6 +143,38 @@ def test_frontiermath_run_scores_through_the_real_pipeline(tmp_path: Path):
     assert f"proctor view {out}" in output
 
 
+def test_protocol_flag_is_followed_and_recorded_in_run_json(tmp_path: Path):
+    tasks = write_fm_tasks(tmp_path / "tasks.jsonl", 2)
+    out = tmp_path / "run"
+    with ScriptedServer(submitting_model()) as server:
+        process = proctor(["--tasks", str(tasks), "--out", str(out), "--protocol", "inspect-example"], server)
+        output, _ = process.communicate(timeout=240)
+    assert process.returncode == 0, output
+    header = json.loads((out / "run.json").read_text())
+    assert header["config"]["protocol"] == "inspect-example"
+    assert header["protocol"]["name"] == "inspect-example"
+    assert header["protocol"]["submission_pick"] == "last" and header["protocol"]["keep_forcing"] is True
+    # The profile really ran: a usage report follows the python turn, in the next request.
+    second = next(r.json for r in server.requests if any(m["role"] == "tool" for m in r.json["messages"]))
+    assert second["messages"][-1]["role"] == "user"
+    assert second["messages"][-1]["content"].startswith("Tokens used so far: 1,050.")
+    records = read_lines(out / "samples.jsonl")
+    assert {r["outcome"] for r in records} == {"correct", "incorrect"}
+
+
+def test_unknown_protocol_flag_is_one_line_and_exit_2(tmp_path: Path):
+    tasks = write_fm_tasks(tmp_path / "tasks.jsonl", 1)
+    with ScriptedServer([]) as server:
+        process = proctor(["--tasks", str(tasks), "--protocol", "inspekt"], server)
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 2 and "Traceback" not in output
+    assert output.strip() == (
+        "proctor: error: command line: field 'protocol': unknown protocol 'inspekt'; "
+        "choose one of: methodology, inspect-example"
+    )
+    assert server.call_count == 0
+
+
 def test_frontiermath_run_killed_mid_run_then_resumed_has_each_sample_once(tmp_path: Path):
     tasks = write_fm_tasks(tmp_path / "tasks.jsonl", 6)
     out = tmp_path / "run"

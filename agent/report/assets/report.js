@@ -232,7 +232,8 @@
     return box;
   }
 
-  var USER_KINDS = { prompt: "prompt", nudge: "harness nudge", forced_submission: "forced submission" };
+  var USER_KINDS = { prompt: "prompt", nudge: "harness nudge", forced_submission: "forced submission",
+    status: "harness usage report", help: "harness help" };
 
   function renderTranscript(rec) {
     var wrap = el("div", { cls: "transcript" });
@@ -277,7 +278,9 @@
         wrap.appendChild(renderToolResult(msg, recordById));
       } else if (msg.kind === "forced_submission") {
         // The harness's own notice: shown as the marker, with the words the model read.
-        wrap.appendChild(forcedMarker(hasForced ? forcedTurn : msg.turn, messageText(msg.content)));
+        // A profile that keeps forcing sends a notice before every forced turn: each names its own.
+        var noticeTurn = msg.turn !== null && msg.turn !== undefined ? msg.turn : forcedTurn;
+        wrap.appendChild(forcedMarker(noticeTurn, messageText(msg.content)));
         forcedShown = true;
       } else {
         var content = textBlock(messageText(msg.content), "text prose");

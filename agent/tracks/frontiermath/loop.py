@@ -1,8 +1,10 @@
 """One FrontierMath conversation: prompt, tool turns under the token budget, until a submission.
 
 The conversation ends when an answer is accepted for grading (submit_answer), when the
-forced-submission turn passes without one, when the token cap is reached (at once), when
-the model endpoint fails for good, or after ``max_turns`` as a last safety bound.
+forced-submission turn passes without one (under a profile that forces one turn only), when
+the token cap is reached (at once), when the model endpoint fails for good, or after
+``max_turns`` as a last safety bound. What the model is told between turns, and which of
+several submissions counts, is the run's protocol profile (``profiles.py``).
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from agent.model.base import ChatResponse, ModelError, reply_notes
 from agent.records import Outcome, SubmissionRecord, ToolCallRecord
 from agent.tokens import estimate_message_tokens, estimate_tools_tokens
 from agent.tracks.base import SampleContext
+from agent.tracks.frontiermath.profiles import DEFAULT_PROTOCOL, ProtocolProfile, get_profile
 from agent.tracks.frontiermath.provider_limits import output_ceiling_from_error
 from agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
 from agent.tracks.frontiermath.submission import SubmissionResult, SubmissionRunner
 from agent.tracks.frontiermath.tasks import FrontierMathTask
 from agent.tracks.frontiermath.tools import (
+    NOTHING_PRINTED,
     PYTHON_TOOL,
     SUBMIT_TOOL,
     ParsedCall,
@@ -33,21 +37,7 @@ from agent.tracks.frontiermath.tools import (
 )
 from sandbox import SandboxError
 
-NUDGE = (
-    "Your message did not call a tool. Continue working on the problem with the python tool, or, "
-    "once you are confident in your answer, submit it with the submit_answer tool. Only an answer "
-    "submitted with submit_answer is graded."
-)
-SUBMITTED = "Your answer has been submitted for grading."
 DEFAULT_MAX_TURNS = 1000
-
-
-def forced_submission_notice(used: int, force_at: int, cap: int) -> str:
-    return (
-        f"You have now used {used:,} tokens, which reaches the {force_at:,}-token threshold "
-        f"(the absolute limit is {cap:,}). As the instructions say, you must submit your answer now: "
-        "call the submit_answer tool in your next message."
-    )
 
 
 @dataclass
@@ -65,6 +55,8 @@ class ConversationResult:
 class _TurnResult:
     accepted: SubmissionResult | None = None
     rejected: SubmissionResult | None = None
+    # The turn's last tool result is a python call that printed nothing.
+    ended_silent: bool = False
 
 
 class Conversation:
@@ -74,7 +66,8 @@ class Conversation:
         ctx: SampleContext,
         prompt: str,
         *,
-        reject_invalid: bool = True,
+        reject_invalid: bool = False,
+        profile: ProtocolProfile | None = None,
         max_turns: int = DEFAULT_MAX_TURNS,
         count_message: Callable[[dict[str, Any]], int] = estimate_message_tokens,
     ) -> None:
@@ -85,6 +78,7 @@ class Conversation:
         self.sandbox = ctx.sandbox
         self.config = ctx.config
         self.reject_invalid = reject_invalid
+        self.profile = profile or get_profile(DEFAULT_PROTOCOL)
         self.max_turns = max_turns
         self.count_message = count_message
         sandbox_config = self.config.sandbox
@@ -132,14 +126,17 @@ class Conversation:
             )
         return self._finish(Outcome.NO_SUBMISSION, reason)
 
+    def _budget_text(self, template: str) -> str:
+        budget = self.budget
+        return template.format(used=budget.used, force_at=budget.force_submit_at, cap=budget.token_cap)
+
     async def run(self) -> ConversationResult:
         rejected: SubmissionResult | None = None
         notice_sent = False
+        profile = self.profile
         for turn in range(1, self.max_turns + 1):
-            if self.budget.submission_due and not notice_sent:
-                notice = forced_submission_notice(
-                    self.budget.used, self.budget.force_submit_at, self.budget.token_cap
-                )
+            if self.budget.submission_due and (profile.keep_forcing or not notice_sent):
+                notice = self._budget_text(profile.forced_notice)
                 self._append({"role": "user", "content": notice}, turn=turn, kind="forced_submission")
                 notice_sent = True
             plan = self.budget.plan_request()
@@ -154,18 +151,31 @@ class Conversation:
                 # At the cap the conversation ends at once; this reply's tool calls are not run.
                 return self._no_answer(self.budget.stop_reason or "token cap reached", rejected)
             if not response.tool_calls:
-                if plan.force_submission:
+                if plan.force_submission and not profile.keep_forcing:
                     return self._no_answer(
                         "the model did not call submit_answer on the forced turn", rejected
                     )
-                self._append({"role": "user", "content": NUDGE}, turn=turn, kind="nudge")
-                continue
-            result = await self._run_tool_calls(response, turn)
-            if result.accepted is not None:
-                return self._finish(result.accepted.outcome, result.accepted.error, result.accepted)
-            rejected = result.rejected or rejected
-            if plan.force_submission:
-                return self._no_answer("the model did not submit a valid answer on the forced turn", rejected)
+                if profile.no_tool_call_nudge is not None:
+                    self._append(
+                        {"role": "user", "content": profile.no_tool_call_nudge}, turn=turn, kind="nudge"
+                    )
+            else:
+                result = await self._run_tool_calls(response, turn)
+                if result.accepted is not None:
+                    return self._finish(result.accepted.outcome, result.accepted.error, result.accepted)
+                rejected = result.rejected or rejected
+                if plan.force_submission and not profile.keep_forcing:
+                    return self._no_answer(
+                        "the model did not submit a valid answer on the forced turn", rejected
+                    )
+                if result.ended_silent and not self.budget.submission_due and profile.empty_output_help:
+                    self._append(
+                        {"role": "user", "content": profile.empty_output_help}, turn=turn, kind="help"
+                    )
+            # Past the threshold the forced notice (next turn) takes the status message's place.
+            if profile.status_message is not None and not self.budget.submission_due:
+                status = self._budget_text(profile.status_message)
+                self._append({"role": "user", "content": status}, turn=turn, kind="status")
         return self._no_answer(f"stopped after {self.max_turns} turns without a submission", rejected)
 
     async def _complete(self, plan: RequestPlan) -> ChatResponse:
@@ -206,16 +216,21 @@ class Conversation:
 
     async def _run_tool_calls(self, response: ChatResponse, turn: int) -> _TurnResult:
         parsed = [parse_tool_call(call) for call in response.tool_calls]
-        submit_index = next(
-            (i for i, p in enumerate(parsed) if p.call.name == SUBMIT_TOOL and p.error is None), None
-        )
+        submit_indexes = [i for i, p in enumerate(parsed) if p.call.name == SUBMIT_TOOL and p.error is None]
+        submit_index: int | None = None
+        if submit_indexes:
+            submit_index = submit_indexes[0 if self.profile.submission_pick == "first" else -1]
         jobs = [self._run_one(p, turn, is_submission=(i == submit_index)) for i, p in enumerate(parsed)]
         # Concurrently; results come back (and are appended) in call order.
         outcomes = await asyncio.gather(*jobs)
         result = _TurnResult()
-        for record, submission in outcomes:
+        for index, (record, submission) in enumerate(outcomes):
             self.tool_records.append(record)
             message = {"role": "tool", "tool_call_id": record.call_id, "content": record.result}
+            extra: dict[str, Any] = {}
+            if index in submit_indexes:
+                # Which well-formed submission the profile graded, for the reader of the record.
+                extra["graded_submission"] = index == submit_index
             self._append(
                 message,
                 turn=turn,
@@ -223,7 +238,9 @@ class Conversation:
                 duration_s=record.duration_s,
                 truncated=record.truncated,
                 error=record.error,
+                **extra,
             )
+            result.ended_silent = record.name == PYTHON_TOOL and record.error is None and record.result == ""
             if submission is None:
                 continue
             if submission.outcome is Outcome.INVALID_SUBMISSION and self.reject_invalid:
@@ -261,11 +278,9 @@ class Conversation:
                     "submit_answer again."
                 )
             else:
-                record.result = SUBMITTED
+                record.result = self.profile.submission_reply
         else:
-            record.result = (
-                "Ignored: this message already submitted an answer; only the first submission counts."
-            )
+            record.result = self.profile.other_submission_reply
         record.duration_s = time.monotonic() - started
         return record, submission
 
@@ -280,8 +295,15 @@ class Conversation:
             record.error = f"sandbox failure: {exc}"
             record.result = f"Error: the sandbox failed to run this call ({exc}). Please try again."
             return
+        profile = self.profile
         reply = format_python_result(
-            result, timeout_s=sandbox_config.timeout_s, max_chars=sandbox_config.tool_output_chars
+            result,
+            timeout_s=sandbox_config.timeout_s,
+            max_chars=sandbox_config.tool_output_chars,
+            stderr_first=profile.stderr_first,
+            max_bytes=profile.tool_output_bytes,
+            # With a separate help message the tool result itself stays empty, as in the source.
+            empty_text="" if profile.empty_output_help is not None else NOTHING_PRINTED,
         )
         record.result = reply.text
         record.truncated = reply.truncated

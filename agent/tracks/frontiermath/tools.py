@@ -141,13 +141,24 @@ NOTHING_PRINTED = (
 )
 
 
-def format_python_result(result: ExecResult, *, timeout_s: float, max_chars: int) -> ToolReply:
-    """What the model sees of one python call: output, notes on limits, capped at ``max_chars``."""
-    parts: list[str] = []
-    if result.stdout:
-        parts.append(result.stdout.rstrip("\n"))
-    if result.stderr:
-        parts.append(result.stderr.rstrip("\n"))
+def format_python_result(
+    result: ExecResult,
+    *,
+    timeout_s: float,
+    max_chars: int,
+    stderr_first: bool = False,
+    max_bytes: int | None = None,
+    empty_text: str = NOTHING_PRINTED,
+) -> ToolReply:
+    """What the model sees of one python call: output, notes on limits, capped at ``max_chars``.
+
+    ``max_bytes``, when given, replaces the character cap: the head is kept up to that many
+    UTF-8 bytes. ``empty_text`` is the reply when the call printed nothing and hit no limit.
+    """
+    streams = [result.stdout, result.stderr]
+    if stderr_first:
+        streams.reverse()
+    parts = [stream.rstrip("\n") for stream in streams if stream]
     notes: list[str] = []
     if result.stdout_truncated:
         notes.append("[stdout was cut off by the sandbox's output limit]")
@@ -161,11 +172,16 @@ def format_python_result(result: ExecResult, *, timeout_s: float, max_chars: int
         notes.append(f"[The program exited with status {result.exit_code}.]")
     body = "\n".join(parts)
     truncated = result.stdout_truncated or result.stderr_truncated
-    if len(body) > max_chars:
+    if max_bytes is not None:
+        encoded = body.encode("utf-8", "surrogatepass")
+        if len(encoded) > max_bytes:
+            body = _cut_tail_bytes(encoded, max_bytes)
+            truncated = True
+    elif len(body) > max_chars:
         body = _cut_middle(body, max_chars)
         truncated = True
     if not body and not notes:
-        return ToolReply(NOTHING_PRINTED, False)
+        return ToolReply(empty_text, False)
     return ToolReply("\n".join(part for part in (body, *notes) if part), truncated)
 
 
@@ -178,3 +194,9 @@ def _cut_middle(text: str, max_chars: int) -> str:
         f"{text[:head]}\n[... output truncated: {omitted:,} of {len(text):,} characters omitted ...]\n"
         f"{text[len(text) - tail :] if tail else ''}"
     )
+
+
+def _cut_tail_bytes(encoded: bytes, max_bytes: int) -> str:
+    """Keep the first ``max_bytes`` bytes (never half a character) and say what was dropped."""
+    head = encoded[:max_bytes].decode("utf-8", "ignore")
+    return f"{head}\n[... output truncated: the first {max_bytes:,} of {len(encoded):,} bytes are shown ...]"

@@ -7,9 +7,11 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agent.errors import UserError
 from agent.records import Outcome, SampleRecord
 from agent.tracks.base import SampleContext, Track
 from agent.tracks.frontiermath.loop import DEFAULT_MAX_TURNS, Conversation
+from agent.tracks.frontiermath.profiles import get_profile
 from agent.tracks.frontiermath.prompt import load_template, render_prompt
 from agent.tracks.frontiermath.tasks import FrontierMathTask, load_frontiermath_tasks
 
@@ -19,17 +21,25 @@ def _now() -> str:
 
 
 class FrontierMathTrack(Track):
-    """Options (``track_options``): ``reject_invalid_submissions`` (default true): a submission
-    that breaks the rules (syntax, signature, comments) is refused and the model may resubmit;
-    when false the problems are only recorded and the code runs anyway. ``max_turns``: a
-    safety bound on turns (default 1000); the token budget normally ends a conversation first."""
+    """Options (``track_options``): ``reject_invalid_submissions`` (default false): a submission
+    that breaks the rules (syntax, signature, comments) is graded as submitted and its problems
+    are recorded (``submission.check_problems``); when true it is refused and the model may
+    resubmit. ``max_turns``: a safety bound on turns (default 1000); the token budget normally
+    ends a conversation first. The conversation rules are the run's ``protocol`` profile."""
 
     name: ClassVar[str] = "frontiermath"
     needs_sandbox: ClassVar[bool] = True
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        self.reject_invalid = bool(self.options.get("reject_invalid_submissions", True))
+        reject_invalid = self.options.get("reject_invalid_submissions", False)
+        if not isinstance(reject_invalid, bool):
+            # bool("false") is True: a quoted YAML value must not silently turn refusal on.
+            raise UserError(
+                f"field 'track_options.reject_invalid_submissions': expected true or false, "
+                f"got {reject_invalid!r}"
+            )
+        self.reject_invalid = reject_invalid
         self.max_turns = int(self.options.get("max_turns", DEFAULT_MAX_TURNS))
         self._templates: dict[Path | None, str] = {}
 
@@ -47,7 +57,12 @@ class FrontierMathTrack(Track):
             self._template(ctx.config.prompt_template), task, ctx.config, _libraries_of(ctx)
         )
         conversation = Conversation(
-            task, ctx, prompt, reject_invalid=self.reject_invalid, max_turns=self.max_turns
+            task,
+            ctx,
+            prompt,
+            reject_invalid=self.reject_invalid,
+            profile=get_profile(ctx.config.protocol),
+            max_turns=self.max_turns,
         )
         result = await conversation.run()
         budget = result.budget
