@@ -18,6 +18,10 @@ class ModelConfig(BaseModel):
     api: Literal["chat", "responses"] = "chat"
     reasoning_effort: str | None = None
     temperature: float | None = None
+    # Nucleus sampling and a sampling seed; sent only when set, so a provider's own
+    # defaults apply otherwise (reasoning models may refuse either).
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    seed: int | None = None
     max_connections: int = Field(default=8, ge=1)
     request_timeout_s: float = Field(default=600.0, gt=0)
     max_retries: int = Field(default=6, ge=0)
