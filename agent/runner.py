@@ -349,6 +349,7 @@ class Runner:
         run_dir = config.out or default_run_dir(config)
         run_id = run_dir.name
         header = _base_header(config, run_id, labels, len(tasks))
+        header["track_settings"] = track.effective_settings(config)
         if self.config_file is not None:
             header["config_file"] = str(self.config_file)
         store, header = self._prepare_store(run_dir, header)
