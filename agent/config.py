@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 
 
 class ModelConfig(BaseModel):
@@ -58,6 +58,22 @@ class SandboxConfig(BaseModel):
     tool_output_chars: int = Field(default=20_000, gt=0)
 
 
+# The FrontierScience paper's protocol (docs/judge-tracks.md): reasoning models answer at "high"
+# effort, GPT-5 at "high" effort judges, and scores average 20 (Olympiad) / 30 (Research) trials.
+PAPER_TRIALS = {"olympiad": 20, "research": 30}
+PAPER_ANSWER_EFFORT = "high"
+PAPER_JUDGE = "openai/gpt-5"
+PAPER_JUDGE_EFFORT = "high"
+
+
+def _with_default_effort(model: ModelConfig, effort: str) -> tuple[ModelConfig, bool]:
+    """``model`` at ``effort`` when it names no effort itself. Not for ``local/`` models: the
+    embedded llama.cpp models are not reasoning models and the paper's setting does not apply."""
+    if "reasoning_effort" in model.model_fields_set or model.name.startswith("local/"):
+        return model, False
+    return model.model_copy(update={"reasoning_effort": effort}), True
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -79,3 +95,36 @@ class RunConfig(BaseModel):
     # key/value here (quickstart uses {"quickstart": true}), then the first ``limit_tasks``.
     task_filter: dict[str, Any] = Field(default_factory=dict)
     limit_tasks: int | None = Field(default=None, ge=1)
+    # Which of the paper's defaults filled a field the config left unset, for run.json.
+    _defaults_applied: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def defaults_applied(self) -> list[str]:
+        return list(self._defaults_applied)
+
+    @model_validator(mode="after")
+    def _apply_paper_defaults(self) -> RunConfig:
+        """Fill what a FrontierScience config leaves unset with the paper's values. A value
+        the config states (even ``reasoning_effort: null`` or ``trials: 1``) is kept."""
+        if self.track not in PAPER_TRIALS:
+            return self
+        applied: list[str] = []
+        if "trials" not in self.model_fields_set:
+            self.trials = PAPER_TRIALS[self.track]
+            applied.append(f"trials={self.trials}")
+        models: list[ModelConfig] = []
+        for index, model in enumerate(self.models):
+            model, changed = _with_default_effort(model, PAPER_ANSWER_EFFORT)
+            models.append(model)
+            if changed:
+                applied.append(f"models.{index}.reasoning_effort={PAPER_ANSWER_EFFORT}")
+        self.models = models
+        if self.judge is None and "judge" not in self.model_fields_set:
+            self.judge = ModelConfig(name=PAPER_JUDGE, reasoning_effort=PAPER_JUDGE_EFFORT)
+            applied.append(f"judge={PAPER_JUDGE}@{PAPER_JUDGE_EFFORT}")
+        elif self.judge is not None:
+            self.judge, changed = _with_default_effort(self.judge, PAPER_JUDGE_EFFORT)
+            if changed:
+                applied.append(f"judge.reasoning_effort={PAPER_JUDGE_EFFORT}")
+        self._defaults_applied = applied
+        return self

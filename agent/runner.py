@@ -328,6 +328,8 @@ class Runner:
                 # Kept when this session opens no sandbox (nothing left to run).
                 "sandbox": previous.get("sandbox"),
                 "sandbox_isolates_less": previous.get("sandbox_isolates_less"),
+                # The resumed config is read back from run.json with every value explicit.
+                "defaults_applied": previous.get("defaults_applied", []),
             }
         elif self.config.resume and store.holds_samples():
             raise UserError(
@@ -350,6 +352,7 @@ class Runner:
         run_id = run_dir.name
         header = _base_header(config, run_id, labels, len(tasks))
         header["track_settings"] = track.effective_settings(config)
+        header["defaults_applied"] = config.defaults_applied
         if self.config_file is not None:
             header["config_file"] = str(self.config_file)
         store, header = self._prepare_store(run_dir, header)
