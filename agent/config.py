@@ -56,6 +56,9 @@ class SandboxConfig(BaseModel):
     max_concurrent_executions: int | None = Field(default=None, ge=1)
     # What the model sees of one tool result, in characters; truncation is stated.
     tool_output_chars: int = Field(default=20_000, gt=0)
+    # Time a fixed pure-Python workload in the sandbox at the start of a run (~0.3 s) and
+    # record it in run.json (agent/hardware.py), so runs on different machines compare.
+    calibrate: bool = True
 
 
 # The FrontierScience paper's protocol (docs/judge-tracks.md): reasoning models answer at "high"

@@ -30,6 +30,7 @@ from typing import Any
 from agent.config import ModelConfig, RunConfig
 from agent.encodable import safe_text
 from agent.errors import UserError
+from agent.hardware import calibrate, hardware_record
 from agent.model.base import ModelClient, ModelError
 from agent.progress import RunProgress
 from agent.records import RERUN_ON_RESUME, Outcome, SampleRecord
@@ -330,6 +331,7 @@ class Runner:
                 "sandbox_isolates_less": previous.get("sandbox_isolates_less"),
                 # The resumed config is read back from run.json with every value explicit.
                 "defaults_applied": previous.get("defaults_applied", []),
+                "hardware": previous.get("hardware"),
             }
         elif self.config.resume and store.holds_samples():
             raise UserError(
@@ -444,6 +446,9 @@ class Runner:
     ) -> Sandbox | None:
         if not track.needs_sandbox or not pending:
             header.setdefault("sandbox", None)
+            # No code runs in a sandbox this session: the host is still worth recording.
+            if not header.get("hardware"):
+                header["hardware"] = hardware_record(None, self._limits(), None)
             return None
         box = self.config.sandbox
         try:
@@ -476,7 +481,19 @@ class Runner:
         )
         if self.audit:
             await self._audit_sandbox(sandbox, header)
+        limits = Limits(memory_bytes=memory, cpus=box.cpus)
+        try:
+            calibration = await calibrate(sandbox, limits) if box.calibrate else None
+        except BaseException:
+            await sandbox.aclose()
+            raise
+        header["hardware"] = hardware_record(described, limits, calibration)
+        header["sessions"][-1]["calibration"] = calibration
         return sandbox
+
+    def _limits(self) -> Limits:
+        box = self.config.sandbox
+        return Limits(memory_bytes=parse_size(box.memory), cpus=box.cpus)
 
     async def _audit_sandbox(self, sandbox: Sandbox, header: dict[str, Any]) -> None:
         """Audit the very sandbox this run will use; refuse to start when anything is broken."""
