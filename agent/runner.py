@@ -30,6 +30,7 @@ from typing import Any
 from agent.config import ModelConfig, RunConfig
 from agent.encodable import safe_text
 from agent.errors import UserError
+from agent.hardware import calibrate, hardware_record
 from agent.model.base import ModelClient, ModelError
 from agent.progress import RunProgress
 from agent.records import RERUN_ON_RESUME, Outcome, SampleRecord
@@ -331,6 +332,9 @@ class Runner:
                 # Kept when this session opens no sandbox (nothing left to run).
                 "sandbox": previous.get("sandbox"),
                 "sandbox_isolates_less": previous.get("sandbox_isolates_less"),
+                # The resumed config is read back from run.json with every value explicit.
+                "defaults_applied": previous.get("defaults_applied", []),
+                "hardware": previous.get("hardware"),
             }
         elif self.config.resume and store.holds_samples():
             raise UserError(
@@ -352,6 +356,8 @@ class Runner:
         run_dir = config.out or default_run_dir(config)
         run_id = run_dir.name
         header = _base_header(config, run_id, labels, len(tasks))
+        header["track_settings"] = track.effective_settings(config)
+        header["defaults_applied"] = config.defaults_applied
         if self.config_file is not None:
             header["config_file"] = str(self.config_file)
         store, header = self._prepare_store(run_dir, header)
@@ -443,6 +449,9 @@ class Runner:
     ) -> Sandbox | None:
         if not track.needs_sandbox or not pending:
             header.setdefault("sandbox", None)
+            # No code runs in a sandbox this session: the host is still worth recording.
+            if not header.get("hardware"):
+                header["hardware"] = hardware_record(None, self._limits(), None)
             return None
         box = self.config.sandbox
         try:
@@ -475,7 +484,19 @@ class Runner:
         )
         if self.audit:
             await self._audit_sandbox(sandbox, header)
+        limits = Limits(memory_bytes=memory, cpus=box.cpus)
+        try:
+            calibration = await calibrate(sandbox, limits) if box.calibrate else None
+        except BaseException:
+            await sandbox.aclose()
+            raise
+        header["hardware"] = hardware_record(described, limits, calibration)
+        header["sessions"][-1]["calibration"] = calibration
         return sandbox
+
+    def _limits(self) -> Limits:
+        box = self.config.sandbox
+        return Limits(memory_bytes=parse_size(box.memory), cpus=box.cpus)
 
     async def _audit_sandbox(self, sandbox: Sandbox, header: dict[str, Any]) -> None:
         """Audit the very sandbox this run will use; refuse to start when anything is broken."""

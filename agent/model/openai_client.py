@@ -95,6 +95,10 @@ class OpenAIChatClient(SdkClient):
             request["reasoning_effort"] = self.cfg.reasoning_effort
         if self.cfg.temperature is not None:
             request["temperature"] = self.cfg.temperature
+        if self.cfg.top_p is not None:
+            request["top_p"] = self.cfg.top_p
+        if self.cfg.seed is not None:
+            request["seed"] = self.cfg.seed
         # Provider-specific fields ride along verbatim (e.g. {"top_k": 20} for vLLM).
         request.update(self.cfg.extra_body)
         return request

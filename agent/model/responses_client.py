@@ -134,6 +134,10 @@ class OpenAIResponsesClient(SdkClient):
             request["reasoning"] = {"effort": self.cfg.reasoning_effort}
         if self.cfg.temperature is not None:
             request["temperature"] = self.cfg.temperature
+        if self.cfg.top_p is not None:
+            request["top_p"] = self.cfg.top_p
+        if self.cfg.seed is not None:
+            request["seed"] = self.cfg.seed
         request.update(self.cfg.extra_body)
         return request
 

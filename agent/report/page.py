@@ -15,6 +15,7 @@ from importlib import resources
 from typing import Any
 
 from agent.encodable import safe_text
+from agent.hardware import hardware_summary
 from agent.records import SampleRecord
 from agent.report import plots
 from agent.report.aggregate import (
@@ -132,6 +133,7 @@ def _header(run: RunData) -> str:
         ("model", ", ".join(run.models) or "—"),
         ("sandbox", sandbox_text),
         ("sandbox audit", _audit_text(run.header.get("audit"))),
+        ("hardware", hardware_summary(run.header.get("hardware"))),
         ("budget", f"force submit at {force_at:,} · cap {cap:,} tokens"),
         ("started", run.started_at or "—"),
         ("ended", run.ended_at or "—"),

@@ -23,12 +23,29 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from agent.scoring.eed_pipeline import LIMITED_STEPS
 from agent.scoring.hedges import MAX_READINGS, scoring_pairs
 from agent.scoring.latex_preprocess import MODES, Mode
 from agent.scoring.worker_pool import EEDWorkerPool, StepLimits, default_pool
 
 PUBLISHED_SIMPLIFY_LIMIT_S = 30.0
 PUBLISHED_EQUALS_LIMIT_S = 10.0
+# The published scorer leaves conversion, tree building and the distance unlimited; our hard
+# budget must stop a hang somewhere, so it grants them this much beyond the limited steps.
+UNLIMITED_STEPS_ALLOWANCE_S = 20.0
+
+
+def published_pair_budget_s(
+    simplify_limit_s: float = PUBLISHED_SIMPLIFY_LIMIT_S, equals_limit_s: float = PUBLISHED_EQUALS_LIMIT_S
+) -> float:
+    """The default hard budget for one pair: long enough for every limited step to reach its own
+    limit and take the published fallback (3 simplifies + equals = 100 s), plus the allowance.
+
+    A smaller budget scores 0 (``timeout``) pairs the published scorer would finish after a
+    fallback; that is why it is an option and not the default.
+    """
+    limits = StepLimits(simplify_limit_s, equals_limit_s)
+    return sum(limits.for_step(step) or 0.0 for step in LIMITED_STEPS) + UNLIMITED_STEPS_ALLOWANCE_S
 
 
 @dataclass
@@ -81,7 +98,7 @@ def eed_score(
     answer: str,
     *,
     mode: str = "strict",
-    timeout_s: float = 10.0,
+    timeout_s: float | None = None,
     simplify_limit_s: float = PUBLISHED_SIMPLIFY_LIMIT_S,
     equals_limit_s: float = PUBLISHED_EQUALS_LIMIT_S,
     pool: EEDWorkerPool | None = None,
@@ -89,11 +106,14 @@ def eed_score(
     """Score ``answer`` against ``reference`` (both LaTeX). Blocks until done or ``timeout_s`` passes.
 
     ``timeout_s`` is the hard wall-clock budget for the sympy work on this pair (waiting for a free
-    worker is not counted). ``simplify_limit_s``/``equals_limit_s`` are the published per-step
-    limits after which the published fallbacks apply; they only matter when below ``timeout_s``.
+    worker is not counted); None means :func:`published_pair_budget_s` of the step limits.
+    ``simplify_limit_s``/``equals_limit_s`` are the published per-step limits after which the
+    published fallbacks apply; they only matter when below ``timeout_s``.
     """
     if mode not in MODES:
         raise ValueError(f"unknown EED mode {mode!r}; expected one of: {', '.join(MODES)}")
+    if timeout_s is None:
+        timeout_s = published_pair_budget_s(simplify_limit_s, equals_limit_s)
     if timeout_s <= 0:
         raise ValueError("timeout_s must be positive")
     checked_mode: Mode = "fixed" if mode == "fixed" else "strict"
@@ -177,7 +197,7 @@ async def eed_score_async(
     answer: str,
     *,
     mode: str = "strict",
-    timeout_s: float = 10.0,
+    timeout_s: float | None = None,
     simplify_limit_s: float = PUBLISHED_SIMPLIFY_LIMIT_S,
     equals_limit_s: float = PUBLISHED_EQUALS_LIMIT_S,
     pool: EEDWorkerPool | None = None,

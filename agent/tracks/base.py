@@ -61,6 +61,11 @@ class Track(ABC):
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})
 
+    def effective_settings(self, config: RunConfig) -> dict[str, Any]:
+        """The protocol settings this track will actually use for ``config``, defaults resolved,
+        for run.json: a reader must not have to know which defaults applied at the time."""
+        return {}
+
     @abstractmethod
     def load_tasks(self, path: Path) -> list[Any]:
         """Load and validate tasks; raise agent.tasks.TaskFileError naming file, line and field."""

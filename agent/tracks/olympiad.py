@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agent.config import RunConfig
 from agent.judge.grading import grade_olympiad
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, OLYMPIAD_PLACEHOLDERS, load_template
 from agent.records import Outcome, SampleRecord
@@ -19,6 +20,7 @@ from agent.tracks.science_common import (
     SampleLog,
     ask_model_once,
     final_answer_of,
+    paper_protocol_settings,
     render_answer_prompt,
 )
 from agent.tracks.science_options import OlympiadOptions, parse_options
@@ -40,6 +42,13 @@ class OlympiadTrack(Track):
             if self.settings.answer_prompt
             else None
         )
+
+    def effective_settings(self, config: RunConfig) -> dict[str, Any]:
+        return {
+            **paper_protocol_settings(config),
+            "python_tool": self.settings.python_tool,
+            "precheck": self.settings.precheck,
+        }
 
     def load_tasks(self, path: Path) -> list[ScienceTask]:
         return load_science_tasks(path, "olympiad")

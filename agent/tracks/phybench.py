@@ -12,9 +12,16 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from agent.answer_shape import boxed_contents, distinct
+from agent.config import RunConfig
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, load_template
 from agent.records import EEDRecord, Outcome, SampleRecord
-from agent.scoring.eed import eed_score_async, extract_boxed
+from agent.scoring.eed import (
+    PUBLISHED_EQUALS_LIMIT_S,
+    PUBLISHED_SIMPLIFY_LIMIT_S,
+    eed_score_async,
+    extract_boxed,
+    published_pair_budget_s,
+)
 from agent.tracks.base import SampleContext, Track
 from agent.tracks.science_common import ModelFailed, SampleLog, ask_model_once, render_answer_prompt
 from agent.tracks.science_options import PhybenchOptions, parse_options
@@ -36,6 +43,20 @@ class PhybenchTrack(Track):
 
     def load_tasks(self, path: Path) -> list[ScienceTask]:
         return load_science_tasks(path, "phybench")
+
+    @property
+    def pair_budget_s(self) -> float:
+        """The option when given (a tighter budget), else room for the published step limits."""
+        return self.settings.eed_timeout_s or published_pair_budget_s()
+
+    def effective_settings(self, config: RunConfig) -> dict[str, Any]:
+        return {
+            "eed_mode": self.settings.eed_mode,
+            "eed_simplify_limit_s": PUBLISHED_SIMPLIFY_LIMIT_S,
+            "eed_equals_limit_s": PUBLISHED_EQUALS_LIMIT_S,
+            "eed_pair_budget_s": self.pair_budget_s,
+            "eed_pair_budget_source": "option" if self.settings.eed_timeout_s else "published step limits",
+        }
 
     def _boxed_answer(self, response: str) -> str | None:
         """The last ``\\boxed{}`` (published); in fixed mode every different boxed answer.
@@ -64,7 +85,7 @@ class PhybenchTrack(Track):
                 eed=EEDRecord(score=0.0, status="no_boxed_answer", extracted_answer=boxed),
             )
         result = await eed_score_async(
-            task.answer, boxed, mode=self.settings.eed_mode, timeout_s=self.settings.eed_timeout_s
+            task.answer, boxed, mode=self.settings.eed_mode, timeout_s=self.pair_budget_s
         )
         eed = EEDRecord(
             score=result.score,

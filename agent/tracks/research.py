@@ -9,11 +9,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agent.config import RunConfig
 from agent.judge.grading import grade_research
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, RESEARCH_PLACEHOLDERS, load_template
 from agent.records import Outcome, SampleRecord
 from agent.tracks.base import SampleContext, Track
-from agent.tracks.science_common import ModelFailed, SampleLog, ask_model_once, render_answer_prompt
+from agent.tracks.science_common import (
+    ModelFailed,
+    SampleLog,
+    ask_model_once,
+    paper_protocol_settings,
+    render_answer_prompt,
+)
 from agent.tracks.science_options import ResearchOptions, parse_options
 from agent.tracks.science_tasks import ScienceTask, load_science_tasks
 
@@ -31,6 +38,9 @@ class ResearchTrack(Track):
             if self.settings.answer_prompt
             else None
         )
+
+    def effective_settings(self, config: RunConfig) -> dict[str, Any]:
+        return {**paper_protocol_settings(config), "success_threshold": self.settings.success_threshold}
 
     def load_tasks(self, path: Path) -> list[ScienceTask]:
         return load_science_tasks(path, "research")

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agent.config import PAPER_ANSWER_EFFORT, PAPER_JUDGE, PAPER_JUDGE_EFFORT, PAPER_TRIALS, RunConfig
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
 from agent.model.base import ChatResponse, ModelError, Usage, reply_notes
 from agent.records import EEDRecord, JudgeRecord, Outcome, SampleRecord, ToolCallRecord, TurnUsage
@@ -188,3 +189,20 @@ async def ask_model_once(log: SampleLog, prompt: str) -> str:
         raise ModelFailed(str(exc) or type(exc).__name__) from exc
     log.add_response(response)
     return response.content or ""
+
+
+def paper_protocol_settings(config: RunConfig) -> dict[str, Any]:
+    """The FrontierScience protocol values this run uses, beside the paper's, for run.json."""
+    judge = config.judge
+    return {
+        "trials": config.trials,
+        "answer_reasoning_effort": {m.name: m.reasoning_effort for m in config.models},
+        "judge": None if judge is None else judge.name,
+        "judge_reasoning_effort": None if judge is None else judge.reasoning_effort,
+        "paper": {
+            "trials": PAPER_TRIALS[config.track],
+            "answer_reasoning_effort": PAPER_ANSWER_EFFORT,
+            "judge": PAPER_JUDGE,
+            "judge_reasoning_effort": PAPER_JUDGE_EFFORT,
+        },
+    }

@@ -47,7 +47,10 @@ class PhybenchOptions(BaseModel):
     answer_prompt: str = "phybench_answer.txt"
     # "strict" reproduces the published scorer; "fixed" opts into its documented fixes.
     eed_mode: Literal["strict", "fixed"] = "strict"
-    eed_timeout_s: float = Field(default=10.0, gt=0)
+    # Hard wall-clock budget per scored pair. None: long enough for the published step limits
+    # (simplify 30 s, equals 10 s) to fire, as the published scorer lets them
+    # (agent.scoring.eed.published_pair_budget_s); a number is a tighter, opt-in budget.
+    eed_timeout_s: float | None = Field(default=None, gt=0)
 
 
 OptionsT = TypeVar("OptionsT", bound=BaseModel)

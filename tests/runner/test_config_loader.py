@@ -157,7 +157,10 @@ def test_resume_without_out_or_run_json_is_a_clear_error(tmp_path: Path, tasks: 
     assert result.returncode == 2 and "run.json: not found; nothing to resume" in result.stderr
 
 
-@pytest.mark.parametrize("name", ["frontiermath-openai.yaml", "olympiad-judged.yaml", "research-judged.yaml"])
+@pytest.mark.parametrize(
+    "name",
+    ["frontiermath-openai.yaml", "olympiad-judged.yaml", "research-judged.yaml", "phybench-local.yaml"],
+)
 def test_shipped_example_configs_validate(name: str):
     config_file = REPO / "configs" / "examples" / name
     data = read_config_file(config_file)
