@@ -287,6 +287,20 @@ ATTACKS: dict[str, tuple[str, FrontierMathTask]] = {
     ),
     # -- size -----------------------------------------------------------------------------
     "value too large to carry": ("def answer():\n    return 1 << 80_000_000\n", INTEGER),
+    "forged progress marks": (
+        "def answer():\n"
+        "    import sys, os\n"
+        "    frame, channel = sys._getframe(), None\n"
+        "    while frame is not None and channel is None:\n"
+        "        channel = frame.f_locals.get('channel')\n"
+        "        frame = frame.f_back\n"
+        "    for text in ('1.2.3', 'nan', '9' * 5000, '-1', '1e999'):\n"
+        "        mark = '<<<PROCTOR-MARK %s returned %s>>>' % (channel.nonce, text)\n"
+        "        os.write(channel.fd, mark.encode())\n"
+        "    while True:\n"
+        "        pass\n",
+        INTEGER,
+    ),
     "exits after printing a fake result": (
         FORGE + "\ndef answer():\n    import os, sys\n    sys.stdout.write(_forge('0' * 32).decode())\n"
         "    os._exit(0)\n",

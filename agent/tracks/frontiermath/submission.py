@@ -101,8 +101,14 @@ def parse_driver_reply(stdout: str, nonce: str) -> dict[str, Any]:
 
 
 def progress_marks(stdout: str, nonce: str) -> dict[str, float]:
-    """The progress marks a step wrote before it ended (or was killed): name -> seconds."""
-    pattern = re.compile(rf"<<<PROCTOR-MARK {re.escape(nonce)} ([a-z-]+) ([0-9.]+)>>>")
+    """The progress marks a step wrote before it ended (or was killed): name -> seconds.
+
+    The answer process knows its nonce and may print look-alikes: the pattern admits only a
+    plain decimal, so whatever it prints parses (or is ignored), never raises.
+    """
+    pattern = re.compile(
+        rf"<<<PROCTOR-MARK {re.escape(nonce)} ([a-z-]{{1,40}}) ([0-9]{{1,9}}\.[0-9]{{1,6}})>>>"
+    )
     return {name: float(seconds) for name, seconds in pattern.findall(stdout)}
 
 
