@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -231,3 +232,65 @@ async def test_a_value_too_large_for_the_output_cap_is_an_answer_error(local_san
     result = await runner(local_sandbox).evaluate(code, integer_task())
     assert result.outcome is Outcome.ANSWER_ERROR
     assert "too large to carry" in (result.error or "")
+
+
+class ForgingSandbox:
+    """The answer call prints whatever the submission chose, under the real nonce."""
+
+    backend = "forging"
+
+    def __init__(self, body: str) -> None:
+        self.body = body
+
+    async def exec(self, code: str | None = None, **kwargs: Any) -> ExecResult:
+        request = json.loads(str(kwargs["stdin"]).split("\n", 1)[0])
+        # Only the answer process is the submission's; this fake's verifier says nothing.
+        stdout = self.body.replace("NONCE", request["nonce"]) if request["mode"] == "answer" else ""
+        return ExecResult(exit_code=0, stdout=stdout, stderr="", backend=self.backend)
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.backend}
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _block(payload: str) -> str:
+    return f"\n<<<PROCTOR-RESULT NONCE>>>\n{payload}\n<<<END NONCE>>>\n"
+
+
+@pytest.mark.parametrize(
+    "stdout",
+    [
+        _block('{"status": "error", "error": ' + "[" * 900 + "]" * 900 + "}"),
+        _block('{"status": "ok", "value": ' + "[" * 900 + "]" * 900 + "}"),
+        _block('{"status": "ok", "value": {"t": "int", "v": "zz"}}'),
+        _block('{"status": 5}'),
+        _block('{"status": "ok"}'),
+        _block('{"status": "ok", "value": {"t": "int", "v": "0x2a"}, "answer_s": "soon", "encode_s": 1e999}'),
+        "<<<PROCTOR-MARK NONCE returned 1.2.3>>>" + _block('{"status": "timeout"}'),
+        _block('{"status": "error", "error": ' + "9" * 5000 + "}"),
+        _block("NaN"),
+    ],
+    ids=[
+        "deep error",
+        "deep value",
+        "bad hex",
+        "status not text",
+        "no value",
+        "nonsense timings",
+        "forged mark then timeout",
+        "huge integer",
+        "not an object",
+    ],
+)
+async def test_a_hostile_reply_is_the_answers_failure_never_a_harness_error(stdout: str) -> None:
+    # The reader of the answer process's reply must not raise, whatever that process printed:
+    # an exception would become a harness_error, counted apart, which a model could abstain with.
+    task = FrontierMathTask(id="t", question="q", answer_type="Python int", answer="41")
+    result = await runner(ForgingSandbox(stdout)).evaluate("def answer():\n    return 42\n", task)
+    if result.outcome is Outcome.VERIFY_ERROR:
+        # A well-formed value went on to verification, which this fake never answers.
+        assert result.record.verify_exec is not None and "before the submitted value" in (result.error or "")
+    else:
+        assert result.outcome in (Outcome.ANSWER_ERROR, Outcome.ANSWER_TIMEOUT), result.error

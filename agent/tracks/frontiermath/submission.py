@@ -127,7 +127,10 @@ def _died_without_reply(result: ExecResult, what: str) -> str:
 
 def _text(value: Any, limit: int = 20_000) -> str:
     """A reply field shown in the record: whatever it is, as bounded text."""
-    text = value if isinstance(value, str) else repr(value)
+    try:
+        text = value if isinstance(value, str) else repr(value)
+    except (RecursionError, ValueError):  # nested past the stack, or an int too long to print
+        text = f"<unprintable {type(value).__name__}>"
     return text if len(text) <= limit else text[:limit] + "..."
 
 
@@ -200,6 +203,17 @@ class SubmissionRunner:
         request = {"mode": "answer", "code": code, "time_limit_s": limit, "max_value_bytes": MAX_VALUE_BYTES}
         result, nonce = await self._call_driver(request, limit + ANSWER_GRACE_S)
         record.answer_exec = _exec_summary(result)
+        try:
+            return self._read_answer(result, nonce, limit, record)
+        except Exception as exc:
+            # Everything read here came out of the submission's process: a reply that breaks the
+            # reader is the submission's failure, never a harness_error it could abstain with.
+            why = f"the answer process's reply could not be read: {type(exc).__name__}"
+            return SubmissionResult(Outcome.ANSWER_ERROR, why, record)
+
+    def _read_answer(
+        self, result: ExecResult, nonce: str, limit: float, record: SubmissionRecord
+    ) -> SubmissionResult | Any:
         marks = progress_marks(result.stdout, nonce)
         if MARK_RETURNED in marks:
             record.reported_timing["answer_s"] = marks[MARK_RETURNED]
