@@ -12,6 +12,7 @@ from rich.console import Console
 
 from agent.cli.app import app
 from agent.config import RunConfig
+from agent.error_policy import DEFAULT_ERROR_POLICY, ErrorPolicy
 from agent.errors import UserError
 from agent.progress import RunProgress, print_final
 from agent.run_config_loader import RunFlags, load_run_config, read_config_file
@@ -25,12 +26,20 @@ QUICKSTART_CONFIG = CONFIGS_DIR / "quickstart.yaml"
 
 EXIT_INTERRUPTED = 130
 EXIT_FAILED = 1
+# The run finished, but its error outcomes crossed --fail-on-error: its numbers are not to be trusted.
+EXIT_TOO_MANY_ERRORS = 3
 
 
 AUDIT_MODES = ("quick", "full")
 
 
-def run_and_report(config: RunConfig, *, config_file: Path | None = None, audit: str | None = None) -> None:
+def run_and_report(
+    config: RunConfig,
+    *,
+    config_file: Path | None = None,
+    audit: str | None = None,
+    error_policy: ErrorPolicy = DEFAULT_ERROR_POLICY,
+) -> None:
     """Run, print the summary and where the run is, and exit with the run's status."""
     console = Console()
     if not console.is_terminal:
@@ -65,6 +74,21 @@ def run_and_report(config: RunConfig, *, config_file: Path | None = None, audit:
         )
     if result.status == "failed":
         raise typer.Exit(EXIT_FAILED)
+    overall = result.summary.get("overall") or {}
+    error_counts = overall.get("errors") or {}
+    errors = int(error_counts.get("total", 0))
+    finished = int(result.summary.get("finished_samples", 0))
+    if error_policy.breached(errors, finished):
+        kinds = ", ".join(f"{name} {n}" for name, n in sorted(error_counts.items()) if name != "total" and n)
+        console.print(
+            f"proctor: {errors} of {finished} samples ended in errors ({kinds}), "
+            f"past --fail-on-error ({error_policy.describe()}): the scores above are not to be "
+            f"trusted; after fixing the cause, {resume_hint} runs the errors again",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_TOO_MANY_ERRORS)
 
 
 def _resume_base(flags: RunFlags) -> dict[str, Any] | None:
@@ -123,10 +147,18 @@ def run_command(
             "(docs/frontiermath.md, 'Protocol profiles')."
         ),
     ] = None,
+    fail_on_error: Annotated[
+        str | None,
+        typer.Option(
+            help="Exit 3 when error samples reach a count (5) or pass a fraction (0.2, 20%); "
+            "default: more than half."
+        ),
+    ] = None,
 ) -> None:
     """Run an eval: every model x task x trial, appended to DIR/samples.jsonl as each finishes."""
     if audit is not None and audit not in AUDIT_MODES:
         raise UserError(f"--audit: {audit!r} is not one of {', '.join(AUDIT_MODES)}")
+    error_policy = DEFAULT_ERROR_POLICY if fail_on_error is None else ErrorPolicy.parse(fail_on_error)
     flags = RunFlags(
         track=track,
         tasks=tasks,
@@ -149,7 +181,7 @@ def run_command(
     config = load_run_config(config_file, flags, base=base, source=source)
     if config.resume and config.out is None:
         raise UserError("--resume: give --out DIR, the run directory to continue")
-    run_and_report(config, config_file=config_file, audit=audit)
+    run_and_report(config, config_file=config_file, audit=audit, error_policy=error_policy)
 
 
 def quickstart_config(model: str | None, out: Path | None, backend: str | None) -> RunConfig:
