@@ -511,21 +511,21 @@ class _CodecChecker:
             self.kind_count(dim, f"{where}[{index}]", depth)
         self.count(len(value), 8 * len(value))
 
+    def _allowed_name(self, value: object, where: str, allowed: Any, what: str) -> None:
+        if self._string(value, where) not in allowed:
+            raise self.fail(where, f"{str(value)[:40]!r} is not an allowed {what}")
+
     def kind_singleton(self, value: object, where: str, depth: int) -> None:
-        if self._string(value, where) not in _CODEC_SYMPY_SINGLETONS:
-            raise self.fail(where, f"{str(value)[:40]!r} is not an allowed sympy constant")
+        self._allowed_name(value, where, _CODEC_SYMPY_SINGLETONS, "sympy constant")
 
     def kind_symclass(self, value: object, where: str, depth: int) -> None:
-        if self._string(value, where) not in _CODEC_SYMPY_NODES:
-            raise self.fail(where, f"{str(value)[:40]!r} is not an allowed sympy class")
+        self._allowed_name(value, where, _CODEC_SYMPY_NODES, "sympy class")
 
     def kind_matclass(self, value: object, where: str, depth: int) -> None:
-        if self._string(value, where) not in _CODEC_MATRIX_CLASSES:
-            raise self.fail(where, f"{str(value)[:40]!r} is not an allowed sympy matrix class")
+        self._allowed_name(value, where, _CODEC_MATRIX_CLASSES, "sympy matrix class")
 
     def kind_polyclass(self, value: object, where: str, depth: int) -> None:
-        if self._string(value, where) not in _CODEC_POLY_CLASSES:
-            raise self.fail(where, f"{str(value)[:40]!r} is not an allowed sympy polynomial class")
+        self._allowed_name(value, where, _CODEC_POLY_CLASSES, "sympy polynomial class")
 
     def kind_mpfrkind(self, value: object, where: str, depth: int) -> None:
         if self._string(value, where) not in _CODEC_MPFR_KINDS:
