@@ -134,3 +134,49 @@ def test_judge_tokens_and_cost_reach_summary_cli_and_report(judged_run_dir) -> N
     assert "cost $0.0252 (models $0.0012 + judge $0.0240)" in totals
     # A judged run has no sandbox and no token budget: the totals do not talk about them.
     assert "sandbox calls" not in totals and "forced submissions" not in totals
+
+
+def submitting_script(request: dict[str, Any], index: int) -> Step:
+    from tests.support.scripted_server import ToolCallSpec
+
+    code = "def answer():\n    return 42\n"
+    return Reply(tool_calls=[ToolCallSpec("submit_answer", json.dumps({"code": code}))], usage=MODEL_USAGE)
+
+
+VERIFY_SOURCE = "def verify(a):\n    # </script><img src=x onerror=alert(1)>\n    return a == 42\n"
+
+
+def test_frontiermath_records_and_report_show_the_verification_code(tmp_path: Path) -> None:
+    """A real FrontierMath run on the local sandbox: verify() ran, and its source is in the
+    record and in the sample's view; an expected-value task shows the value and tolerance."""
+    import asyncio
+
+    from agent.config import SandboxConfig
+
+    tasks = tmp_path / "tasks.jsonl"
+    rows = [
+        {"id": "v", "question": "Q1", "answer_type": "Python int", "verification_code": VERIFY_SOURCE},
+        {"id": "e", "question": "Q2", "answer_type": "Python float", "answer": "41.5", "tolerance": 0.5},
+    ]
+    tasks.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    with ScriptedServer(submitting_script) as server:
+        config = RunConfig(
+            track="frontiermath",
+            tasks=tasks,
+            out=tmp_path / "run",
+            models=[ModelConfig(name="openai/student", base_url=server.base_url, max_retries=0)],
+            sandbox=SandboxConfig(backend="local", pool_size=1, calibrate=False),
+        )
+        result = asyncio.run(execute_run(config, progress=quiet_progress(), handle_signals=False))
+    assert result.status == "finished"
+    records = {r["task_id"]: r for r in read_records(tmp_path / "run" / "samples.jsonl")}
+    assert records["v"]["outcome"] == "correct" and records["e"]["outcome"] == "correct"
+    assert records["v"]["reference"] == {"kind": "verify", "text": VERIFY_SOURCE, "tolerance": None}
+    assert records["e"]["reference"] == {"kind": "expected", "text": "41.5", "tolerance": 0.5}
+    html = render_report(load_run(tmp_path / "run"))
+    blocks = dict(re.findall(r'<script type="application/json" id="([^"]+)">(.*?)</script>', html, re.S))
+    shown = [
+        json.loads(body)["reference"] for key, body in blocks.items() if re.fullmatch(r"sample-\d+", key)
+    ]
+    assert {"kind": "verify", "text": VERIFY_SOURCE, "tolerance": None} in shown
+    assert "<img src=x" not in html
