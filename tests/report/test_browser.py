@@ -185,6 +185,16 @@ def _hostile_run(tmp_path: Path) -> tuple[Path, list]:
         }
     )
     samples.append(long)
+    # Record text used as a lookup key must not reach Object's own members.
+    samples.append(
+        samples[0].model_copy(
+            update={
+                "task_id": "proto-keys",
+                "reference": samples[0].reference.model_copy(update={"kind": "constructor"}),
+                "transcript": [{"role": "user", "kind": "__proto__", "content": "hi"}],
+            }
+        )
+    )
     return _run(tmp_path, samples, track="olympiad", judge={"name": "openai/judge"}), samples
 
 
@@ -209,6 +219,9 @@ def test_hostile_audit_trail_is_shown_verbatim_and_inert(browser: Chromium, tmp_
     # FrontierMath: the verify() source, highlighted as code.
     assert _text(browser, f"{fm} .panel.reference h4").startswith("verify() source")
     assert HOSTILE in _text(browser, f"{fm} .panel.reference pre.code")
+    proto = f'.detail[data-sample="{len(samples) - 1}"]'
+    assert _text(browser, f"{proto} .panel.reference h4") == "Reference (constructor)"
+    assert _text(browser, f"{proto} .msg.user .role") == "user"
     # Nothing ran, nothing links anywhere, nothing was fetched.
     assert browser.evaluate("typeof window.__pwned") == "undefined"
     active = "[href],[src],[onerror],[onload],[onclick],iframe,object,embed,a"

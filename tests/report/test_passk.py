@@ -139,3 +139,13 @@ def test_cli_summary_prints_pass_at_k_and_the_grid() -> None:
     assert "100.0% (2)" in text  # pass@3 over the two tasks that have three scored trials
     assert "✓✓✗" in text and "✗E✗" in text and "✗✓✗" in text
     assert "0/2" in text
+
+
+def test_cli_tables_print_hostile_names_as_text() -> None:
+    name = "[bold red]m[/] \x1b[31mred\x1b[0m"
+    records = [record(f"task {name}", 0, C, model=name), record("t", 0, X, model="other")]
+    out = io.StringIO()
+    print_final(Console(file=out, width=300), summarize(records), "runs/x")
+    text = out.getvalue()
+    assert "\x1b" not in text  # the escape is shown, not obeyed (no colour on a plain console)
+    assert "\\x1b[31mred" in text and "[bold red]m[/]" in text

@@ -124,6 +124,11 @@
     return JSON.stringify(content, null, 2);
   }
 
+  /* A lookup keyed by record text: "constructor" or "__proto__" must not reach Object's own members. */
+  function ownValue(table, key) {
+    return typeof key === "string" && Object.prototype.hasOwnProperty.call(table, key) ? table[key] : null;
+  }
+
   function badge(text, cls) { return el("span", { cls: "badge " + (cls || ""), text: text }); }
 
   function execSummary(exec) {
@@ -294,7 +299,7 @@
         if (role === "system") {
           wrap.appendChild(el("details", { cls: "msg system" }, el("summary", { text: "system prompt" }), content));
         } else {
-          var label = USER_KINDS[msg.kind] || role;
+          var label = ownValue(USER_KINDS, msg.kind) || role;
           wrap.appendChild(el("div", { cls: "msg " + role + (msg.kind ? " kind-" + msg.kind : "") },
             el("div", { cls: "msg-head" }, el("span", { cls: "role", text: label })), content));
         }
@@ -330,7 +335,7 @@
 
   function renderReference(ref) {
     var box = el("section", { cls: "panel reference" },
-      el("h4", { text: REFERENCE_TITLES[ref.kind] || ("Reference (" + ref.kind + ")") }));
+      el("h4", { text: ownValue(REFERENCE_TITLES, ref.kind) || ("Reference (" + ref.kind + ")") }));
     if (ref.kind === "verify" || ref.kind === "expected") box.appendChild(codeBlock(ref.text || "", "python"));
     else box.appendChild(textBlock(ref.text, "text prose reference-text"));
     if (ref.tolerance !== null && ref.tolerance !== undefined) {
