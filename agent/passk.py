@@ -19,6 +19,7 @@ trials from different models.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -41,6 +42,25 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     # The complement's numerator in integers, then one correctly rounded division: subtracting
     # a float ratio from 1 would cancel (pass@1 of 1 in 10,000 came out as 9.99999999999889e-05).
     return (total - math.comb(n - c, k)) / total
+
+
+@functools.lru_cache(maxsize=4096)
+def pass_at_every_k(n: int, c: int) -> tuple[float, ...]:
+    """``pass_at_k(n, c, k)`` for k = 1..n, the same exact values, in O(n) integer steps.
+
+    C(n, k) and C(n-c, k) are carried from one k to the next (``C(m, k) = C(m, k-1)(m-k+1)/k``,
+    exact in integers), so a task with thousands of trials costs milliseconds, not the seconds
+    that ``math.comb`` from scratch for every k would.
+    """
+    if not 0 <= c <= n:
+        raise ValueError(f"successes {c} outside 0..{n}")
+    values = []
+    total, failing = 1, 1  # C(n, 0), C(n - c, 0)
+    for k in range(1, n + 1):
+        total = total * (n - k + 1) // k
+        failing = failing * (n - c - k + 1) // k if k <= n - c else 0
+        values.append((total - failing) / total)
+    return tuple(values)
 
 
 @dataclass
@@ -66,7 +86,7 @@ class TaskTrials:
         return len(self.outcomes) - self.n
 
     def pass_at(self, k: int) -> float | None:
-        return pass_at_k(self.n, self.c, k) if 1 <= k <= self.n else None
+        return pass_at_every_k(self.n, self.c)[k - 1] if 1 <= k <= self.n else None
 
     def to_dict(self, k_max: int) -> dict[str, Any]:
         return {
@@ -92,6 +112,18 @@ def task_grid(records: Sequence[SampleRecord]) -> list[TaskTrials]:
         if record.outcome not in ERROR_OUTCOMES:
             row.successes[record.trial] = bool(record.success)
     return [rows[key] for key in sorted(rows)]
+
+
+# Per-task tables show every k up to this many trials; beyond, k = 1..8, every fifth k and the
+# last, so 100 trials do not make 100 columns per task (summary.json keeps every k).
+ALL_KS_UP_TO = 10
+
+
+def shown_ks(k_max: int) -> list[int]:
+    """The k columns a per-task table shows: all of them up to ALL_KS_UP_TO, else a selection."""
+    if k_max <= ALL_KS_UP_TO:
+        return list(range(1, k_max + 1))
+    return [k for k in range(1, k_max + 1) if k <= 8 or k % 5 == 0 or k == k_max]
 
 
 def max_k(rows: Sequence[TaskTrials]) -> int:

@@ -13,11 +13,10 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
+from agent.passk import shown_ks
+
 # The terminal shows at most this many grid rows; summary.json and the report hold them all.
 GRID_ROWS_SHOWN = 40
-# With many trials the terminal shows k = 1..8, every fifth k and the last; the rest are in
-# summary.json and the report.
-FIRST_KS_SHOWN = 8
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 TRIAL_MARKS = {"correct": "✓", "error": "E", "other": "✗"}
@@ -25,11 +24,6 @@ TRIAL_MARKS = {"correct": "✓", "error": "E", "other": "✗"}
 
 def _visible(text: object) -> Text:
     return Text(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text)))
-
-
-def shown_ks(k_max: int) -> list[int]:
-    """The k columns the terminal shows: all of them up to FIRST_KS_SHOWN, then a selection."""
-    return [k for k in range(1, k_max + 1) if k <= FIRST_KS_SHOWN or k % 5 == 0 or k == k_max]
 
 
 def _pct(value: float | None) -> str:

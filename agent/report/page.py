@@ -16,7 +16,7 @@ from typing import Any
 
 from agent.encodable import safe_text
 from agent.hardware import hardware_summary
-from agent.passk import TaskTrials, grid_by_model, task_grid
+from agent.passk import TaskTrials, grid_by_model, shown_ks, task_grid
 from agent.records import ERROR_OUTCOMES, SampleRecord
 from agent.report import plots
 from agent.report.aggregate import (
@@ -383,15 +383,19 @@ def _grid_table(
 ) -> str:
     trials = sorted({t for row in rows for t in row.outcomes})
     errors = {o.value for o in ERROR_OUTCOMES}
+    ks = shown_ks(k_max)
+    some_ks = (
+        "" if len(ks) == k_max else f"; pass@k for k = {', '.join(map(str, ks))}, every k in summary.json"
+    )
     out = [
         f'<details class="grid"{" open" if len(rows) <= GRID_OPEN_ROWS else ""}>'
         f"<summary>Trials × task: {esc(model)} ({len(rows)} tasks × {len(trials)} trials; "
-        "✓ correct, ✗ not, E error; click a cell to open that sample)</summary>"
+        f"✓ correct, ✗ not, E error; click a cell to open that sample{some_ks})</summary>"
         f'<div class="table-wrap"><table class="grid" data-model="{esc(model)}"><thead><tr>'
         "<th>Task</th><th>Subject</th>",
         *(f'<th class="trial">{t}</th>' for t in trials),
         '<th class="num">Correct / scored</th>',
-        *(f'<th class="num">pass@{k}</th>' for k in range(1, k_max + 1)),
+        *(f'<th class="num">pass@{k}</th>' for k in ks),
         "</tr></thead><tbody>",
     ]
     for row in rows:
@@ -409,7 +413,7 @@ def _grid_table(
                 f'title="trial {trial}: {esc(outcome.replace("_", " "))}">{TRIAL_MARK[kind]}</td>'
             )
         out.append(f'<td class="num">{row.c} / {row.n}</td>')
-        for k in range(1, k_max + 1):
+        for k in ks:
             value = row.pass_at(k)
             out.append(f'<td class="num">{"—" if value is None else esc(_pct(value))}</td>')
         out.append("</tr>")

@@ -254,3 +254,16 @@ def test_hostile_text_everywhere_stays_data(tmp_path: Path) -> None:
     # Header and grid show names escaped, the CSP stays strict.
     assert "judge &lt;/script&gt;" in html
     assert "default-src 'none'" in html
+
+
+def test_many_trials_keep_every_k_per_model_and_a_selection_per_task(tmp_path: Path) -> None:
+    samples = [
+        _fm(i, task_id=f"t{i % 2}", trial=i // 2, outcome=Outcome.CORRECT if i % 3 else Outcome.INCORRECT)
+        for i in range(2 * 12)
+    ]
+    html = render_report(load_run(_run(tmp_path, samples, track="frontiermath")))
+    passk = re.search(r'<table class="passk">.*?</table>', html, re.S).group(0)
+    assert re.findall(r'data-k="(\d+)"', passk) == [str(k) for k in range(1, 13)]
+    grid = re.search(r'<table class="grid".*?</thead>', html, re.S).group(0)
+    assert re.findall(r"pass@(\d+)", grid) == ["1", "2", "3", "4", "5", "6", "7", "8", "10", "12"]
+    assert "every k in summary.json" in html
