@@ -101,7 +101,10 @@ def _cost(records: Sequence[SampleRecord], prices: Prices | None) -> float | Non
 
 def _judge_usage(records: Sequence[SampleRecord], prices: JudgePrices | None) -> dict[str, Any]:
     """The judge's tokens (all attempts) and their cost at the judge's prices."""
-    asked = [r.judge for r in records if r.judge is not None and r.judge.decided_by == "judge"]
+    # A judge record without a model is a judged track run without a judge: nobody was asked.
+    asked = [
+        r.judge for r in records if r.judge is not None and r.judge.decided_by == "judge" and r.judge.model
+    ]
     input_tokens = sum(j.input_tokens for j in asked)
     output_tokens = sum(j.output_tokens for j in asked)
     cost: float | None = None

@@ -166,3 +166,19 @@ def test_cli_tables_print_hostile_names_as_text() -> None:
     text = out.getvalue()
     assert "\x1b" not in text  # the escape is shown, not obeyed (no colour on a plain console)
     assert "\\x1b[31mred" in text and "[bold red]m[/]" in text
+
+
+def test_judge_usage_counts_only_samples_a_judge_was_asked_about() -> None:
+    from agent.records import JudgeRecord
+
+    asked = record("a", 0, C).model_copy(
+        update={
+            "judge": JudgeRecord(decided_by="judge", model="j", replies=["VERDICT: CORRECT"], input_tokens=7)
+        }
+    )
+    failed = record("b", 0, E).model_copy(update={"judge": JudgeRecord(decided_by="judge", model="j")})
+    settled = record("c", 0, C).model_copy(update={"judge": JudgeRecord(decided_by="precheck")})
+    no_judge = record("d", 0, E).model_copy(update={"judge": JudgeRecord(decided_by="judge")})
+    judge = summarize_group([asked, failed, settled, no_judge], judge_prices=(1.0, None))["judge"]
+    assert (judge["samples_judged"], judge["attempts"], judge["input_tokens"]) == (2, 1, 7)
+    assert judge["cost_usd"] == 7 / 1e6
