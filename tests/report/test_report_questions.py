@@ -267,3 +267,30 @@ def test_many_trials_keep_every_k_per_model_and_a_selection_per_task(tmp_path: P
     grid = re.search(r'<table class="grid".*?</thead>', html, re.S).group(0)
     assert re.findall(r"pass@(\d+)", grid) == ["1", "2", "3", "4", "5", "6", "7", "8", "10", "12"]
     assert "every k in summary.json" in html
+
+
+def test_a_huge_judge_prompt_and_reply_are_capped_with_their_digest() -> None:
+    """The judge receives everything; the record keeps head and tail, length and SHA-256 of the whole."""
+    import asyncio
+
+    from agent.judge.grading import grade_olympiad
+    from tests.judge.support import ListClient
+
+    answer = "x" * 150_000 + "MIDDLE" + "y" * 150_000
+    reply = "z" * 250_000 + "\nVERDICT: INCORRECT"
+    judge = ListClient([reply], model="openai/judge")
+    grade = asyncio.run(
+        grade_olympiad(
+            judge=judge, template="{problem} | {reference answer} | {answer}", problem="P", reference="R",
+            answer=answer, final_answer=None,
+        )
+    )  # fmt: skip
+    sent = judge.requests[0][-1]["content"]
+    assert sent == f"P | R | {answer}"
+    record = grade.judge
+    assert grade.outcome == Outcome.INCORRECT  # parsed from the whole reply, before capping
+    assert record.prompt_chars == len(sent) and record.prompt_sha256 == text_sha256(sent)
+    assert record.prompt == capped(sent) and len(record.prompt) < CAPPED_TEXT_CHARS + 300
+    assert record.prompt.startswith("P | R | xxx") and "MIDDLE" not in record.prompt
+    assert text_sha256(sent) in record.prompt
+    assert record.replies == [capped(reply)] and record.replies[0].endswith("VERDICT: INCORRECT")
