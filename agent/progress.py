@@ -229,13 +229,30 @@ def outcome_line(summary: dict[str, Any]) -> str:
     parts.append(f"sandbox calls {overall.get('sandbox_calls', 0)}")
     parts.append(f"model retries {overall.get('model_retries', 0)}")
     if overall.get("cost_usd") is not None:
-        parts.append(f"cost ${overall['cost_usd']:.4f}")
+        parts.append(f"model cost ${overall['cost_usd']:.4f}")
     return "; ".join(parts)
 
 
 def print_final(console: Console, summary: dict[str, Any], run_dir: str) -> None:
+    from agent.summary_tables import cost_line, grid_table, passk_table
+
     console.print(summary_table(summary))
     console.print(outcome_line(summary), markup=False, highlight=False, soft_wrap=True)
+    costs = cost_line(summary)
+    if costs:
+        console.print(costs, markup=False, highlight=False, soft_wrap=True)
+    passk = passk_table(summary)
+    if passk is not None:
+        console.print(passk)
+    grid, left_out = grid_table(summary)
+    if grid is not None:
+        console.print(grid)
+        if left_out:
+            console.print(
+                f"... {left_out} more task rows in summary.json and the report",
+                markup=False,
+                highlight=False,
+            )
     sandbox = summary.get("sandbox") or {}
     if sandbox.get("warning"):
         console.print(f"sandbox: {sandbox['warning']}", markup=False, highlight=False, soft_wrap=True)

@@ -36,7 +36,7 @@ from agent.progress import RunProgress
 from agent.records import RERUN_ON_RESUME, Outcome, SampleRecord
 from agent.run_config_loader import parse_size
 from agent.store import RunStore, file_sha256, resume_conflicts, sample_key
-from agent.summary import prices_from_config, summarize
+from agent.summary import judge_prices_from_config, prices_from_config, summarize
 from agent.tracks.base import SampleContext, Track
 from agent.tracks.frontiermath.profiles import get_profile
 from agent.tracks.registry import make_track
@@ -430,7 +430,13 @@ class Runner:
             session["error"] = f"{type(failure).__name__}: {failure}"
         header.update(status=status, ended_at=session["ended_at"])
         store.write_header(header)
-        summary = summarize(records, header=header, prices=prices, planned_samples=len(planned))
+        summary = summarize(
+            records,
+            header=header,
+            prices=prices,
+            judge_prices=judge_prices_from_config(config.judge),
+            planned_samples=len(planned),
+        )
         store.write_summary(summary)
         if failure is not None and not isinstance(failure, asyncio.CancelledError):
             raise failure

@@ -21,6 +21,7 @@ from agent.tracks.science_common import (
     ask_model_once,
     final_answer_of,
     paper_protocol_settings,
+    reference_of,
     render_answer_prompt,
 )
 from agent.tracks.science_options import OlympiadOptions, parse_options
@@ -66,7 +67,7 @@ class OlympiadTrack(Track):
         return await ask_model_once(log, self.answer_prompt(task, log.ctx))
 
     async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
-        log = SampleLog(self.name, task.id, trial, task.subject, ctx)
+        log = SampleLog(self.name, task.id, trial, task.subject, ctx, reference_of("answer", task.answer))
         try:
             response = await self._answer(log, task)
         except ModelFailed as exc:

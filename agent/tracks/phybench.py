@@ -23,7 +23,13 @@ from agent.scoring.eed import (
     published_pair_budget_s,
 )
 from agent.tracks.base import SampleContext, Track
-from agent.tracks.science_common import ModelFailed, SampleLog, ask_model_once, render_answer_prompt
+from agent.tracks.science_common import (
+    ModelFailed,
+    SampleLog,
+    ask_model_once,
+    reference_of,
+    render_answer_prompt,
+)
 from agent.tracks.science_options import PhybenchOptions, parse_options
 from agent.tracks.science_tasks import ScienceTask, load_science_tasks
 
@@ -71,7 +77,7 @@ class PhybenchTrack(Track):
         return extract_boxed(response)
 
     async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
-        log = SampleLog(self.name, task.id, trial, task.subject, ctx)
+        log = SampleLog(self.name, task.id, trial, task.subject, ctx, reference_of("answer", task.answer))
         try:
             prompt = render_answer_prompt(task.question, self.answer_template, ctx)
             response = await ask_model_once(log, prompt)

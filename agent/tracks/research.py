@@ -19,6 +19,7 @@ from agent.tracks.science_common import (
     SampleLog,
     ask_model_once,
     paper_protocol_settings,
+    reference_of,
     render_answer_prompt,
 )
 from agent.tracks.science_options import ResearchOptions, parse_options
@@ -49,7 +50,7 @@ class ResearchTrack(Track):
         return render_answer_prompt(task.question, self.answer_template, ctx)
 
     async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
-        log = SampleLog(self.name, task.id, trial, task.subject, ctx)
+        log = SampleLog(self.name, task.id, trial, task.subject, ctx, reference_of("rubric", task.answer))
         try:
             response = await ask_model_once(log, self.answer_prompt(task, ctx))
         except ModelFailed as exc:

@@ -16,10 +16,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agent.capped_text import capped
 from agent.config import PAPER_ANSWER_EFFORT, PAPER_JUDGE, PAPER_JUDGE_EFFORT, PAPER_TRIALS, RunConfig
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
 from agent.model.base import ChatResponse, ModelError, Usage, reply_notes
-from agent.records import EEDRecord, JudgeRecord, Outcome, SampleRecord, ToolCallRecord, TurnUsage
+from agent.records import (
+    EEDRecord,
+    JudgeRecord,
+    Outcome,
+    ReferenceRecord,
+    SampleRecord,
+    ToolCallRecord,
+    TurnUsage,
+)
 from agent.tracks.base import SampleContext
 
 # No two adjacent parts may match the same text, or the regex backtracks: with ``\s*\**\s*`` a
@@ -94,6 +103,8 @@ class SampleLog:
     trial: int
     subject: str | None
     ctx: SampleContext
+    # What the answer is graded against; every outcome's record carries it, for the reader.
+    reference: ReferenceRecord | None = None
     transcript: list[dict[str, Any]] = field(default_factory=list)
     turns: list[TurnUsage] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
@@ -162,12 +173,18 @@ class SampleLog:
             tool_calls=self.tool_calls,
             judge=judge,
             eed=eed,
+            reference=self.reference,
             sandbox_image=self.sandbox_image,
             retries=self.retries,
             started_at=self.started_at,
             finished_at=datetime.now(UTC).isoformat(),
             duration_s=time.monotonic() - self.started_monotonic,
         )
+
+
+def reference_of(kind: str, text: str) -> ReferenceRecord:
+    """The reference answer or rubric as the record keeps it (capped like the judge prompt)."""
+    return ReferenceRecord(kind=kind, text=capped(text))
 
 
 class ModelFailed(Exception):
