@@ -41,7 +41,8 @@ def run_proctor(config: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = config.parent / "run"
-    records = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines() if line]
+    text = (run_dir / "samples.jsonl").read_text(encoding="utf-8")
+    records = [json.loads(line) for line in text.split("\n") if line]
     return records, json.loads((run_dir / "summary.json").read_text())
 
 
