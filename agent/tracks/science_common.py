@@ -18,7 +18,7 @@ from typing import Any
 
 from agent.config import PAPER_ANSWER_EFFORT, PAPER_JUDGE, PAPER_JUDGE_EFFORT, PAPER_TRIALS, RunConfig
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
-from agent.model.base import ChatResponse, ModelError, Usage, reply_notes
+from agent.model.base import ChatResponse, ModelError, Usage, record_message, reply_notes
 from agent.records import EEDRecord, JudgeRecord, Outcome, SampleRecord, ToolCallRecord, TurnUsage
 from agent.tracks.base import SampleContext
 
@@ -120,7 +120,7 @@ class SampleLog:
                 forced_submission=forced,
             )
         )
-        message = response.as_message()
+        message = record_message(response.as_message())
         if response.reasoning:
             message["reasoning"] = response.reasoning
         if response.finish_reason:
