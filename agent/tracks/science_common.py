@@ -129,6 +129,7 @@ class SampleLog:
         self.transcript.append(message)
         # Retries reach the progress display through the client's own on_retry callback.
         self.ctx.events.tokens_used(usage.total)
+        self.ctx.events.turn_finished(len(self.turns), self.total_tokens)
 
     def finish(
         self,
@@ -181,6 +182,7 @@ async def ask_model_once(log: SampleLog, prompt: str) -> str:
     """
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     log.transcript.extend(messages)
+    log.ctx.events.model_call_started(len(log.turns) + 1)
     try:
         response = await log.ctx.model.complete(
             messages, max_output_tokens=log.ctx.config.budget.max_output_tokens

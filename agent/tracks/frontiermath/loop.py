@@ -143,11 +143,13 @@ class Conversation:
             plan = self.budget.plan_request()
             if not plan.send:
                 return self._no_answer(plan.stop_reason or "token cap reached", rejected)
+            self.ctx.events.model_call_started(turn)
             try:
                 response = await self._complete(plan)
             except ModelError as exc:
                 return self._finish(Outcome.MODEL_ERROR, f"model error: {exc}")
             self._record_reply(response, turn, plan.force_submission)
+            self.ctx.events.turn_finished(turn, self.budget.used)
             if self.budget.exhausted:
                 # At the cap the conversation ends at once; this reply's tool calls are not run.
                 return self._no_answer(self.budget.stop_reason or "token cap reached", rejected)
