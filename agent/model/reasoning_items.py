@@ -99,6 +99,17 @@ def record_copy(item: Any) -> dict[str, Any]:
     return capped if isinstance(capped, dict) else {"value": capped}
 
 
+def _is_text_part(part: Any) -> bool:
+    return (
+        isinstance(part, dict) and isinstance(part.get("text"), str) and isinstance(part.get("type", ""), str)
+    )
+
+
+def _text_parts(parts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Summary or content parts with only the fields the API takes back (type, text)."""
+    return [{key: part[key] for key in ("type", "text") if key in part} for part in parts]
+
+
 def _replay_problem(item: dict[str, Any], stored: bool) -> str | None:
     """Why ``item`` cannot go back to the API as it is, or None."""
     item_id = item.get("id")
@@ -110,11 +121,11 @@ def _replay_problem(item: dict[str, Any], stored: bool) -> str | None:
     if not isinstance(summary, list):
         return f"its summary is {json_type(summary)}, not a list"
     for part in summary:
-        if not isinstance(part, dict) or not isinstance(part.get("text"), str):
+        if not _is_text_part(part):
             return "a summary part is not an object with a text string"
     content = item.get("content")
-    if content is not None and not (isinstance(content, list) and all(isinstance(p, dict) for p in content)):
-        return f"its content is {json_type(content)}, not a list of objects"
+    if content is not None and not (isinstance(content, list) and all(_is_text_part(p) for p in content)):
+        return "its content is not a list of objects with a text string"
     encrypted = item.get("encrypted_content")
     if encrypted is not None and not isinstance(encrypted, str):
         return f"its encrypted_content is {json_type(encrypted)}, not a string"
@@ -140,6 +151,10 @@ def reasoning_for_replay(item: Any, *, stored: bool) -> tuple[dict[str, Any] | N
     problem = _replay_problem(kept, stored)
     if problem is not None:
         return None, problem
+    # Extra fields in a part would make the API refuse the whole request: only these go.
+    kept["summary"] = _text_parts(kept["summary"])
+    if "content" in kept:
+        kept["content"] = _text_parts(kept["content"])
     size = len(json.dumps(kept))
     if size > MAX_REPLAY_ITEM_CHARS:
         return None, f"it is {size:,} JSON characters (more than {MAX_REPLAY_ITEM_CHARS:,})"
@@ -176,11 +191,14 @@ def layout_of(output: list[Any], *, stored: bool) -> ReplyLayout:
     return layout
 
 
-def replay_input(layout: Any, text: str, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def replay_input(
+    layout: Any, text: str, calls: list[dict[str, Any]], *, with_reasoning: bool = True
+) -> list[dict[str, Any]]:
     """One assistant turn's input items in the reply's original order.
 
     ``text`` is the turn's text and ``calls`` its function_call items in call order; the
-    reasoning items go back between them exactly where the reply had them.
+    reasoning items go back between them exactly where the reply had them (none when
+    ``with_reasoning`` is off).
     """
     items: list[dict[str, Any]] = []
     text_sent = not text
@@ -190,7 +208,8 @@ def replay_input(layout: Any, text: str, calls: list[dict[str, Any]]) -> list[di
             continue
         kind = entry.get("type")
         if kind == "reasoning":
-            items.append(entry)
+            if with_reasoning:
+                items.append(entry)
         elif kind == "message" and not text_sent:
             items.append({"role": "assistant", "content": text})
             text_sent = True

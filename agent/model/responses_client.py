@@ -34,8 +34,10 @@ from agent.model.reply_shapes import (
 )
 from agent.model.sdk_client import SdkClient
 
-# A 4xx naming the encrypted-reasoning include: the model or server does not offer it.
-_REFUSES_INCLUDE = re.compile(r"rejected the request \(HTTP 4\d\d\).*(encrypted|\binclude\b)", re.I | re.S)
+# A 4xx naming the include or the reasoning items: the model or server does not take them.
+_REFUSES_REASONING = re.compile(
+    r"rejected the request \(HTTP 4\d\d\).*(encrypted|\binclude\b|reasoning)", re.I | re.S
+)
 
 
 def _text_of(content: Any) -> str:
@@ -48,8 +50,8 @@ def _text_of(content: Any) -> str:
     return json.dumps(content, default=str)
 
 
-def messages_to_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Chat Completions messages -> Responses input items."""
+def messages_to_input(messages: list[dict[str, Any]], *, with_reasoning: bool = True) -> list[dict[str, Any]]:
+    """Chat Completions messages -> Responses input items (reasoning items where carried)."""
     items: list[dict[str, Any]] = []
     for message in messages:
         role = message.get("role")
@@ -73,7 +75,8 @@ def messages_to_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 for call in message.get("tool_calls") or ()
             ]
             # The reply's reasoning items go back where they were, between text and calls.
-            items.extend(replay_input(message.get(REPLAY_KEY), _text_of(message.get("content")), calls))
+            text = _text_of(message.get("content"))
+            items.extend(replay_input(message.get(REPLAY_KEY), text, calls, with_reasoning=with_reasoning))
             continue
         # system / developer / user: the Responses API takes these roles as plain messages.
         items.append({"role": role, "content": message.get("content") or ""})
@@ -116,8 +119,8 @@ class OpenAIResponsesClient(SdkClient):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # Ask for encrypted reasoning until the endpoint says it does not offer it.
-        self.ask_encrypted_reasoning = True
+        # Ask for and send back reasoning until the endpoint refuses either.
+        self.carry_reasoning = True
         # store: true in extra_body keeps responses server-side: items are then found by id.
         self.stored = self.cfg.extra_body.get("store") is True
 
@@ -137,16 +140,16 @@ class OpenAIResponsesClient(SdkClient):
         try:
             return await super().complete(messages, **kwargs)
         except ModelError as exc:
-            if not (self.ask_encrypted_reasoning and _REFUSES_INCLUDE.search(str(exc))):
+            if not (self.carry_reasoning and _REFUSES_REASONING.search(str(exc))):
                 raise
             refusal = str(exc)
-        # Not a reasoning model (OpenAI refuses the include for those), or a server without
-        # it: carry on without, once for this client, and say so on the reply.
-        self.ask_encrypted_reasoning = False
+        # Not a reasoning model (OpenAI refuses the include for those), a server without it,
+        # or items it will not take back: carry on without, for good, and say so.
+        self.carry_reasoning = False
         response = await super().complete(messages, **kwargs)
         response.deviations.append(
-            f"the endpoint refused include [{ENCRYPTED_REASONING}] ({refusal[:300]}); "
-            "sent without it from then on, so reasoning is not carried across turns"
+            f"the endpoint refused reasoning carried across turns ({refusal[:300]}); asked again "
+            f"without include [{ENCRYPTED_REASONING}] or reasoning items, and carries none from now on"
         )
         return response
 
@@ -159,7 +162,7 @@ class OpenAIResponsesClient(SdkClient):
     ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": api_model_name(self.cfg.name),
-            "input": messages_to_input(messages),
+            "input": messages_to_input(messages, with_reasoning=self.carry_reasoning),
             # Stateless: the whole history goes with each request, so nothing needs keeping
             # server-side, and eval transcripts should not be retained by the provider.
             "store": False,
@@ -180,7 +183,7 @@ class OpenAIResponsesClient(SdkClient):
             request["seed"] = self.cfg.seed
         request.update(self.cfg.extra_body)
         include = request.get("include")
-        wanted = self.ask_encrypted_reasoning and not self.stored
+        wanted = self.carry_reasoning and not self.stored
         if wanted and (include is None or isinstance(include, list)):
             include = list(include or [])
             if ENCRYPTED_REASONING not in include:

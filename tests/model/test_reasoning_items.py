@@ -181,7 +181,7 @@ def hostile_items() -> list[tuple[str, Any, str]]:
         ("summary not a list", reasoning("rs_s", summary="think"), "summary is a string"),
         ("summary part not an object", reasoning("rs_p", summary=["x"]), "summary part"),
         ("encrypted content not a string", reasoning("rs_e", {"k": 1}), "encrypted_content is a JSON object"),
-        ("content not a list", reasoning("rs_c", content="plain"), "content is a string"),
+        ("content not a list", reasoning("rs_c", content="plain"), "content is not a list"),
         ("no encrypted content", reasoning("rs_n", None), "no encrypted_content"),
         ("id of a megabyte", reasoning("r" * 1_000_000), "id is 1,000,000 characters"),
         ("huge encrypted content", reasoning("rs_h", "A" * (MAX_REPLAY_ITEM_CHARS + 1)), "JSON characters"),
@@ -235,7 +235,41 @@ async def test_an_endpoint_that_refuses_the_include_is_asked_again_without_it() 
         finally:
             await client.aclose()
     assert ["include" in r.json for r in server.requests] == [True, False, False]
-    assert any("refused include" in d for d in response.deviations)
+    assert any("refused reasoning carried" in d for d in response.deviations)
+    # Items a later reply returned are not sent either: without the include they cannot be.
+    assert not any(i.get("type") == "reasoning" for i in server.requests[2].json["input"])
+
+
+async def test_an_endpoint_that_refuses_its_items_back_is_asked_again_without_them() -> None:
+    first = Reply(tool_calls=[ToolCallSpec("python", "{}", id="c1")], encrypted_reasoning="enc-1")
+    refused = HttpError(400, "The encrypted content for item rs_1 could not be verified.")
+    with ScriptedServer([first, refused, Reply(content="fine"), Reply(content="again")]) as server:
+        client = client_for(server)
+        try:
+            response = await client.complete(QUESTION, tools=TOOLS)
+            history = [*QUESTION, response.as_message(), *tool_result(response)]
+            second = await client.complete(history, tools=TOOLS)
+            await client.complete([*history, second.as_message(), {"role": "user", "content": "more"}])
+        finally:
+            await client.aclose()
+    carried = [[i["id"] for i in r.json["input"] if i.get("type") == "reasoning"] for r in server.requests]
+    assert carried == [[], ["rs_1"], [], []] and second.content == "fine"
+    assert ["include" in r.json for r in server.requests] == [True, True, False, False]
+    assert any("refused reasoning carried" in d for d in second.deviations)
+
+
+async def test_only_the_fields_the_api_takes_back_are_sent() -> None:
+    summary = [{"type": "summary_text", "text": "t", "annotations": [{"deep": [[[]]]}]}]
+    item = reasoning("rs_f", "enc-f", summary=summary, status="completed", extra_field={"x": 1})
+    _, server = await two_turns(RawReply(responses_body([item, call("c_f")])))
+    (sent,) = [i for i in server.requests[1].json["input"] if i.get("type") == "reasoning"]
+    assert sent == {
+        "type": "reasoning",
+        "id": "rs_f",
+        "summary": [{"type": "summary_text", "text": "t"}],
+        "encrypted_content": "enc-f",
+        "status": "completed",
+    }
 
 
 async def test_any_other_bad_request_is_not_retried() -> None:
