@@ -69,6 +69,23 @@ PAPER_JUDGE = "openai/gpt-5"
 PAPER_JUDGE_EFFORT = "high"
 
 
+# The embedded local model (Gemma 3 270M under llama.cpp, 8,192-token context): defaults that
+# finish (docs/models.md, "The local model"). The cumulative cap stays under the context, so
+# no request can overflow it; a reply's useful part is tens of tokens for a tool call and a few
+# hundred for a one-shot answer, and a 270M model that loops fills whatever it is given.
+LOCAL_TOKEN_CAP = 8_000
+LOCAL_FORCE_SUBMIT_AT = 5_000
+LOCAL_MAX_OUTPUT_TOKENS = {"frontiermath": 256}
+LOCAL_MAX_OUTPUT_TOKENS_OTHER = 2_048
+# One llama.cpp server has one slot: queue requests here, where waiting is not a timeout.
+LOCAL_MAX_CONNECTIONS = 1
+
+
+def is_embedded_local(model: ModelConfig) -> bool:
+    """A model Proctor serves itself: ``local/NAME`` without a URL of the user's."""
+    return model.name.startswith("local/") and model.base_url is None
+
+
 def _with_default_effort(model: ModelConfig, effort: str) -> tuple[ModelConfig, bool]:
     """``model`` at ``effort`` when it names no effort itself. Not for ``local/`` models: the
     embedded llama.cpp models are not reasoning models and the paper's setting does not apply."""
@@ -133,4 +150,36 @@ class RunConfig(BaseModel):
             if changed:
                 applied.append(f"judge.reasoning_effort={PAPER_JUDGE_EFFORT}")
         self._defaults_applied = applied
+        return self
+
+    @model_validator(mode="after")
+    def _apply_local_model_defaults(self) -> RunConfig:
+        """Limits a 270M model with an 8k context finishes under, where the config states none.
+
+        Only when every model is the embedded local one: the budget is per run, and a frontier
+        model beside it keeps the protocol's 1,000,000 / 660,000. ``token_cap`` and
+        ``force_submit_at`` come as a pair (one stated keeps the protocol's other).
+        """
+        if not self.models or not all(is_embedded_local(m) for m in self.models):
+            return self
+        applied: list[str] = []
+        stated = self.budget.model_fields_set
+        updates: dict[str, int] = {}
+        if not stated & {"token_cap", "force_submit_at"}:
+            updates.update(token_cap=LOCAL_TOKEN_CAP, force_submit_at=LOCAL_FORCE_SUBMIT_AT)
+        if "max_output_tokens" not in stated:
+            updates["max_output_tokens"] = LOCAL_MAX_OUTPUT_TOKENS.get(
+                self.track, LOCAL_MAX_OUTPUT_TOKENS_OTHER
+            )
+        if updates:
+            self.budget = BudgetConfig(**{**self.budget.model_dump(include=stated), **updates})
+            applied += [f"budget.{name}={value} (local model)" for name, value in updates.items()]
+        models: list[ModelConfig] = []
+        for index, model in enumerate(self.models):
+            if "max_connections" not in model.model_fields_set:
+                model = model.model_copy(update={"max_connections": LOCAL_MAX_CONNECTIONS})
+                applied.append(f"models.{index}.max_connections={LOCAL_MAX_CONNECTIONS} (local model)")
+            models.append(model)
+        self.models = models
+        self._defaults_applied = [*self._defaults_applied, *applied]
         return self

@@ -627,7 +627,8 @@ class Runner:
             sandbox=sandbox,
             config=self.config,
             judge=judge,
-            events=self.progress,
+            # Its own view, so the display can show this sample's turns while it runs.
+            events=self.progress.for_sample(sample.label, str(sample.task.id), sample.trial),
         )
         started_at, started = utc_now(), time.monotonic()
         self.progress.sample_started()

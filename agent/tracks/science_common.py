@@ -19,7 +19,7 @@ from typing import Any
 from agent.capped_text import capped
 from agent.config import PAPER_ANSWER_EFFORT, PAPER_JUDGE, PAPER_JUDGE_EFFORT, PAPER_TRIALS, RunConfig
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
-from agent.model.base import ChatResponse, ModelError, Usage, reply_notes
+from agent.model.base import ChatResponse, ModelError, Usage, record_message, reply_notes
 from agent.records import (
     EEDRecord,
     JudgeRecord,
@@ -131,7 +131,7 @@ class SampleLog:
                 forced_submission=forced,
             )
         )
-        message = response.as_message()
+        message = record_message(response.as_message())
         if response.reasoning:
             message["reasoning"] = response.reasoning
         if response.finish_reason:
@@ -140,6 +140,7 @@ class SampleLog:
         self.transcript.append(message)
         # Retries reach the progress display through the client's own on_retry callback.
         self.ctx.events.tokens_used(usage.total)
+        self.ctx.events.turn_finished(len(self.turns), self.total_tokens)
 
     def finish(
         self,
@@ -198,6 +199,7 @@ async def ask_model_once(log: SampleLog, prompt: str) -> str:
     """
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     log.transcript.extend(messages)
+    log.ctx.events.model_call_started(len(log.turns) + 1)
     try:
         response = await log.ctx.model.complete(
             messages, max_output_tokens=log.ctx.config.budget.max_output_tokens
