@@ -29,8 +29,8 @@ from pydantic import BaseModel
 
 from agent.errors import UserError
 
-_RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
-_COUNT = re.compile(r"^\s*(\d+)\s*$")
+_RANGE = re.compile(r"^\s*([0-9]+)\s*-\s*([0-9]+)\s*$")
+_COUNT = re.compile(r"^\s*([0-9]+)\s*$")
 # A run.json keeps at most this many selected ids; the samples themselves name every task.
 MAX_RECORDED_IDS = 1_000
 _MISSING = object()

@@ -7,6 +7,7 @@ directory appears, and in-process every way to reach a model or a sandbox is boo
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -199,3 +200,18 @@ def test_dry_run_with_resume_counts_what_is_done_without_touching_the_run(tmp_pa
     assert f"resume       1 already done in {run_dir}; 13 to run" in done.stdout
     assert samples.read_bytes() == before  # the torn line is not repaired by a dry run
     assert sorted(p.name for p in run_dir.iterdir()) == ["samples.jsonl"]
+
+
+def test_the_plan_never_lets_a_task_file_drive_the_terminal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    hostile = "x\x1b]0;pwned\x07\x1b[2J\u202e"
+    tasks.write_text(json.dumps({"id": hostile, "question": "q", "answer": "1"}) + "\n")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(
+        app, ["run", "--track", "olympiad", "--tasks", str(tasks), "--model", "openai/m", "--dry-run"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\u202e" not in result.output
+    assert "x\\x1b]0;pwned\\x07\\x1b[2J\\u202e" in result.output

@@ -60,7 +60,28 @@ def test_limit_is_a_count_or_a_one_based_inclusive_range(limit: int | str, expec
     assert pick(TEN, limit=normalise_limit(limit)) == expected
 
 
-@pytest.mark.parametrize("bad", [0, -1, "0", "0-3", "5-2", "3-", "-3", "1-2-3", "1.5", "ten", "", True, 2.0])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        0,
+        -1,
+        "0",
+        "0-3",
+        "5-2",
+        "3-",
+        "-3",
+        "1-2-3",
+        "1.5",
+        "ten",
+        "",
+        True,
+        2.0,
+        "\u0663",
+        "1-\u0663",
+        "1e3",
+        "0x10",
+    ],
+)
 def test_limits_that_mean_nothing_are_refused(bad: Any) -> None:
     with pytest.raises(ValueError, match="expected N or A-B"):
         normalise_limit(bad)
