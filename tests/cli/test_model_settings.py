@@ -175,3 +175,31 @@ def test_quickstart_with_a_real_model_does_not_inherit_the_local_servers_setting
     (model,) = config.models
     assert model.name == "openai/real"
     assert (model.max_connections, model.max_retries, model.request_timeout_s) == (8, 6, 600.0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["-M", "temperature=hot"], "-M temperature=hot: temperature: "),
+        (["-M", "seeed=1"], "-M seeed=1: unknown model setting 'seeed'"),
+        (["--reasoning-effort", "extreme"], "--reasoning-effort: 'extreme' is not a reasoning effort"),
+        (["--limit", "0"], "field 'limit_tasks': expected N or A-B"),
+        (["--limit", "5-2"], "field 'limit_tasks': expected N or A-B"),
+        (["--filter", "nofield=1"], "field 'task_filter': no task has a field 'nofield'"),
+        (["--task-id", ""], "--task-id '': an empty pattern selects nothing"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(
+    argv: list[str], needle: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent.cli import main
+
+    base = ["proctor", "run", "--tasks", str(TASKS), "--model", "openai/m", "--dry-run"]
+    monkeypatch.setattr("sys.argv", [*base, *argv])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("proctor: error: ") and needle in lines[0], captured.err
+    assert captured.out == ""
