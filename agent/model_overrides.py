@@ -11,7 +11,8 @@
 
 ``--judge NAME`` merges into the file's ``judge`` the same way. ``-M KEY=VALUE`` (repeatable)
 then sets a setting on every answering model, typed and validated like the config field it
-names (``-M temperature=0.6 -M seed=7 -M base_url=http://127.0.0.1:8000/v1``).
+names (``-M temperature=0.6 -M seed=7 -M base_url=http://127.0.0.1:8000/v1``);
+``--judge-setting KEY=VALUE`` does the same for the judge.
 """
 
 from __future__ import annotations
@@ -107,7 +108,7 @@ def _first_problem(error: ValidationError) -> str:
     return str(problem.get("msg", "invalid")).removeprefix("Value error, ")
 
 
-def parse_model_settings(items: list[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+def parse_model_settings(items: list[str], flag: str = "-M") -> tuple[dict[str, Any], dict[str, Any]]:
     """``-M KEY=VALUE`` items -> (model fields, budget fields), typed; one-line UserError naming
     the item otherwise."""
     model_fields: dict[str, Any] = {}
@@ -117,39 +118,53 @@ def parse_model_settings(items: list[str]) -> tuple[dict[str, Any], dict[str, An
         raw_key, sep, value = item.partition("=")
         key = _key(raw_key)
         if not sep or not key:
-            raise UserError(f"-M {item}: expected KEY=VALUE (keys: {KNOWN_KEYS})")
+            raise UserError(f"{flag} {item}: expected KEY=VALUE (keys: {KNOWN_KEYS})")
         if key not in MODEL_SETTINGS and key not in BUDGET_SETTINGS:
-            raise UserError(f"-M {item}: unknown model setting {raw_key.strip()!r} (keys: {KNOWN_KEYS})")
+            raise UserError(f"{flag} {item}: unknown model setting {raw_key.strip()!r} (keys: {KNOWN_KEYS})")
         target = MODEL_SETTINGS.get(key) or BUDGET_SETTINGS[key]
         if target in seen:
-            raise UserError(f"-M {item}: {target} is already set by -M {seen[target]}")
+            raise UserError(f"{flag} {item}: {target} is already set by {flag} {seen[target]}")
         seen[target] = item
         if key in MODEL_SETTINGS:
-            model_fields[target] = _typed_model_value(item, target, value)
+            model_fields[target] = _typed_model_value(f"{flag} {item}", target, value)
         else:
-            budget_fields[target] = _typed_budget_value(item, target, value)
+            budget_fields[target] = _typed_budget_value(f"{flag} {item}", target, value)
     return model_fields, budget_fields
 
 
-def _typed_model_value(item: str, field: str, value: str) -> Any:
+def _typed_model_value(where: str, field: str, value: str) -> Any:
     if field == "base_url":
         parsed = urlparse(value)
         if parsed.scheme not in {"http", "https"} or not parsed.hostname:
-            raise UserError(f"-M {item}: base_url must be an http(s) URL such as http://127.0.0.1:8000/v1")
+            raise UserError(f"{where}: base_url must be an http(s) URL such as http://127.0.0.1:8000/v1")
     if field == "api_key_env" and not _ENV_NAME.match(value):
         raise UserError(
-            f"-M {item}: api_key_env names an environment variable (letters, digits, _), not the key itself"
+            f"{where}: api_key_env names an environment variable (letters, digits, _), not the key itself"
         )
     try:
         checked = ModelConfig.model_validate({"name": "openai/settings-check", field: value})
     except ValidationError as exc:
-        raise UserError(f"-M {item}: {field}: {_first_problem(exc)}") from None
+        raise UserError(f"{where}: {field}: {_first_problem(exc)}") from None
     return getattr(checked, field)
 
 
-def _typed_budget_value(item: str, field: str, value: str) -> Any:
+def _typed_budget_value(where: str, field: str, value: str) -> Any:
     try:
         checked = BudgetConfig.model_validate({field: value})
     except ValidationError as exc:
-        raise UserError(f"-M {item}: {field}: {_first_problem(exc)}") from None
+        raise UserError(f"{where}: {field}: {_first_problem(exc)}") from None
     return getattr(checked, field)
+
+
+def apply_judge_settings(judge: Any, items: list[str]) -> dict[str, Any]:
+    """``--judge-setting KEY=VALUE`` items laid over the judge entry (same keys as ``-M``,
+    except the run-wide ``max_tokens``)."""
+    if not isinstance(judge, dict):
+        raise UserError(f"--judge-setting {items[0]}: this run has no judge entry to set (give --judge NAME)")
+    model_fields, budget_fields = parse_model_settings(items, "--judge-setting")
+    if budget_fields:
+        raise UserError(
+            f"--judge-setting: {', '.join(budget_fields)} is the run's budget, not the judge's; "
+            "give it with -M"
+        )
+    return {**judge, **model_fields}

@@ -20,7 +20,7 @@ from agent.config import RunConfig
 from agent.errors import UserError
 from agent.input_files import MAX_CONFIG_BYTES, check_data, read_text_input, too_deep, unreadable_value
 from agent.model.efforts import check_reasoning_effort
-from agent.model_overrides import merge_judge, merge_models, parse_model_settings
+from agent.model_overrides import apply_judge_settings, merge_judge, merge_models, parse_model_settings
 from agent.tracks.frontiermath.profiles import DEFAULT_PROTOCOL, PROFILES, unknown_protocol_message
 from agent.tracks.frontiermath.prompt import load_template
 
@@ -59,6 +59,7 @@ class RunFlags:
     task_ids: list[str] = field(default_factory=list)
     filters: list[str] = field(default_factory=list)
     model_settings: list[str] = field(default_factory=list)
+    judge_settings: list[str] = field(default_factory=list)
 
 
 def format_validation_error(source: str, error: ValidationError) -> str:
@@ -172,6 +173,8 @@ def merge_flags(data: dict[str, Any], flags: RunFlags, source: str = "command li
         model_fields = {"reasoning_effort": check_effort_flag(flags.reasoning_effort), **model_fields}
     if model_fields and isinstance(merged.get("models"), list):
         merged["models"] = [{**m, **model_fields} if isinstance(m, dict) else m for m in merged["models"]]
+    if flags.judge_settings:
+        merged["judge"] = apply_judge_settings(merged.get("judge"), flags.judge_settings)
     if flags.token_cap is not None or flags.force_submit_at is not None or budget_fields:
         budget = dict(merged.get("budget") or {})
         budget.update(budget_fields)

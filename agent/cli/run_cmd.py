@@ -171,6 +171,14 @@ def run_command(
             "base_url, api_key_env, max_tokens, ... (docs/runs.md); repeatable.",
         ),
     ] = None,
+    judge_setting: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--judge-setting",
+            metavar="KEY=VALUE",
+            help="Set a setting of the judge (the keys of -M but max_tokens); repeatable.",
+        ),
+    ] = None,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -227,6 +235,7 @@ def run_command(
         task_ids=split_task_ids(task_id or []),
         filters=list(task_filter or []),
         model_settings=list(model_setting or []),
+        judge_settings=list(judge_setting or []),
     )
     base = _resume_base(flags) if config_file is None else None
     source = str(flags.out / RUN_HEADER) if base is not None and flags.out is not None else None

@@ -203,3 +203,25 @@ def test_bad_flags_exit_2_with_one_line(
     lines = captured.err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("proctor: error: ") and needle in lines[0], captured.err
     assert captured.out == ""
+
+
+def test_judge_settings_reach_only_the_judge(tmp_path: Path) -> None:
+    flags = RunFlags(
+        judge_settings=["base_url=http://127.0.0.1:9100/v1", "api_key_env=JUDGE_2", "reasoning_effort=low"],
+        model_settings=["temperature=0.3"],
+    )
+    config = load_run_config(config_file(tmp_path, ONE_MODEL), flags)
+    assert config.judge is not None
+    assert (config.judge.base_url, config.judge.api_key_env, config.judge.reasoning_effort) == (
+        "http://127.0.0.1:9100/v1",
+        "JUDGE_2",
+        "low",
+    )
+    assert config.judge.temperature is None and config.models[0].temperature == 0.3
+    assert config.models[0].base_url == "http://127.0.0.1:8000/v1"
+    with pytest.raises(UserError, match="max_output_tokens is the run's budget, not the judge's"):
+        load_run_config(config_file(tmp_path, ONE_MODEL), RunFlags(judge_settings=["max_tokens=5"]))
+    with pytest.raises(UserError, match=r"--judge-setting seed=1: this run has no judge entry"):
+        load_run_config(None, RunFlags(tasks=TASKS, models=["openai/m"], judge_settings=["seed=1"]))
+    with pytest.raises(UserError, match="--judge-setting top_p=2: top_p: "):
+        load_run_config(config_file(tmp_path, ONE_MODEL), RunFlags(judge_settings=["top_p=2"]))
