@@ -8,16 +8,20 @@ only named. ``--resume`` reads the run directory's samples (read-only) to count 
 
 from __future__ import annotations
 
+import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from agent.cli.terminal_text import escape_for_terminal
 from agent.config import ModelConfig, RunConfig
 from agent.model.endpoint import DEFAULT_BASE_URL, is_local_model
+from agent.progress import RunProgress
 from agent.records import RERUN_ON_RESUME
-from agent.runner import default_run_dir, model_labels, plan_samples, select_tasks
+from agent.runner import Runner, _base_header, default_run_dir, model_labels, plan_samples, select_tasks
 from agent.selection import describe_selection
 from agent.store import RunStore, sample_key
 from agent.tracks.registry import make_track
@@ -113,6 +117,14 @@ def _already_done(run_dir: Path, planned_keys: set[tuple[str, str, int]]) -> int
     )
 
 
+def _check_run_dir(config: RunConfig, run_dir: Path, labels: list[str], task_count: int) -> None:
+    """Refuse what the run would refuse (a directory holding another run, a resume whose config
+    changed what a score means), with the runner's own check: it only reads."""
+    header = _base_header(config, "dry-run", labels, task_count)
+    runner = Runner(config, progress=RunProgress(Console(file=io.StringIO())), handle_signals=False)
+    runner._prepare_store(run_dir, header)
+
+
 def build_plan(config: RunConfig) -> list[tuple[str, str]]:
     """(label, text) rows describing what the run would do."""
     track = make_track(config.track, config.track_options)
@@ -145,6 +157,7 @@ def build_plan(config: RunConfig) -> list[tuple[str, str]]:
         ("samples", f"{len(planned):,} = {len(labels)} model(s) x {len(tasks)} task(s) x {config.trials}")
     )
     run_dir = config.out or default_run_dir(config)
+    _check_run_dir(config, run_dir, labels, len(tasks))
     if config.resume and config.out is not None:
         done = _already_done(config.out, {p.key for p in planned})
         rows.append(("resume", f"{done:,} already done in {config.out}; {len(planned) - done:,} to run"))

@@ -177,6 +177,12 @@ def test_dry_run_with_resume_counts_what_is_done_without_touching_the_run(tmp_pa
             ("comb-subset-sums-7", Outcome.MODEL_ERROR),
         )
     ]
+    from agent.run_config_loader import RunFlags, load_run_config
+    from agent.runner import _base_header, model_labels
+
+    recorded = load_run_config(None, RunFlags(tasks=FM_TASKS, models=["openai/m"], out=run_dir))
+    header = _base_header(recorded, "r", model_labels(recorded.models), 14)
+    (run_dir / "run.json").write_text(json.dumps(header))
     samples = run_dir / "samples.jsonl"
     samples.write_text("".join(r.model_dump_json() + "\n" for r in records) + '{"torn')
     before = samples.read_bytes()
@@ -199,7 +205,7 @@ def test_dry_run_with_resume_counts_what_is_done_without_touching_the_run(tmp_pa
     # The model_error sample runs again on resume, so only one is done.
     assert f"resume       1 already done in {run_dir}; 13 to run" in done.stdout
     assert samples.read_bytes() == before  # the torn line is not repaired by a dry run
-    assert sorted(p.name for p in run_dir.iterdir()) == ["samples.jsonl"]
+    assert sorted(p.name for p in run_dir.iterdir()) == ["run.json", "samples.jsonl"]
 
 
 def test_the_plan_never_lets_a_task_file_drive_the_terminal(
@@ -215,3 +221,38 @@ def test_the_plan_never_lets_a_task_file_drive_the_terminal(
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.output and "\u202e" not in result.output
     assert "x\\x1b]0;pwned\\x07\\x1b[2J\\u202e" in result.output
+
+
+def _main_error(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> str:
+    from agent.cli import main
+
+    monkeypatch.setattr("sys.argv", ["proctor", *argv])
+    with pytest.raises(SystemExit) as exited:
+        main()
+    assert exited.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_dry_run_refuses_what_the_run_would_refuse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agent.run_config_loader import RunFlags, load_run_config
+    from agent.runner import _base_header, model_labels
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "samples.jsonl").write_text('{"task_id": "x"}\n')
+    base = ["run", "--tasks", str(FM_TASKS), "--model", "openai/m", "--out", str(run_dir), "--dry-run"]
+    assert "already holds a run; pass --resume" in _main_error(base, monkeypatch, capsys)
+    # A resume whose budget differs from the recorded run's is refused, as the run would be.
+    recorded = load_run_config(None, RunFlags(tasks=FM_TASKS, models=["openai/m"], out=run_dir))
+    header = _base_header(recorded, "r", model_labels(recorded.models), 14)
+    (run_dir / "run.json").write_text(json.dumps(header))
+    before = sorted((p.name, p.read_bytes()) for p in run_dir.iterdir())
+    line = _main_error(
+        [*base, "--resume", "--token-cap", "9000", "--force-submit-at", "8000"], monkeypatch, capsys
+    )
+    assert "cannot resume this run with a different config: budget was" in line
+    assert sorted((p.name, p.read_bytes()) for p in run_dir.iterdir()) == before
