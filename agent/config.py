@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from agent.model.efforts import check_reasoning_effort
+from agent.selection import normalise_limit
 
 
 class ModelConfig(BaseModel):
@@ -16,8 +19,10 @@ class ModelConfig(BaseModel):
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     api: Literal["chat", "responses"] = "chat"
+    # One of the API's values (agent/model/efforts.py); None sends none.
     reasoning_effort: str | None = None
-    temperature: float | None = None
+    # The range OpenAI's API accepts.
+    temperature: float | None = Field(default=None, ge=0, le=2)
     # Nucleus sampling and a sampling seed; sent only when set, so a provider's own
     # defaults apply otherwise (reasoning models may refuse either).
     top_p: float | None = Field(default=None, gt=0, le=1)
@@ -29,6 +34,11 @@ class ModelConfig(BaseModel):
     # USD per million tokens, for cost columns in reports; optional.
     input_price_per_mtok: float | None = None
     output_price_per_mtok: float | None = None
+
+    @field_validator("reasoning_effort")
+    @classmethod
+    def _known_effort(cls, value: str | None) -> str | None:
+        return None if value is None else check_reasoning_effort(value)
 
 
 class BudgetConfig(BaseModel):
@@ -114,12 +124,29 @@ class RunConfig(BaseModel):
     # Track-specific switches, e.g. {"python_tool": true} for olympiad or
     # {"reject_invalid_submissions": true} for frontiermath.
     track_options: dict[str, Any] = Field(default_factory=dict)
-    # Task selection, applied after loading: only tasks whose ``metadata`` holds every
-    # key/value here (quickstart uses {"quickstart": true}), then the first ``limit_tasks``.
+    # Task selection, applied after loading and before any model call (agent/selection.py):
+    # tasks whose fields hold every dotted-path key/value here (a bare key is read in
+    # ``metadata``: quickstart uses {"quickstart": true}), then those whose id matches one of
+    # the ``task_ids`` globs, then the first N (``limit_tasks: N``) or the A-th to B-th
+    # (``"A-B"``, 1-based, inclusive).
     task_filter: dict[str, Any] = Field(default_factory=dict)
-    limit_tasks: int | None = Field(default=None, ge=1)
+    task_ids: list[str] = Field(default_factory=list)
+    limit_tasks: int | str | None = None
     # Which of the paper's defaults filled a field the config left unset, for run.json.
     _defaults_applied: list[str] = PrivateAttr(default_factory=list)
+
+    @field_validator("limit_tasks", mode="before")
+    @classmethod
+    def _limit(cls, value: Any) -> int | str | None:
+        return normalise_limit(value)
+
+    @field_validator("task_ids")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern.strip():
+                raise ValueError("an empty task id pattern selects nothing")
+        return value
 
     @property
     def defaults_applied(self) -> list[str]:

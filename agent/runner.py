@@ -9,6 +9,7 @@ and ``--resume`` runs exactly those again.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import datetime as dt
 import hashlib
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent import selection
 from agent.config import ModelConfig, RunConfig
 from agent.encodable import safe_text
 from agent.errors import UserError
@@ -73,24 +75,18 @@ def default_run_dir(config: RunConfig, *, now: dt.datetime | None = None) -> Pat
 
 
 def select_tasks(tasks: list[Any], config: RunConfig) -> list[Any]:
-    """Apply ``task_filter`` (metadata key/values) and ``limit_tasks``, keeping file order."""
-    ids = [str(task.id) for task in tasks]
-    duplicated = sorted({i for i in ids if ids.count(i) > 1})
+    """Apply the selection (agent/selection.py: filter, task ids, limit), keeping file order."""
+    counts = collections.Counter(str(task.id) for task in tasks)
+    duplicated = sorted(task_id for task_id, count in counts.items() if count > 1)
     if duplicated:
         raise UserError(f"{config.tasks}: task ids must be unique; repeated: {', '.join(duplicated[:5])}")
-    selected = tasks
-    if config.task_filter:
-
-        def matches(task: Any) -> bool:
-            metadata = getattr(task, "metadata", None) or {}
-            return all(metadata.get(key) == value for key, value in config.task_filter.items())
-
-        selected = [task for task in tasks if matches(task)]
-    if config.limit_tasks is not None:
-        selected = selected[: config.limit_tasks]
-    if not selected:
-        raise UserError(f"{config.tasks}: no task left after task_filter {config.task_filter!r}")
-    return selected
+    return selection.select(
+        tasks,
+        task_filter=config.task_filter,
+        task_ids=config.task_ids,
+        limit=config.limit_tasks,
+        source=str(config.tasks),
+    )
 
 
 def _version(distribution: str) -> str | None:
@@ -350,7 +346,8 @@ class Runner:
     async def run(self) -> RunResult:
         config = self.config
         track = make_track(config.track, config.track_options)
-        tasks = select_tasks(track.load_tasks(config.tasks), config)
+        loaded_tasks = track.load_tasks(config.tasks)
+        tasks = select_tasks(loaded_tasks, config)
         labelled = list(zip(model_labels(config.models), config.models, strict=True))
         labels = [label for label, _ in labelled]
         run_dir = config.out or default_run_dir(config)
@@ -358,6 +355,13 @@ class Runner:
         header = _base_header(config, run_id, labels, len(tasks))
         header["track_settings"] = track.effective_settings(config)
         header["defaults_applied"] = config.defaults_applied
+        header["selection"] = selection.selection_record(
+            len(loaded_tasks),
+            tasks,
+            task_filter=config.task_filter,
+            task_ids=config.task_ids,
+            limit=config.limit_tasks,
+        )
         if self.config_file is not None:
             header["config_file"] = str(self.config_file)
         store, header = self._prepare_store(run_dir, header)
@@ -379,6 +383,10 @@ class Runner:
             "planned_samples": len(planned),
             "already_done": len(already),
             "torn_bytes_removed": loaded.torn_bytes,
+            # A resumed run may select other tasks; the summary covers this session's selection.
+            "selection": selection.describe_selection(
+                config.task_filter, config.task_ids, config.limit_tasks
+            ),
         }
         header["sessions"].append(session)
         header.update(

@@ -14,8 +14,10 @@ from agent.cli.app import app
 from agent.config import RunConfig
 from agent.error_policy import DEFAULT_ERROR_POLICY, ErrorPolicy
 from agent.errors import UserError
+from agent.model.efforts import REASONING_EFFORTS
 from agent.progress import RunProgress, print_final
-from agent.run_config_loader import RunFlags, load_run_config, read_config_file
+from agent.run_config_loader import RunFlags, load_run_config, read_config_file, split_task_ids
+from agent.run_plan import build_plan, render_plan
 from agent.runner import RunResult, execute_run
 from agent.store import RUN_HEADER, SAMPLES, read_json
 from sandbox import SandboxError
@@ -124,12 +126,67 @@ def run_command(
     ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out.")] = False,
     backend: Annotated[str | None, typer.Option(help="Sandbox backend: auto, docker or local.")] = None,
-    reasoning_effort: Annotated[str | None, typer.Option(help="Reasoning effort for every model.")] = None,
+    reasoning_effort: Annotated[
+        str | None,
+        typer.Option(
+            metavar="EFFORT", help=f"Reasoning effort for every model: {', '.join(REASONING_EFFORTS)}."
+        ),
+    ] = None,
     token_cap: Annotated[int | None, typer.Option(help="Token cap per sample (default 1,000,000).")] = None,
     force_submit_at: Annotated[
         int | None, typer.Option(help="Force submit_answer from this many tokens (default 660,000).")
     ] = None,
-    limit_tasks: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = None,
+    limit_tasks: Annotated[
+        str | None,
+        typer.Option(
+            "--limit",
+            "--limit-tasks",
+            metavar="N|A-B",
+            help="Run only the first N selected tasks, or the A-th to B-th (1-based, inclusive).",
+        ),
+    ] = None,
+    task_id: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--task-id",
+            metavar="ID",
+            help="Run only tasks whose id matches (glob: * ? [..]); repeatable or comma-separated.",
+        ),
+    ] = None,
+    task_filter: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            metavar="FIELD=VALUE",
+            help="Run only tasks whose field holds VALUE (subject=physics, metadata.level=3); repeatable.",
+        ),
+    ] = None,
+    model_setting: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-M",
+            "--model-setting",
+            metavar="KEY=VALUE",
+            help="Set a model setting on every --model: temperature, top_p, seed, reasoning_effort, "
+            "base_url, api_key_env, max_tokens, ... (docs/runs.md); repeatable.",
+        ),
+    ] = None,
+    judge_setting: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--judge-setting",
+            metavar="KEY=VALUE",
+            help="Set a setting of the judge (the keys of -M but max_tokens); repeatable.",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the plan (samples, models, judge, backend, budget, maximum tokens) "
+            "and exit: nothing is sent, run or written.",
+        ),
+    ] = False,
     audit: Annotated[
         str | None,
         typer.Option(help="Audit the sandbox first (quick or full); refuse to start if anything is broken."),
@@ -175,12 +232,19 @@ def run_command(
         force_submit_at=force_submit_at,
         limit_tasks=limit_tasks,
         protocol=protocol,
+        task_ids=split_task_ids(task_id or []),
+        filters=list(task_filter or []),
+        model_settings=list(model_setting or []),
+        judge_settings=list(judge_setting or []),
     )
     base = _resume_base(flags) if config_file is None else None
     source = str(flags.out / RUN_HEADER) if base is not None and flags.out is not None else None
     config = load_run_config(config_file, flags, base=base, source=source)
     if config.resume and config.out is None:
         raise UserError("--resume: give --out DIR, the run directory to continue")
+    if dry_run:
+        print(render_plan(build_plan(config)))
+        return
     run_and_report(config, config_file=config_file, audit=audit, error_policy=error_policy)
 
 
@@ -193,6 +257,9 @@ def quickstart_config(model: str | None, out: Path | None, backend: str | None) 
         if provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
             raise UserError(f"--model {model}: set OPENAI_API_KEY (and OPENAI_BASE_URL for other endpoints)")
         flags.models = [model]
+        # The shipped entry is tuned for the local server (1 connection, 1 retry); a model named
+        # here replaces it instead of inheriting those settings.
+        data.pop("models", None)
         if provider != "local":
             # A frontier model gets the benchmark's own limits, not the tiny local-model ones,
             # and runs the three tasks at once (the local server has a single slot).
