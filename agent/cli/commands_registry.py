@@ -6,6 +6,7 @@ from agent.cli import (  # noqa: F401
     bench_loop_cmd,
     bench_submission_cmd,
     image_cmd,
+    rescore_cmd,
     run_cmd,
     sandbox_cmd,
     score_cmd,
