@@ -7,6 +7,7 @@ answer differently, and count the requests every server receives.
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import re
@@ -20,7 +21,7 @@ from rich.console import Console
 
 from agent.config import ModelConfig, RunConfig
 from agent.progress import RunProgress
-from agent.rescore.engine import RescoreResult, Rescorer
+from agent.rescore.engine import Rescorer, RescoreResult
 from agent.rescore.settings import RescoreFlags, rescore_config
 from agent.rescore.stored_run import load_stored_run
 from agent.runner import execute_run
@@ -91,8 +92,6 @@ def research_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[St
         )
         # The judge's endpoint comes from the environment, as most users set it.
         monkeypatch.setenv("OPENAI_BASE_URL", judge_server.base_url)
-        import asyncio
-
         result = asyncio.run(execute_run(config, progress=quiet_progress(), handle_signals=False))
         monkeypatch.delenv("OPENAI_BASE_URL")
         assert result.status == "finished"
