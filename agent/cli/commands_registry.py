@@ -5,6 +5,7 @@ from agent.cli import (  # noqa: F401
     bench_eed_cmd,
     bench_loop_cmd,
     bench_submission_cmd,
+    export_cmd,
     image_cmd,
     rescore_cmd,
     run_cmd,
