@@ -276,7 +276,7 @@ def eval_log(
     created = _text(header.get("created_at")) or (records[0].started_at if records else "")
     spec = EvalSpec(
         run_id=run_id,
-        eval_id=f"{run_id}-{label}",
+        eval_id=_slug(f"{run_id}-{label}"),
         created=created,
         task=f"proctor/{track}",
         task_id=run_id,
