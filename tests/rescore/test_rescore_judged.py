@@ -128,3 +128,38 @@ async def test_a_judge_for_an_unjudged_track_is_refused(
     with pytest.raises(UserError, match="field 'track'"):
         header_path.write_text(text.replace('"track": "research"', '"track": "echo"', 1))
         await rescore(research_run.directory, tmp_path / "x")
+
+
+async def test_samples_without_an_answer_are_carried_over_and_not_sent_to_the_judge(
+    research_run: StoredResearchRun, tmp_path: Path
+) -> None:
+    samples = research_run.directory / "samples.jsonl"
+    lines = read_lines(samples)
+    # As a run records it when the model endpoint failed for good: no reply in the transcript.
+    lines[0].update(outcome="model_error", error="model failed: 401", transcript=lines[0]["transcript"][:1])
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with ScriptedServer(fixed_points_judge(9)) as judge:
+        first = await rescore(
+            research_run.directory, tmp_path / "again", judge="openai/j", judge_base_url=judge.base_url
+        )
+        assert judge.call_count == 5
+        # Resuming a finished re-score writes nothing again: the carried-over sample is done too.
+        await rescore(
+            research_run.directory,
+            tmp_path / "again",
+            resume=True,
+            judge="openai/j",
+            judge_base_url=judge.base_url,
+        )
+        assert judge.call_count == 5
+    records = read_lines(tmp_path / "again" / "samples.jsonl")
+    assert len(records) == 6 and first.rescored_now == 5
+    carried = (
+        records[0]
+        if records[0]["outcome"] == "model_error"
+        else next(r for r in records if r["outcome"] == "model_error")
+    )
+    assert carried["rescore"]["rescored"] is False and carried["rescore"]["reason"].startswith("model_error")
+    assert carried["error"] == "model failed: 401" and carried["judge"] == lines[0]["judge"]
+    header = json.loads((tmp_path / "again" / "run.json").read_text())
+    assert header["rescore"]["carried_over"] == 1 and header["rescore"]["rescored"] == 5

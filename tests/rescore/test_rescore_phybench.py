@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from agent.config import ModelConfig, RunConfig
+from agent.errors import UserError
 from agent.runner import execute_run
 from tests.rescore.conftest import quiet_progress, read_lines, rescore
 from tests.support.scripted_server import Reply, ScriptedServer
@@ -49,6 +50,8 @@ async def test_eed_is_recomputed_against_the_corrected_reference(
         )
         result = await rescore(tmp_path / "run", tmp_path / "again", config_file=settings)
         assert server.call_count == calls
+        with pytest.raises(UserError, match="the phybench track has no judge"):
+            await rescore(tmp_path / "run", tmp_path / "judged", judge="openai/j")
 
     (after,) = read_lines(tmp_path / "again" / "samples.jsonl")
     assert after["outcome"] == "correct" and after["eed"]["score"] == 100.0
