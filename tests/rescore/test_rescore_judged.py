@@ -154,11 +154,9 @@ async def test_samples_without_an_answer_are_carried_over_and_not_sent_to_the_ju
         assert judge.call_count == 5
     records = read_lines(tmp_path / "again" / "samples.jsonl")
     assert len(records) == 6 and first.rescored_now == 5
-    carried = (
-        records[0]
-        if records[0]["outcome"] == "model_error"
-        else next(r for r in records if r["outcome"] == "model_error")
-    )
+    key = (lines[0]["task_id"], lines[0]["trial"])
+    (carried,) = [r for r in records if (r["task_id"], r["trial"]) == key]
+    assert carried["outcome"] == "model_error"
     assert carried["rescore"]["rescored"] is False and carried["rescore"]["reason"].startswith("model_error")
     assert carried["error"] == "model failed: 401" and carried["judge"] == lines[0]["judge"]
     header = json.loads((tmp_path / "again" / "run.json").read_text())
