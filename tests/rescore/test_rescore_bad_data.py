@@ -117,6 +117,7 @@ async def test_a_line_that_is_not_a_record_is_named(
         (lambda h: h.update(models="everyone"), "field 'models'"),
         (lambda h: h.update(config=[1]), "field 'config'"),
     ],
+    ids=["judge retries", "config track", "unknown config field", "empty run id", "models", "config list"],
 )
 async def test_an_edited_header_is_named(
     research_run: StoredResearchRun, tmp_path: Path, edit: Callable[[dict[str, Any]], None], expected: str
