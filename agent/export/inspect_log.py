@@ -15,8 +15,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.config import RunConfig
 from agent.errors import UserError
 from agent.records import ERROR_OUTCOMES, SampleRecord
+from agent.rescore.stored_run import validate_config
 from agent.store import RUN_HEADER, SUMMARY, read_json, records_from
 
 if TYPE_CHECKING:
@@ -215,17 +217,15 @@ def eval_sample(record: SampleRecord, target: str) -> EvalSample:
     )
 
 
-def task_targets(header: Mapping[str, Any]) -> dict[str, str]:
+def task_targets(config: RunConfig) -> dict[str, str]:
     """Task id -> the reference each sample was graded against, when the tasks file still loads."""
     from agent.tracks.registry import make_track
 
-    config = _mapping(header.get("config"))
-    path = config.get("tasks")
-    if not isinstance(path, str) or not Path(path).is_file():
+    if not config.tasks.is_file():
         return {}
     try:
-        track = make_track(str(header.get("track")), config.get("track_options") or {})
-        tasks = track.load_tasks(Path(path))
+        track = make_track(config.track, config.track_options)
+        tasks = track.load_tasks(config.tasks)
     except (UserError, ValueError, TypeError, OSError):
         return {}
     targets: dict[str, str] = {}
@@ -249,7 +249,11 @@ def _metrics(group: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def eval_log(
-    header: Mapping[str, Any], label: str, records: list[SampleRecord], summary: Mapping[str, Any]
+    header: Mapping[str, Any],
+    config: RunConfig,
+    label: str,
+    records: list[SampleRecord],
+    summary: Mapping[str, Any],
 ) -> EvalLog:
     from inspect_ai.log import (
         EvalConfig,
@@ -264,10 +268,8 @@ def eval_log(
     )
     from inspect_ai.model import ModelConfig, ModelUsage
 
-    config = _mapping(header.get("config"))
     tasks_file = _mapping(header.get("tasks_file"))
-    judge = _mapping(config.get("judge"))
-    targets = task_targets(header)
+    targets = task_targets(config)
     samples = [eval_sample(r, targets.get(r.task_id, "")) for r in records]
     run_id = _text(header.get("run_id"))
     track = _text(header.get("track"))
@@ -286,10 +288,8 @@ def eval_log(
             samples=len({r.task_id for r in records}),
         ),
         model=label,
-        model_roles={"grader": ModelConfig(model=_text(judge.get("name")))}
-        if judge and judge.get("name")
-        else None,
-        config=EvalConfig(epochs=int(config.get("trials") or 1)),
+        model_roles={"grader": ModelConfig(model=config.judge.name)} if config.judge is not None else None,
+        config=EvalConfig(epochs=config.trials),
         metadata={
             "proctor_run": {
                 key: header.get(key)
@@ -346,9 +346,11 @@ def export_inspect(run_dir: Path, output: Path | None) -> list[Path]:
     require_inspect()
     from inspect_ai.log import write_eval_log
 
-    header = read_json(run_dir / RUN_HEADER) if (run_dir / RUN_HEADER).is_file() else None
-    if header is None:
-        raise UserError(f"{run_dir / RUN_HEADER}: not found; {run_dir} is not a run directory")
+    header_path = run_dir / RUN_HEADER
+    if not header_path.is_file():
+        raise UserError(f"{header_path}: not found; {run_dir} is not a run directory")
+    header = read_json(header_path)
+    config = validate_config(header.get("config"), header_path)
     records = records_from(run_dir)
     if not records:
         raise UserError(f"{run_dir}: the run has no finished samples to export")
@@ -366,7 +368,7 @@ def export_inspect(run_dir: Path, output: Path | None) -> list[Path]:
         path = (
             target if len(labels) == 1 else target.with_name(f"{target.stem}.{_slug(label)}{target.suffix}")
         )
-        log = eval_log(header, label, [r for r in records if r.model == label], summary)
+        log = eval_log(header, config, label, [r for r in records if r.model == label], summary)
         try:
             write_eval_log(log, path.resolve())
         except OSError as exc:

@@ -63,9 +63,10 @@ def default_out(source: Path, now: dt.datetime | None = None) -> Path:
     return source.parent / f"{source.name}-rescore-{stamp}"
 
 
-def _same_directory(a: Path, b: Path) -> bool:
+def _inside(path: Path, directory: Path) -> bool:
+    """Whether ``path`` is ``directory`` or lies below it (symlinks and ``..`` resolved)."""
     try:
-        return a.resolve() == b.resolve() or (a.exists() and b.exists() and a.samefile(b))
+        return path.resolve().is_relative_to(directory.resolve())
     except OSError:
         return False
 
@@ -165,7 +166,9 @@ class Rescorer:
                 **header,
                 "run_id": previous["run_id"],
                 "created_at": previous.get("created_at"),
-                "sessions": list(previous.get("sessions") or []),
+                "sessions": [s for s in previous.get("sessions") or [] if isinstance(s, dict)]
+                if isinstance(previous.get("sessions"), list)
+                else [],
                 "sandbox": previous.get("sandbox"),
                 "sandbox_isolates_less": previous.get("sandbox_isolates_less"),
             }
@@ -199,8 +202,10 @@ class Rescorer:
 
     async def run(self) -> RescoreResult:
         config, stored = self.config, self.stored
-        if _same_directory(self.out, stored.directory):
-            raise UserError(f"--out {self.out}: is the run being re-scored; the original is never modified")
+        if _inside(self.out, stored.directory):
+            raise UserError(
+                f"--out {self.out}: lies in the run being re-scored; the original is never modified"
+            )
         check_run_dir(self.out, "--out")
         track = make_track(stored.track, config.track_options)
         regrader = regrader_for(track)

@@ -13,9 +13,11 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from agent.errors import UserError
 from agent.export.inspect_log import chat_messages, export_inspect
 from tests.rescore.conftest import StoredResearchRun, read_lines
 
@@ -114,3 +116,35 @@ def test_without_inspect_ai_the_command_says_how_to_get_it(tmp_path: Path) -> No
         "proctor: error: the inspect_ai package is needed for --format inspect: "
         "pip install 'proctor[inspect]'"
     ]
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda h: h["config"].update(trials="many"), "field 'config.trials'"),
+        (lambda h: h.pop("config"), "field 'config'"),
+        (lambda h: h["config"].update(judge={"name": 5}), "field 'config.judge.name'"),
+    ],
+    ids=["trials not a number", "no config", "judge name not text"],
+)
+def test_an_edited_header_is_one_error_line(
+    research_run: StoredResearchRun, tmp_path: Path, edit: Any, expected: str
+) -> None:
+    path = research_run.directory / "run.json"
+    header = json.loads(path.read_text())
+    edit(header)
+    path.write_text(json.dumps(header))
+    with pytest.raises(UserError, match=f"^{path}: {expected}"):
+        export_inspect(research_run.directory, tmp_path / "x.eval")
+    assert not (tmp_path / "x.eval").exists()
+
+
+def test_an_edited_record_is_named_by_line(research_run: StoredResearchRun, tmp_path: Path) -> None:
+    samples = research_run.directory / "samples.jsonl"
+    lines = samples.read_text().splitlines()
+    record = json.loads(lines[1])
+    record["trial"] = "one"
+    lines[1] = json.dumps(record)
+    samples.write_text("\n".join(lines) + "\n")
+    with pytest.raises(UserError, match=f"^{samples}: line 2: field 'trial'"):
+        export_inspect(research_run.directory, tmp_path / "x.eval")

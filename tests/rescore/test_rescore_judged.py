@@ -111,8 +111,18 @@ async def test_a_run_directory_cannot_send_the_key_to_a_server_it_names(
 
 async def test_out_may_not_be_the_original_run(research_run: StoredResearchRun) -> None:
     before = snapshot(research_run.directory)
-    for out in (research_run.directory, research_run.directory / ".." / research_run.directory.name):
-        with pytest.raises(UserError, match="the original is never modified"):
+    link = research_run.directory.parent / "link"
+    link.symlink_to(research_run.directory)
+    for out in (
+        research_run.directory,
+        research_run.directory / ".." / research_run.directory.name,
+        research_run.directory / "inside",
+        link,
+        link / "inside",
+    ):
+        with pytest.raises(
+            UserError, match="lies in the run being re-scored; the original is never modified"
+        ):
             await rescore(
                 research_run.directory, out, judge="openai/other", judge_base_url="http://127.0.0.1:9/v1"
             )
