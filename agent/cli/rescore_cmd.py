@@ -84,7 +84,21 @@ def rescore_command(
     header_note = f"re-scored {result.rescored_now} sample(s) of {stored.directory} into {result.run_dir}"
     console.print(header_note, markup=False, highlight=False, soft_wrap=True)
     if result.status == "interrupted":
-        hint = f"proctor rescore {shlex.quote(str(run))} --resume --out {shlex.quote(str(result.run_dir))}"
+        # The same grading options, or --resume refuses the changed judge, tasks or options.
+        given = {
+            "--judge": judge,
+            "--judge-base-url": judge_base_url,
+            "--judge-key-env": judge_key_env,
+            "--judge-effort": judge_effort,
+            "--config": config,
+            "--tasks": tasks,
+            "--backend": backend,
+        }
+        words = ["proctor", "rescore", str(run)]
+        for flag, value in given.items():
+            if value is not None:
+                words += [flag, str(value)]
+        hint = shlex.join([*words, "--resume", "--out", str(result.run_dir)])
         console.print(
             f"interrupted: {result.finished} of {result.planned} samples are kept; resume with: {hint}",
             markup=False,

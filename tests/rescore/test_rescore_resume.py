@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -66,7 +67,7 @@ def test_ctrl_c_keeps_every_finished_regrade_and_resume_grades_only_the_rest(
         process.send_signal(signal.SIGINT)
         output, _ = process.communicate(timeout=60)
         assert process.returncode == 130, output
-        assert "--resume --out" in output
+        assert shlex.join(["rescore", *common, "--resume", "--out", str(out)]) in output
         kept = read_lines(out / "samples.jsonl")
         assert len(kept) == 2
         assert json.loads((out / "run.json").read_text())["status"] == "interrupted"
