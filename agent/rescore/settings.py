@@ -120,7 +120,13 @@ def rescore_config(stored: StoredRun, config_file: Path | None, flags: RescoreFl
     if judge_from_user and stored.track not in JUDGED_TRACKS:
         raise UserError(f"--judge: the {stored.track} track has no judge (it is graded without one)")
     if not config.tasks.is_file():
-        raise UserError(f"{source}: field 'tasks': no such file {config.tasks} (give --tasks FILE)")
+        if flags.tasks is not None:
+            where = "--tasks"
+        elif config_file is not None and str(config.tasks) != str(stored.config.tasks):
+            where = f"{config_file}: field 'tasks'"
+        else:
+            where = f"{stored.header_path}: field 'config.tasks'"
+        raise UserError(f"{where}: no such file {config.tasks} (give --tasks FILE)")
     config.tasks = config.tasks.resolve()
     try:
         parse_size(config.sandbox.memory)

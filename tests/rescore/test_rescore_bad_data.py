@@ -116,8 +116,20 @@ async def test_a_line_that_is_not_a_record_is_named(
         (lambda h: h.update(run_id=""), "field 'run_id'"),
         (lambda h: h.update(models="everyone"), "field 'models'"),
         (lambda h: h.update(config=[1]), "field 'config'"),
+        (
+            lambda h: h["config"].update(tasks="/nonexistent/tasks.jsonl"),
+            "field 'config.tasks': no such file",
+        ),
     ],
-    ids=["judge retries", "config track", "unknown config field", "empty run id", "models", "config list"],
+    ids=[
+        "judge retries",
+        "config track",
+        "unknown config field",
+        "empty run id",
+        "models",
+        "config list",
+        "tasks gone",
+    ],
 )
 async def test_an_edited_header_is_named(
     research_run: StoredResearchRun, tmp_path: Path, edit: Callable[[dict[str, Any]], None], expected: str
