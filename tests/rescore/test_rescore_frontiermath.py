@@ -97,3 +97,20 @@ async def test_rescore_re_verifies_stored_submissions_with_the_fixed_task_file(
     assert header["sandbox"]["backend"] == "docker"
     assert any(change.startswith("tasks file: sha256") for change in header["rescore"]["changes"])
     assert header["tasks_file"]["path"] == str(fixed.resolve())
+
+    # The re-scored run exports like any run: tool calls and the submitted code survive.
+    from inspect_ai.log import read_eval_log
+
+    from agent.export.inspect_log import export_inspect
+
+    (log_path,) = export_inspect(tmp_path / "again", tmp_path / "again.eval")
+    log = read_eval_log(str(log_path))
+    assert log.samples is not None
+    exported = {s.id: s for s in log.samples}
+    calls = [
+        c.function for m in exported["fm-0"].messages if m.role == "assistant" for c in m.tool_calls or []
+    ]
+    assert calls == ["python", "submit_answer"]
+    assert exported["fm-0"].scores["proctor"].value == "C"
+    assert exported["fm-1"].scores["proctor"].answer == records["fm-1"]["submission"]["code"]
+    assert exported["fm-0"].target == "42"
