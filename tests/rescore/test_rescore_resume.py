@@ -90,3 +90,31 @@ def test_ctrl_c_keeps_every_finished_regrade_and_resume_grades_only_the_rest(
     assert [s["status"] for s in header["sessions"]] == ["interrupted", "finished"]
     assert header["sessions"][1]["already_done"] == 2
     assert research_run.model_server.call_count == model_calls
+
+
+def test_sigkill_mid_rescore_then_resume_keeps_every_line_on_disk(
+    research_run: StoredResearchRun, tmp_path: Path
+) -> None:
+    fast = threading.Event()
+
+    def judge(request: dict[str, Any], index: int) -> Step:
+        return Reply(content="Judged.\nVERDICT: 1", delay_s=0.0 if index < 3 or fast.is_set() else 30.0)
+
+    out = tmp_path / "again"
+    with ScriptedServer(judge) as server:
+        common = [str(research_run.directory), "--judge", "openai/j3", "--judge-base-url", server.base_url]
+        process = proctor_rescore(*common, "--out", str(out), "--max-concurrency", "1")
+        wait_for_lines(out / "samples.jsonl", 3, process)
+        process.kill()  # no handler runs: what is on disk is all there is
+        process.communicate(timeout=60)
+        on_disk = read_lines(out / "samples.jsonl")
+        assert len(on_disk) == 3
+        assert json.loads((out / "run.json").read_text())["status"] == "running"
+        fast.set()
+        process = proctor_rescore(*common, "--out", str(out), "--resume")
+        output, _ = process.communicate(timeout=120)
+        assert process.returncode == 0, output
+    records = read_lines(out / "samples.jsonl")
+    assert records[:3] == on_disk and len(records) == 6
+    assert len({(r["task_id"], r["trial"]) for r in records}) == 6
+    assert {r["outcome"] for r in records} == {"incorrect"}
