@@ -144,6 +144,19 @@ class TextReplacements(_Stored):
     fields: list[str] = Field(default_factory=list)
 
 
+class RescoreNote(_Stored):
+    """Set by ``proctor rescore``: whether this sample was graded again, and what it was before."""
+
+    rescored: bool
+    # Why the sample was carried over unchanged (no stored answer to grade, ...).
+    reason: str | None = None
+    previous_outcome: Outcome
+    previous_score: float
+    previous_success: bool
+    previous_error: str | None = None
+    previous_judge_model: str | None = None
+
+
 class SampleRecord(_Stored):
     run_id: str
     track: str
@@ -181,6 +194,8 @@ class SampleRecord(_Stored):
     harness_traceback: str | None = None
     # Set when the store had to replace text that UTF-8 cannot hold.
     unencodable_text: TextReplacements | None = None
+    # Records of a run written by `proctor rescore` (docs/runs.md, "Re-scoring a run").
+    rescore: RescoreNote | None = None
 
     @property
     def key(self) -> tuple[str, int]:

@@ -13,11 +13,13 @@ from typing import Any, ClassVar
 from agent.config import RunConfig
 from agent.judge.grading import grade_olympiad
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, OLYMPIAD_PLACEHOLDERS, load_template
+from agent.model.base import ModelClient
 from agent.records import Outcome, SampleRecord
 from agent.tracks.base import SampleContext, Track
 from agent.tracks.science_common import (
     ModelFailed,
     SampleLog,
+    Verdict,
     ask_model_once,
     final_answer_of,
     paper_protocol_settings,
@@ -72,12 +74,16 @@ class OlympiadTrack(Track):
             response = await self._answer(log, task)
         except ModelFailed as exc:
             return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
+        return log.finish_with(await self.grade_response(task, response, ctx.judge))
+
+    async def grade_response(self, task: ScienceTask, response: str, judge: ModelClient | None) -> Verdict:
+        """Grade the model's final response (also used by ``proctor rescore``)."""
         if not response.strip():
-            return log.finish(Outcome.NO_SUBMISSION, error="the model's final response is empty")
+            return Verdict(Outcome.NO_SUBMISSION, error="the model's final response is empty")
         final_answer = final_answer_of(response)
         for_judge = final_answer if self.settings.judge_answer == "final" and final_answer else response
         grade = await grade_olympiad(
-            judge=ctx.judge,
+            judge=judge,
             template=self.judge_template,
             problem=task.question,
             reference=task.answer,
@@ -88,6 +94,4 @@ class OlympiadTrack(Track):
             symbolic_timeout_s=self.settings.precheck_timeout_s,
             parse_retries=self.settings.judge_retries,
         )
-        return log.finish(
-            grade.outcome, score=grade.score, success=grade.success, error=grade.error, judge=grade.judge
-        )
+        return Verdict(grade.outcome, grade.score, grade.success, grade.error, grade.judge)

@@ -12,11 +12,13 @@ from typing import Any, ClassVar
 from agent.config import RunConfig
 from agent.judge.grading import grade_research
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, RESEARCH_PLACEHOLDERS, load_template
+from agent.model.base import ModelClient
 from agent.records import Outcome, SampleRecord
 from agent.tracks.base import SampleContext, Track
 from agent.tracks.science_common import (
     ModelFailed,
     SampleLog,
+    Verdict,
     ask_model_once,
     paper_protocol_settings,
     reference_of,
@@ -55,10 +57,14 @@ class ResearchTrack(Track):
             response = await ask_model_once(log, self.answer_prompt(task, ctx))
         except ModelFailed as exc:
             return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
+        return log.finish_with(await self.grade_response(task, response, ctx.judge))
+
+    async def grade_response(self, task: ScienceTask, response: str, judge: ModelClient | None) -> Verdict:
+        """Grade the model's response against the rubric (also used by ``proctor rescore``)."""
         if not response.strip():
-            return log.finish(Outcome.NO_SUBMISSION, error="the model's final response is empty")
+            return Verdict(Outcome.NO_SUBMISSION, error="the model's final response is empty")
         grade = await grade_research(
-            judge=ctx.judge,
+            judge=judge,
             template=self.judge_template,
             problem=task.question,
             rubric=task.rubric,
@@ -66,6 +72,4 @@ class ResearchTrack(Track):
             success_threshold=self.settings.success_threshold,
             parse_retries=self.settings.judge_retries,
         )
-        return log.finish(
-            grade.outcome, score=grade.score, success=grade.success, error=grade.error, judge=grade.judge
-        )
+        return Verdict(grade.outcome, grade.score, grade.success, grade.error, grade.judge)

@@ -94,6 +94,21 @@ def final_answer_of(response: str | None) -> str | None:
     return marked
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """How a final response was graded: what ``SampleLog.finish`` records beside the conversation.
+
+    Produced from the response alone (and the task), so ``proctor rescore`` grades a stored
+    response exactly as the run did."""
+
+    outcome: Outcome
+    score: float = 0.0
+    success: bool = False
+    error: str | None = None
+    judge: JudgeRecord | None = None
+    eed: EEDRecord | None = None
+
+
 @dataclass
 class SampleLog:
     """Everything one sample produces before it is graded."""
@@ -141,6 +156,16 @@ class SampleLog:
         # Retries reach the progress display through the client's own on_retry callback.
         self.ctx.events.tokens_used(usage.total)
         self.ctx.events.turn_finished(len(self.turns), self.total_tokens)
+
+    def finish_with(self, verdict: Verdict) -> SampleRecord:
+        return self.finish(
+            verdict.outcome,
+            score=verdict.score,
+            success=verdict.success,
+            error=verdict.error,
+            judge=verdict.judge,
+            eed=verdict.eed,
+        )
 
     def finish(
         self,
