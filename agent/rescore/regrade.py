@@ -19,10 +19,11 @@ from agent.records import Outcome, SampleRecord, SubmissionRecord
 from agent.tracks.base import RunEvents, Track
 from agent.tracks.frontiermath.submission import SubmissionRunner
 from agent.tracks.frontiermath.track import FrontierMathTrack
+from agent.tracks.frontiermath.track import reference_of as frontiermath_reference
 from agent.tracks.olympiad import OlympiadTrack
 from agent.tracks.phybench import PhybenchTrack
 from agent.tracks.research import ResearchTrack
-from agent.tracks.science_common import Verdict
+from agent.tracks.science_common import Verdict, reference_of
 from sandbox import Sandbox
 
 
@@ -101,9 +102,14 @@ class ScienceRegrader(Regrader):
         return final_response(record, path, line)
 
     async def regrade(self, task: Any, answer: Any, ctx: RegradeContext) -> Update:
+        # The reference shown beside the verdict is the one graded against now (a fixed tasks
+        # file changes it), not the run's.
+        kind = "rubric" if isinstance(self.track, ResearchTrack) else "answer"
         if isinstance(self.track, PhybenchTrack):
-            return _verdict_update(await self.track.grade_response(task, answer))
-        return _verdict_update(await self.track.grade_response(task, answer, ctx.judge))
+            verdict = await self.track.grade_response(task, answer)
+        else:
+            verdict = await self.track.grade_response(task, answer, ctx.judge)
+        return {**_verdict_update(verdict), "reference": reference_of(kind, task.answer)}
 
 
 # FrontierMath outcomes that come from running and verifying an accepted submission.
@@ -141,6 +147,7 @@ class FrontierMathRegrader(Regrader):
             "success": result.correct,
             "error": result.error,
             "submission": result.record,
+            "reference": frontiermath_reference(task),
         }
 
 

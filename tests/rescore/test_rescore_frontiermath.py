@@ -92,6 +92,10 @@ async def test_rescore_re_verifies_stored_submissions_with_the_fixed_task_file(
     assert {k: r["outcome"] for k, r in records.items()} == {"fm-0": "correct", "fm-1": "correct"}
     assert records["fm-1"]["submission"]["verification"].startswith("verify() returned True")
     assert records["fm-0"]["rescore"]["previous_outcome"] == "incorrect"
+    # The reference shown is the fixed tasks file's, not the run's.
+    assert {k: r["reference"]["kind"] for k, r in records.items()} == {"fm-0": "expected", "fm-1": "verify"}
+    assert records["fm-0"]["reference"]["text"] == "42"
+    assert "a == 42" in records["fm-1"]["reference"]["text"]
     assert not marker.exists(), "the stored submission ran on the host"
     header = json.loads((tmp_path / "again" / "run.json").read_text())
     assert header["sandbox"]["backend"] == "docker"

@@ -56,6 +56,9 @@ async def test_eed_is_recomputed_against_the_corrected_reference(
     (after,) = read_lines(tmp_path / "again" / "samples.jsonl")
     assert after["outcome"] == "correct" and after["eed"]["score"] == 100.0
     assert after["eed"]["extracted_answer"] == r"\sqrt{3g/L}"
+    # The record shows the reference it was graded against now, not the run's.
+    assert before["reference"]["text"] == r"\sqrt{\frac{2 g}{L}}"
+    assert after["reference"]["text"] == r"\sqrt{\frac{3 g}{L}}"
     assert after["rescore"] == {**after["rescore"], "rescored": True, "previous_outcome": "incorrect"}
     header = json.loads((tmp_path / "again" / "run.json").read_text())
     assert header["track_settings"]["eed_mode"] == "fixed"
