@@ -129,8 +129,6 @@ async def preflight(uses: list[EndpointUse]) -> list[PreflightResult]:
         first = failed[0]
         more = f" (and {len(failed) - 1} more endpoint(s) failed)" if len(failed) > 1 else ""
         line = " ".join(str(first.error).split())
-        # The client's messages name the URL as configured, which may carry user:password.
-        line = line.replace(configured_base_url(first.use.cfg), first.use.base_url)
         line = line.removeprefix(f"{first.use.base_url}: ").removeprefix(f"{first.use.base_url} ").rstrip(".")
         where = f"{first.use.describe()} at {first.use.base_url}"
         raise UserError(f"preflight: {where}: {line}{more}; {SKIP_HINT}")

@@ -33,6 +33,7 @@ from agent.endpoint_record import endpoint_changes, endpoints_record, refuse_or_
 from agent.errors import UserError
 from agent.hardware import calibrate, hardware_record
 from agent.model.base import ModelClient, ModelError
+from agent.model.endpoint import without_secrets
 from agent.preflight import EndpointUse, check_keys, endpoint_uses, preflight, require_judge
 from agent.progress import RunProgress
 from agent.records import RERUN_ON_RESUME, Outcome, SampleRecord
@@ -163,6 +164,16 @@ def _prompt_template_hash(config: RunConfig) -> str | None:
     return hashlib.sha256(config.prompt_template.read_bytes()).hexdigest()
 
 
+def recorded_config(config: RunConfig) -> dict[str, Any]:
+    """The config as run.json keeps it: every value explicit, credentials in base URLs removed
+    (a resumed run reads it back, so such a URL must be given again with the config)."""
+    data = config.model_dump(mode="json")
+    for entry in [*data.get("models", []), data.get("judge")]:
+        if isinstance(entry, dict) and isinstance(entry.get("base_url"), str):
+            entry["base_url"] = without_secrets(entry["base_url"])
+    return data
+
+
 def _base_header(
     config: RunConfig, run_id: str, labels: list[str], task_count: int, uses: list[EndpointUse]
 ) -> dict[str, Any]:
@@ -171,7 +182,7 @@ def _base_header(
         "track": config.track,
         "status": "running",
         "created_at": utc_now(),
-        "config": config.model_dump(mode="json"),
+        "config": recorded_config(config),
         "tasks_file": {
             "path": str(config.tasks),
             "sha256": file_sha256(config.tasks),

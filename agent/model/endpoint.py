@@ -6,7 +6,7 @@ import asyncio
 import os
 import weakref
 from dataclasses import dataclass
-from urllib.parse import urlparse, urlunparse
+from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 import openai
 
@@ -58,8 +58,16 @@ def configured_base_url(cfg: ModelConfig) -> str:
     return (os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
 
 
+# Query parameters that carry credentials in proxies' URLs (``?api_key=``, ``?token=``, ``?sig=``).
+_SECRET_QUERY_NAMES = ("key", "token", "secret", "sig", "auth", "password", "credential")
+REDACTED = "REDACTED"
+
+
 def without_secrets(url: str) -> str:
-    """``url`` fit for a record: user:password and the query (proxies put keys in both) removed."""
+    """``url`` fit for a record: user:password dropped, credential-like query values replaced.
+
+    Other query parameters (``api-version``) stay: they say which endpoint was used.
+    """
     parts = urlparse(url)
     if not parts.scheme or not parts.netloc:
         return url
@@ -71,7 +79,14 @@ def without_secrets(url: str) -> str:
         port = None
     if port is not None:
         netloc += f":{port}"
-    return urlunparse((parts.scheme, netloc, parts.path, "", "", ""))
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    query = urlencode(
+        [
+            (name, REDACTED if any(word in name.lower() for word in _SECRET_QUERY_NAMES) else value)
+            for name, value in pairs
+        ]
+    )
+    return urlunparse((parts.scheme, netloc, parts.path, parts.params, query, ""))
 
 
 @dataclass(frozen=True)
