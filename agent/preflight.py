@@ -14,9 +14,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+import openai
+
 from agent.config import ModelConfig, RunConfig
 from agent.errors import UserError
-from agent.model.base import ModelError
+from agent.model.base import EndpointRefused, ModelError
 from agent.model.endpoint import Endpoint, configured_base_url, is_local_model, without_secrets
 from agent.model.retry import RetryPolicy
 from agent.tracks.base import Track
@@ -81,6 +83,8 @@ class PreflightResult:
     use: EndpointUse
     seconds: float
     error: str | None
+    # Something worth knowing that is not a failure (a rate limit).
+    note: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -90,7 +94,13 @@ class PreflightResult:
             "seconds": round(self.seconds, 3),
             "ok": self.error is None,
             **({"error": self.error} if self.error else {}),
+            **({"note": self.note} if self.note else {}),
         }
+
+
+def _rate_limited(error: ModelError) -> bool:
+    """A plain 429 after the retry: the endpoint answered and took the key; it is only busy."""
+    return not isinstance(error, EndpointRefused) and isinstance(error.__cause__, openai.RateLimitError)
 
 
 async def _probe(use: EndpointUse) -> PreflightResult:
@@ -103,18 +113,24 @@ async def _probe(use: EndpointUse) -> PreflightResult:
     )
     started = time.monotonic()
     error: str | None = None
+    note: str | None = None
     client = make_client(cfg, retry_policy=PREFLIGHT_RETRY)
     try:
         await client.complete(
             [{"role": "user", "content": PREFLIGHT_PROMPT}], max_output_tokens=PREFLIGHT_MAX_OUTPUT_TOKENS
         )
     except ModelError as exc:
-        error = str(exc) or type(exc).__name__
+        if _rate_limited(exc):
+            # Rate limits are the run's to wait out (it retries them); refusing to start would
+            # turn a busy minute into a failed run.
+            note = "rate limited (429); the run retries rate limits"
+        else:
+            error = str(exc) or type(exc).__name__
     except Exception as exc:  # whatever breaks, the answer is one line, not a traceback
         error = f"{type(exc).__name__}: {exc}"
     finally:
         await client.aclose()
-    return PreflightResult(use, time.monotonic() - started, error)
+    return PreflightResult(use, time.monotonic() - started, error, note)
 
 
 async def preflight(uses: list[EndpointUse]) -> list[PreflightResult]:

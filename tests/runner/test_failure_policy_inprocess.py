@@ -162,6 +162,24 @@ async def test_the_preflight_probes_model_and_judge_once_each_with_the_run_s_set
     assert [(p["role"], p["ok"]) for p in session["preflight"]] == [("model", True), ("judge", True)]
 
 
+async def test_a_rate_limited_preflight_lets_the_run_start_and_wait(tmp_path: Path) -> None:
+    def script(request: dict[str, Any], index: int) -> Step:
+        # The preflight and its one retry are told to slow down; the run's calls get through.
+        if index < 3:
+            return HttpError(429, "slow down", code="rate_limit_exceeded", retry_after="0")
+        return Reply(content="a0")
+
+    tasks = write_tasks(tmp_path / "tasks.jsonl", 1)
+    with ScriptedServer(script) as server:
+        config = make_config(tasks, tmp_path / "run", server.base_url, models=echo_model(server.base_url, 3))
+        result = await run(config, preflight=True)
+    assert result.status == "finished"
+    [record] = read_lines(tmp_path / "run" / "samples.jsonl")
+    assert record["outcome"] == "correct" and record["retries"] == 1  # the sample's own wait
+    [probe] = json.loads((tmp_path / "run" / "run.json").read_text())["sessions"][-1]["preflight"]
+    assert probe["ok"] and "rate limited" in probe["note"]
+
+
 async def test_credentials_in_a_base_url_never_reach_the_run_directory(tmp_path: Path) -> None:
     def script(request: dict[str, Any], index: int) -> Step:
         # The preflight and t00 answered; t01 rejected, so its error names the endpoint.
