@@ -196,6 +196,8 @@ class RunProgress:
             ]
             if record.retries:
                 parts.append(f"retries={record.retries}")
+            if record.judge_retries:
+                parts.append(f"judge_retries={record.judge_retries}")
             if record.error:
                 parts.append(f"error={visible(record.error.splitlines()[0][:120])}")
             parts.append(f"acc={self.accuracy_text()}")
@@ -352,6 +354,8 @@ def outcome_line(summary: dict[str, Any]) -> str:
         parts.append(f"wall {wall:.1f}s")
     parts.append(f"sandbox calls {overall.get('sandbox_calls', 0)}")
     parts.append(f"model retries {overall.get('model_retries', 0)}")
+    if overall.get("judge_retries"):
+        parts.append(f"judge retries {overall['judge_retries']}")
     if overall.get("cost_usd") is not None:
         parts.append(f"model cost ${overall['cost_usd']:.4f}")
     return "; ".join(parts)

@@ -186,7 +186,10 @@ class SampleRecord(_Stored):
     # What the sample was graded against (reference answer, rubric, verify() source).
     reference: ReferenceRecord | None = None
     sandbox_image: str | None = None
+    # Retries of the answering model's calls and of the judge's, counted by the runner: every
+    # retry, those of a call that finally failed included.
     retries: int = 0
+    judge_retries: int = 0
     started_at: str
     finished_at: str
     duration_s: float

@@ -19,6 +19,7 @@ from rich.console import Console
 from agent.cli.terminal_text import escape_for_terminal
 from agent.config import ModelConfig, RunConfig
 from agent.model.endpoint import DEFAULT_BASE_URL, is_local_model
+from agent.preflight import endpoint_uses
 from agent.progress import RunProgress
 from agent.records import RERUN_ON_RESUME
 from agent.runner import Runner, _base_header, default_run_dir, model_labels, plan_samples, select_tasks
@@ -120,7 +121,8 @@ def _already_done(run_dir: Path, planned_keys: set[tuple[str, str, int]]) -> int
 def _check_run_dir(config: RunConfig, run_dir: Path, labels: list[str], task_count: int) -> None:
     """Refuse what the run would refuse (a directory holding another run, a resume whose config
     changed what a score means), with the runner's own check: it only reads."""
-    header = _base_header(config, "dry-run", labels, task_count)
+    uses = endpoint_uses(list(zip(labels, config.models, strict=True)), config.judge)
+    header = _base_header(config, "dry-run", labels, task_count, uses)
     runner = Runner(config, progress=RunProgress(Console(file=io.StringIO())), handle_signals=False)
     runner._prepare_store(run_dir, header)
 

@@ -167,6 +167,7 @@ def summarize_group(
         "sandbox_calls": sum(calls for calls, _ in sandbox),
         "sandbox_seconds": math.fsum(seconds for _, seconds in sandbox),
         "model_retries": sum(r.retries for r in records),
+        "judge_retries": sum(r.judge_retries for r in records),
         "sample_seconds": math.fsum(r.duration_s for r in records),
         "cost_usd": _cost(records, prices),
         "judge": _judge_usage(records, judge_prices),

@@ -17,6 +17,8 @@ from sandbox import SandboxError
 
 EXIT_INTERRUPTED = 130
 EXIT_FAILED = 1
+# A judge refused the key or ran out of quota: as for `proctor run`.
+EXIT_STOPPED = 4
 
 
 @app.command("rescore")
@@ -83,7 +85,8 @@ def rescore_command(
     print_final(console, result.summary, str(result.run_dir))
     header_note = f"re-scored {result.rescored_now} sample(s) of {stored.directory} into {result.run_dir}"
     console.print(header_note, markup=False, highlight=False, soft_wrap=True)
-    if result.status == "interrupted":
+    stopped = result.status.startswith("stopped")
+    if result.status == "interrupted" or stopped:
         # The same grading options, or --resume refuses the changed judge, tasks or options.
         given = {
             "--judge": judge,
@@ -99,12 +102,14 @@ def rescore_command(
             if value is not None:
                 words += [flag, str(value)]
         hint = shlex.join([*words, "--resume", "--out", str(result.run_dir)])
+        # A judge that refused the key or ran out of quota stops the re-score as it stops a run.
+        why = result.status if stopped else "interrupted"
         console.print(
-            f"interrupted: {result.finished} of {result.planned} samples are kept; resume with: {hint}",
+            f"{why}: {result.finished} of {result.planned} samples are kept; resume with: {hint}",
             markup=False,
             highlight=False,
             soft_wrap=True,
         )
-        raise typer.Exit(EXIT_INTERRUPTED)
+        raise typer.Exit(EXIT_STOPPED if stopped else EXIT_INTERRUPTED)
     if result.status == "failed":
         raise typer.Exit(EXIT_FAILED)

@@ -30,6 +30,8 @@ EXIT_INTERRUPTED = 130
 EXIT_FAILED = 1
 # The run finished, but its error outcomes crossed --fail-on-error: its numbers are not to be trusted.
 EXIT_TOO_MANY_ERRORS = 3
+# An endpoint refused for good (credentials, quota): the run stopped early (agent/run_guard.py).
+EXIT_STOPPED = 4
 
 
 AUDIT_MODES = ("quick", "full")
@@ -41,6 +43,8 @@ def run_and_report(
     config_file: Path | None = None,
     audit: str | None = None,
     error_policy: ErrorPolicy = DEFAULT_ERROR_POLICY,
+    preflight: bool = True,
+    allow_endpoint_change: bool = False,
 ) -> None:
     """Run, print the summary and where the run is, and exit with the run's status."""
     console = Console()
@@ -50,7 +54,14 @@ def run_and_report(
     progress = RunProgress(console)
     try:
         result: RunResult = asyncio.run(
-            execute_run(config, progress=progress, config_file=config_file, audit=audit)
+            execute_run(
+                config,
+                progress=progress,
+                config_file=config_file,
+                audit=audit,
+                preflight=preflight,
+                allow_endpoint_change=allow_endpoint_change,
+            )
         )
     except SandboxError as exc:
         raise UserError(f"sandbox: {exc}") from None
@@ -76,6 +87,16 @@ def run_and_report(
         )
     if result.status == "failed":
         raise typer.Exit(EXIT_FAILED)
+    if result.stop is not None:
+        console.print(
+            f"proctor: {result.stop.status}: {result.stop.describe()}; {result.finished} of "
+            f"{result.planned} samples finished and are kept; after fixing the cause, {resume_hint} "
+            "runs the rest and the errors again",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_STOPPED)
     overall = result.summary.get("overall") or {}
     error_counts = overall.get("errors") or {}
     errors = int(error_counts.get("total", 0))
@@ -211,6 +232,20 @@ def run_command(
             "default: more than half."
         ),
     ] = None,
+    preflight: Annotated[
+        bool,
+        typer.Option(
+            "--preflight/--no-preflight",
+            help="Send one tiny request to every model and judge endpoint before the run (default).",
+        ),
+    ] = True,
+    allow_endpoint_change: Annotated[
+        bool,
+        typer.Option(
+            "--allow-endpoint-change",
+            help="Let --resume continue against another base URL (recorded in run.json).",
+        ),
+    ] = False,
 ) -> None:
     """Run an eval: every model x task x trial, appended to DIR/samples.jsonl as each finishes."""
     if audit is not None and audit not in AUDIT_MODES:
@@ -245,7 +280,14 @@ def run_command(
     if dry_run:
         print(render_plan(build_plan(config)))
         return
-    run_and_report(config, config_file=config_file, audit=audit, error_policy=error_policy)
+    run_and_report(
+        config,
+        config_file=config_file,
+        audit=audit,
+        error_policy=error_policy,
+        preflight=preflight,
+        allow_endpoint_change=allow_endpoint_change,
+    )
 
 
 def quickstart_config(model: str | None, out: Path | None, backend: str | None) -> RunConfig:

@@ -15,6 +15,15 @@ class ModelError(RuntimeError):
     """The endpoint failed for good: auth or quota errors, or retries exhausted."""
 
 
+class EndpointRefused(ModelError):
+    """The endpoint refuses every request until a person acts: credentials refused (``auth``)
+    or the quota spent (``quota``). Waiting cannot fix it, so a run stops instead of going on."""
+
+    def __init__(self, message: str, *, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
 @dataclass
 class ToolCall:
     """One call, always well-formed strings; ``reply_shapes`` makes it so from any reply."""

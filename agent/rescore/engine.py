@@ -29,6 +29,7 @@ from agent.rescore.regrade import NotRescored, RegradeContext, Regrader, regrade
 from agent.rescore.settings import describe_changes, judge_endpoint
 from agent.rescore.stored_run import StoredRun, StoredSample
 from agent.run_config_loader import check_run_dir, parse_size
+from agent.run_guard import RunGuard
 from agent.runner import describe_exception, environment_info, model_labels, open_clients, utc_now
 from agent.store import RunStore, SampleKey, SampleWriter, file_sha256, sample_key
 from agent.summary import prices_from_config, summarize
@@ -117,6 +118,9 @@ class Rescorer:
         self.out = out
         self.resume = resume
         self.progress = progress
+        # Retries are counted per sample, and a judge that refuses the key or is out of quota
+        # stops the re-score at once, as it stops a run.
+        self.guard = RunGuard(on_any_retry=progress.model_retry)
         self.config_file = config_file
         self.handle_signals = handle_signals
         self.interrupted = False
@@ -259,7 +263,15 @@ class Rescorer:
             failure = exc
             if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
                 self.interrupted = True
-        status = "interrupted" if self.interrupted else "failed" if failure is not None else "finished"
+        stop = self.guard.stop
+        if self.interrupted:
+            status = "interrupted"
+        elif failure is not None:
+            status = "failed"
+        elif stop is not None:
+            status = stop.status
+        else:
+            status = "finished"
         records = [r for r in store.load(repair=False).records if sample_key(r) in planned_keys]
         header["rescore"]["rescored"] = sum(
             1 for r in records if r.rescore is not None and r.rescore.rescored
@@ -272,6 +284,8 @@ class Rescorer:
         )
         if failure is not None and not self.interrupted:
             session["error"] = describe_exception(failure)
+        if stop is not None:
+            session["stopped"] = stop.as_json()
         header.update(status=status, ended_at=session["ended_at"])
         store.write_header(header)
         prices = prices_from_config(zip(model_labels(config.models), config.models, strict=True))
@@ -321,7 +335,7 @@ class Rescorer:
         """Only the judge is opened: the answering models are never called."""
         if not regrader.needs_judge or not grading or self.config.judge is None:
             return None
-        _, judge = await open_clients(stack, [], self.config.judge, self.progress)
+        _, judge = await open_clients(stack, [], self.config.judge, self.guard)
         return judge
 
     async def _run_pending(
@@ -334,6 +348,8 @@ class Rescorer:
         async def worker() -> None:
             nonlocal regraded
             for item in queue:
+                if self.guard.stopped:
+                    return
                 self.progress.sample_started()
                 record = await self._regrade_one(regrader, item, context)
                 stored = await _write(writer, record, writes)

@@ -72,6 +72,8 @@ class Track(ABC):
     name: ClassVar[str]
     # Whether samples of this track need a sandbox at all (olympiad without tools does not).
     needs_sandbox: ClassVar[bool] = True
+    # Whether a judge model grades this track's answers: a run without one is refused up front.
+    needs_judge: ClassVar[bool] = False
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})

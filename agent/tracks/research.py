@@ -31,6 +31,7 @@ from agent.tracks.science_tasks import ScienceTask, load_science_tasks
 class ResearchTrack(Track):
     name: ClassVar[str] = "research"
     needs_sandbox: ClassVar[bool] = False
+    needs_judge: ClassVar[bool] = True
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)

@@ -171,3 +171,23 @@ async def test_samples_without_an_answer_are_carried_over_and_not_sent_to_the_ju
     assert carried["error"] == "model failed: 401" and carried["judge"] == lines[0]["judge"]
     header = json.loads((tmp_path / "again" / "run.json").read_text())
     assert header["rescore"]["carried_over"] == 1 and header["rescore"]["rescored"] == 5
+
+
+async def test_a_judge_that_refuses_the_key_stops_the_rescore_at_once(
+    research_run: StoredResearchRun, tmp_path: Path
+) -> None:
+    """401 is not retried per sample: the first refusal stops the re-score, as it stops a run;
+    what was graded is kept and `--resume` can finish the rest with a working key."""
+    with ScriptedServer(lambda request, index: HttpError(401, "judge key revoked")) as refusing:
+        result = await rescore(
+            research_run.directory,
+            tmp_path / "stopped",
+            judge="openai/judge-b",
+            judge_base_url=refusing.base_url,
+            max_concurrency=1,
+        )
+        assert refusing.call_count == 1, "the refused key was tried again"
+    assert result.status == "stopped: auth"
+    header = json.loads((tmp_path / "stopped" / "run.json").read_text())
+    assert header["status"] == "stopped: auth" and header["sessions"][-1]["stopped"]["kind"] == "auth"
+    assert len(read_lines(tmp_path / "stopped" / "samples.jsonl")) <= 1
