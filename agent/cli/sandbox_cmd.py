@@ -25,6 +25,7 @@ from sandbox import (
     open_sandbox,
 )
 from sandbox.factory import BACKENDS
+from sandbox.runtimes import RUNTIMES
 from sandbox.sizes import parse_size
 
 
@@ -88,11 +89,34 @@ def _read_file(file: str) -> str:
         raise UserError(f"{file}: cannot read ({exc.strerror})") from None
 
 
-async def _run_once(backend: str, image: str | None, code: str, timeout: float, limits: Limits) -> ExecResult:
+def check_runtime_flags(backend: str, runtime: str | None, docker_host: str | None) -> None:
+    """One line for a runtime we do not know, or runtime flags given to the local backend."""
+    if runtime is not None and runtime not in RUNTIMES:
+        raise UserError(f"--runtime: {runtime!r} is not one of {', '.join(RUNTIMES)}")
+    if backend == "local" and (runtime is not None or docker_host is not None):
+        flag = "--runtime" if runtime is not None else "--docker-host"
+        raise UserError(f"{flag}: applies to the docker backend only")
+
+
+async def _run_once(
+    backend: str,
+    image: str | None,
+    code: str,
+    timeout: float,
+    limits: Limits,
+    runtime: str | None = None,
+    docker_host: str | None = None,
+) -> ExecResult:
     # One call: a warm pool would only start containers nobody uses.
     try:
         sandbox: Sandbox = await open_sandbox(
-            backend, image=image, pool_size=0, default_limits=limits, probe_libraries=False
+            backend,
+            image=image,
+            pool_size=0,
+            default_limits=limits,
+            probe_libraries=False,
+            runtime=runtime,
+            docker_host=docker_host,
         )
     except SandboxUnavailable as exc:
         raise UserError(f"--backend {backend}: {exc}") from None
@@ -155,6 +179,10 @@ def exec_program(
     memory: Annotated[str | None, typer.Option(help="Memory limit, e.g. 512m or 2g (default 1g).")] = None,
     cpus: Annotated[str | None, typer.Option(help="CPU quota in CPUs (default 1).")] = None,
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
+    runtime: Annotated[str | None, typer.Option(help="Container runtime: runc (default) or runsc.")] = None,
+    docker_host: Annotated[
+        str | None, typer.Option(help="Docker engine socket (default: the environment's).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the ExecResult as one JSON object.")] = False,
 ) -> None:
     """Run one Python program in a fresh sandbox and print what it did.
@@ -166,10 +194,11 @@ def exec_program(
     timeout = parse_number("--timeout", timeout_text)
     if not 0 < timeout <= 24 * 3600:
         raise UserError(f"--timeout: {timeout} must be a positive number of seconds (at most a day)")
+    check_runtime_flags(backend, runtime, docker_host)
     limits = parse_exec_limits(memory, cpus)
     code = read_program(file)
     try:
-        result = asyncio.run(_run_once(backend, image, code, timeout, limits))
+        result = asyncio.run(_run_once(backend, image, code, timeout, limits, runtime, docker_host))
     except InvalidProgram as exc:
         raise UserError(f"{file}: {exc}") from None
     except SandboxError as exc:
