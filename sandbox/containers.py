@@ -29,7 +29,7 @@ from docker.types import Ulimit
 
 from sandbox.api import Limits, SandboxError
 from sandbox.output import CappedBuffer
-from sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit
+from sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
 
 WORKDIR = "/work"
 HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
@@ -257,7 +257,7 @@ def create_started_container(
         },
         cap_drop=["ALL"],
         cap_add=list(LAUNCHER_CAPS),
-        security_opt=["no-new-privileges"],
+        security_opt=security_options(runtime),
         init=True,
         pids_limit=host_pids_limit(runtime, limits),
         mem_limit=memory,
