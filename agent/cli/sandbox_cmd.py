@@ -218,7 +218,12 @@ def cleanup(
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as one JSON object.")] = False,
 ) -> None:
     """Remove sandbox containers (and local-backend cgroups) left behind by crashed runs."""
-    from sandbox.cleanup import background_sweep_result, cleanup_containers, cleanup_local_cgroups
+    from sandbox.cleanup import (
+        background_sweep_result,
+        cleanup_containers,
+        cleanup_local_cgroups,
+        cleanup_other_engines,
+    )
     from sandbox.docker_backend import connect_engine
 
     # The sweep every command starts may have removed some of the same leftovers: count them.
@@ -229,6 +234,11 @@ def cleanup(
     except SandboxUnavailable as exc:
         outcome.update(engine=False, engine_error=str(exc), removed=swept, kept_live=[], failed=[])
     else:
+        # gVisor's separate engine too, when it is set up (its containers would be missed otherwise).
+        for extra in cleanup_other_engines(everything):
+            report.removed += extra.removed
+            report.kept_live += extra.kept_live
+            report.failed += extra.failed
         removed = swept + [cid for cid in report.removed if cid not in swept]
         outcome.update(removed=removed, kept_live=report.kept_live, failed=report.failed)
     outcome["cgroups_removed"] = cleanup_local_cgroups(everything=everything)
