@@ -262,6 +262,16 @@ def bench_sandbox(
     calls_text: Annotated[str, typer.Option("--calls", help="Timed calls per way (after a warm-up).")] = "30",
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
+    runtimes_text: Annotated[
+        str | None,
+        typer.Option(
+            "--runtimes",
+            help="Compare container runtimes in one interleaved run instead, e.g. runc,runsc.",
+        ),
+    ] = None,
+    runtime: Annotated[
+        str | None, typer.Option(help="Compare this runtime with runc (same as --runtimes runc,R).")
+    ] = None,
 ) -> None:
     """p50/p95 latency of a stateless print(1): per-call container, warm pool, local, bare host."""
     from sandbox.bench import print_table, run_benchmark
@@ -269,6 +279,9 @@ def bench_sandbox(
     calls = parse_number("--calls", calls_text)
     if calls != int(calls) or not 1 <= calls <= 10_000:
         raise UserError(f"--calls: {calls_text} must be a whole number between 1 and 10000")
+    if runtimes_text is not None or runtime is not None:
+        _bench_runtimes(runtimes_text, runtime, int(calls), image, as_json)
+        return
     try:
         report = asyncio.run(run_benchmark(calls=int(calls), image=image))
     except SandboxUnavailable as exc:
@@ -277,3 +290,26 @@ def bench_sandbox(
         print(json.dumps(report, sort_keys=True))
     else:
         print_table(report)
+
+
+def _bench_runtimes(
+    runtimes_text: str | None, runtime: str | None, calls: int, image: str | None, as_json: bool
+) -> None:
+    from sandbox.bench_runtimes import print_comparison, run_runtime_comparison
+
+    flag = "--runtimes" if runtimes_text is not None else "--runtime"
+    names = [name.strip() for name in (runtimes_text or f"runc,{runtime}").split(",") if name.strip()]
+    names = list(dict.fromkeys(names))
+    for name in names:
+        if name not in RUNTIMES:
+            raise UserError(f"{flag}: {name!r} is not one of {', '.join(RUNTIMES)}")
+    if not names:
+        raise UserError(f"{flag}: name at least one runtime, e.g. runc,runsc")
+    try:
+        report = asyncio.run(run_runtime_comparison(names, calls=calls, image=image))
+    except SandboxUnavailable as exc:
+        raise UserError(f"{flag}: {exc}") from None
+    if as_json:
+        print(json.dumps(report, sort_keys=True))
+    else:
+        print_comparison(report)
