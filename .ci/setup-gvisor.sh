@@ -84,7 +84,8 @@ gdocker info --format '{{json .Runtimes}}' | grep -q '"runsc"' \
 
 # The sandbox image: copied from the main engine only when its ID differs (about 12 s).
 tag=$(cd "$repo" && python3 -c 'from sandbox.image import image_tag; print(image_tag())')
-main_id=$(docker image inspect --format '{{.Id}}' "$tag")
+main_id=$(docker image inspect --format '{{.Id}}' "$tag" 2>/dev/null) \
+  || { echo "setup-gvisor.sh: $tag is not in the main engine: run \`proctor image build\` first" >&2; exit 1; }
 gvisor_id=$(gdocker image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)
 if [ "$main_id" != "$gvisor_id" ]; then
   log "loading $tag into the gVisor engine"
