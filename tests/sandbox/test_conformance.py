@@ -208,9 +208,10 @@ async def test_fork_bomb_is_contained_and_host_stays_responsive(
     token = f"forkbomb-{uuid.uuid4().hex}"
     code = f"# {token}\nimport os, time\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n"
     code += "        time.sleep(0.01)\n"
+    before = await _call_container_ids(sandbox) if sandbox_runtime == "runsc" else set()
     bomb = asyncio.create_task(sandbox.exec(code, timeout=3.0, limits=TEST_LIMITS.replace(pids=64)))
     await asyncio.sleep(1.5)
-    container_id = await _call_container_id(sandbox) if sandbox_runtime == "runsc" else None
+    container_id = await _new_call_container_id(sandbox, before) if sandbox_runtime == "runsc" else None
     started = time.monotonic()
     probe = await asyncio.create_subprocess_exec(sys.executable, "-c", "print(1)", stdout=subprocess.PIPE)
     await probe.communicate()
@@ -451,8 +452,8 @@ async def test_cpu_quota_is_enforced(sandbox: Sandbox, sandbox_runtime: str | No
     assert float(result.stdout) <= 0.25 * 1.5 + 0.15
 
 
-async def _call_container_id(sandbox: Sandbox, within_s: float = 20.0) -> str:
-    """The ID of the container serving this sandbox's current call with non-default limits."""
+async def _call_container_ids(sandbox: Sandbox) -> set[str]:
+    """IDs of this sandbox's containers made for calls with non-default limits (role "call")."""
     import docker
 
     from sandbox import labels
@@ -463,14 +464,22 @@ async def _call_container_id(sandbox: Sandbox, within_s: float = 20.0) -> str:
         "label": [labels.LABEL_FILTER, f"{labels.RUN_ID}={described['run_id']}", f"{labels.ROLE}=call"]
     }
     try:
-        deadline = time.monotonic() + within_s
-        while time.monotonic() < deadline:
-            found = await asyncio.to_thread(client.api.containers, filters=run_filter)
-            if found:
-                return str(found[0]["Id"])
-            await asyncio.sleep(0.1)
+        found = await asyncio.to_thread(client.api.containers, all=True, filters=run_filter)
     finally:
         client.close()
+    return {str(summary["Id"]) for summary in found}
+
+
+async def _new_call_container_id(sandbox: Sandbox, before: set[str], within_s: float = 20.0) -> str:
+    """The call container that appeared after ``before`` was taken (earlier calls' containers
+    may still be being removed in the background)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        new = await _call_container_ids(sandbox) - before
+        if new:
+            (container_id,) = new
+            return container_id
+        await asyncio.sleep(0.1)
     raise AssertionError("the call's container never appeared")
 
 
@@ -493,8 +502,9 @@ async def _cpu_quota_seen_from_the_host_cgroup(sandbox: Sandbox) -> None:
         "import time\nwall = time.monotonic()\nwhile time.monotonic() - wall < 6:\n    pass\nprint('spun')\n"
     )
     # Other limits than the default: the call gets a container of its own (role "call").
+    before = await _call_container_ids(sandbox)
     call = asyncio.create_task(sandbox.exec(code, timeout=30, limits=TEST_LIMITS.replace(cpus=0.25)))
-    container_id = await _call_container_id(sandbox)
+    container_id = await _new_call_container_id(sandbox, before)
     usage = None
     deadline = time.monotonic() + 20
     while usage is None and time.monotonic() < deadline and not call.done():
