@@ -10,7 +10,11 @@
 # Findings behind the choices (shared/notes/environment-findings.md): Debian's runsc (a 2022
 # build) works only with --platform=ptrace (kvm hangs, systrap is unknown to it), and it must
 # be registered with --network=none or container start fails on this kernel. The engine gets no
-# bridge, no iptables and no forwarding: sandboxes have no network anyway.
+# iptables rules, no forwarding and no masquerading: sandboxes have no network anyway.
+#
+# Not `--bridge none`: a dockerd started with it deletes the host's docker0 interface
+# (moby's removeDefaultBridgeInterface), which breaks the MAIN engine's default bridge network.
+# The gVisor engine gets a bridge of its own instead, with a link-local /30 nothing routes to.
 set -euo pipefail
 
 base=/run/proctor-gvisor
@@ -29,6 +33,13 @@ if ! command -v runsc >/dev/null; then
 fi
 runsc_path=$(command -v runsc)
 
+bridge=proctor-gv0
+if ! ip link show "$bridge" >/dev/null 2>&1; then
+  log "creating the gVisor engine's own bridge $bridge"
+  ip link add "$bridge" type bridge
+  ip addr add 169.254.213.1/30 dev "$bridge"
+fi
+
 mkdir -p "$base" "$data_root" "$(dirname "$config")"
 want_config=$(cat <<EOF
 {
@@ -41,11 +52,18 @@ want_config=$(cat <<EOF
 }
 EOF
 )
+engine_args=(
+  --host "unix://$sock" --data-root "$data_root" --exec-root "$base/exec" --pidfile "$base/dockerd.pid"
+  --config-file "$config"
+  --bridge "$bridge" --iptables=false --ip6tables=false --ip-forward=false --ip-masq=false
+)
+restart=0
 if [ ! -f "$config" ] || [ "$(cat "$config")" != "$want_config" ]; then
   printf '%s\n' "$want_config" >"$config"
   restart=1
-else
-  restart=0
+fi
+if [ "$(cat "$base/dockerd.args" 2>/dev/null)" != "${engine_args[*]}" ]; then
+  restart=1
 fi
 
 pidfile="$base/dockerd.pid"
@@ -55,7 +73,7 @@ if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
 fi
 if [ -n "$running_pid" ] && [ "$restart" = 1 ]; then
   # Only our own engine, by its pid file: the main dockerd is never signalled.
-  log "the runtime configuration changed: restarting the gVisor engine (pid $running_pid)"
+  log "the engine's configuration changed: restarting the gVisor engine (pid $running_pid)"
   kill "$running_pid"
   for _ in $(seq 1 30); do kill -0 "$running_pid" 2>/dev/null || break; sleep 1; done
   running_pid=""
@@ -64,14 +82,8 @@ fi
 if [ -z "$running_pid" ] || ! gdocker info >/dev/null 2>&1; then
   if [ -z "$running_pid" ]; then
     log "starting the gVisor engine on unix://$sock (log: $dockerd_log)"
-    setsid nohup dockerd \
-      --host "unix://$sock" \
-      --data-root "$data_root" \
-      --exec-root "$base/exec" \
-      --pidfile "$pidfile" \
-      --config-file "$config" \
-      --bridge none --iptables=false --ip6tables=false --ip-forward=false --ip-masq=false \
-      >>"$dockerd_log" 2>&1 </dev/null &
+    printf '%s' "${engine_args[*]}" >"$base/dockerd.args"
+    setsid nohup dockerd "${engine_args[@]}" >>"$dockerd_log" 2>&1 </dev/null &
   fi
   for _ in $(seq 1 60); do
     gdocker info >/dev/null 2>&1 && break
