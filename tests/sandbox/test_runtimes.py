@@ -90,6 +90,18 @@ def test_bad_runtime_flags_are_one_line(flags: list[str], needle: str, tmp_path:
     assert needle in one_line_error(run_proctor("sandbox", "exec", *flags, str(program)))
 
 
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--runtimes", "runc,kata"], "--runtimes: 'kata' is not one of runc, runsc"),
+        (["--runtime", "gvisor"], "--runtime: 'gvisor' is not one of runc, runsc"),
+        (["--runtimes", " , "], "--runtimes: name at least one runtime"),
+    ],
+)
+def test_bench_runtime_flags_are_checked_before_anything_runs(flags: list[str], needle: str) -> None:
+    assert needle in one_line_error(run_proctor("bench", "sandbox", *flags))
+
+
 def test_no_engine_offering_runsc_is_one_line_naming_each_engine_and_the_fix(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
