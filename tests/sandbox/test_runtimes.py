@@ -223,3 +223,20 @@ def test_run_with_runtime_runsc_records_runtime_engine_version_and_image(
     assert box["runtime"] == "runsc" and header["config"]["sandbox"]["runtime"] == "runsc"
     assert str(box["runtime_version"]).startswith("runsc version")
     assert str(box["engine"]).startswith("unix://") and str(box["image_id"]).startswith("sha256:")
+
+
+def test_run_flags_set_the_runtime_and_engine_of_the_run_config() -> None:
+    from agent.run_config_loader import RunFlags, load_run_config
+
+    tasks = REPO / "configs" / "tasks" / "frontiermath-samples.jsonl"
+    flags = RunFlags(
+        track="frontiermath", tasks=tasks, models=["openai/x"], runtime="runsc", docker_host="unix:///x.sock"
+    )
+    config = load_run_config(None, flags)
+    assert (config.sandbox.runtime, config.sandbox.docker_host) == ("runsc", "unix:///x.sock")
+    assert (
+        load_run_config(
+            None, RunFlags(track="frontiermath", tasks=tasks, models=["openai/x"])
+        ).sandbox.runtime
+        == "runc"
+    )
