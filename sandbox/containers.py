@@ -148,6 +148,7 @@ _STREAM_STDOUT = 1
 _STREAM_STDERR = 2
 _REPORT = re.compile(rb"\x00proctor-exit:([0-9a-f]+):(-?\d+):([01])\x00$")
 _REPORT_MAX = 80
+_SIGKILLED = 128 + 9
 READY_MARKER = b"\x00proctor-ready\x00"
 _READY_TIMEOUT_S = 60.0
 
@@ -404,7 +405,12 @@ def run_program(
         status = api.wait(container.id, timeout=int(_KILL_GRACE_S) + 5)
         exit_code = int(status.get("StatusCode", -1))
         oom_killed = bool(api.inspect_container(container.id).get("State", {}).get("OOMKilled"))
-        if container.runtime == RUNSC and not timed_out and not oom_killed:
+        if container.runtime == RUNSC and not timed_out and not oom_killed and exit_code == _SIGKILLED:
+            # Under runsc the host's OOM killer kills the sentry (the memory limit covers it and
+            # the program alike), and the engine does not always flag it; nothing else SIGKILLs
+            # a container before its deadline but a cleanup run from elsewhere.
+            oom_killed = True
+        elif container.runtime == RUNSC and not timed_out and not oom_killed:
             # The program cannot end the root launcher, so a container that stopped without
             # its report is gVisor itself failing (its sentry panics with exit 2, e.g. when its
             # own threads exhaust the pids cgroup): the sandbox's fault, never the program's.
