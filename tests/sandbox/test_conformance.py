@@ -314,6 +314,27 @@ async def test_output_flood_is_truncated_and_host_memory_stays_flat(sandbox: San
     assert growth < 50 * 1024 * 1024, f"host RSS grew by {growth / 1e6:.0f} MB"
 
 
+async def test_every_byte_a_program_wrote_arrives_even_when_writes_are_short(
+    sandbox: Sandbox, sandbox_runtime: str | None
+) -> None:
+    # gVisor often answers a large write to the stdout pipe with a short count (Linux blocks
+    # until all of it is in): the program's own count is what must arrive, in order, whole.
+    code = (
+        "import os, sys\nwritten = 0\n"
+        "for i in range(12):\n    written += os.write(1, bytes([65 + i]) * 65536)\n"
+        "sys.stderr.write(str(written))\n"
+    )
+    results = await asyncio.gather(*(sandbox.exec(code, timeout=30) for _ in range(3)))
+    for result in results:
+        assert result.exit_code == 0 and not result.stdout_truncated, result
+        written = int(result.stderr)
+        assert len(result.stdout.encode()) == written
+        # Whatever each write managed, the bytes come in the order they were written.
+        assert list(result.stdout) == sorted(result.stdout)
+        if sandbox_runtime != "runsc":
+            assert written == 12 * 65536
+
+
 async def test_root_filesystem_is_read_only(sandbox: Sandbox, sandbox_runtime: str | None) -> None:
     code = (
         "import json, os\n"
