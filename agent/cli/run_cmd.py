@@ -147,6 +147,12 @@ def run_command(
     ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out.")] = False,
     backend: Annotated[str | None, typer.Option(help="Sandbox backend: auto, docker or local.")] = None,
+    runtime: Annotated[
+        str | None, typer.Option(help="Container runtime of the docker backend: runc (default) or runsc.")
+    ] = None,
+    docker_host: Annotated[
+        str | None, typer.Option(help="Docker engine socket, e.g. unix:///run/proctor-gvisor/docker.sock.")
+    ] = None,
     reasoning_effort: Annotated[
         str | None,
         typer.Option(
@@ -261,6 +267,8 @@ def run_command(
         out=out,
         resume=resume,
         backend=backend,
+        runtime=runtime,
+        docker_host=docker_host,
         max_sandbox_concurrency=max_sandbox_concurrency,
         reasoning_effort=reasoning_effort,
         token_cap=token_cap,
