@@ -223,6 +223,17 @@ def bench_sandbox(
     calls_text: Annotated[str, typer.Option("--calls", help="Timed calls per way (after a warm-up).")] = "30",
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
+    concurrency_text: Annotated[
+        str | None,
+        typer.Option(
+            "--concurrency",
+            help="Comma-separated caller counts, e.g. 1,4,16: calls/s and p50/p95 of the pool, "
+            "docker run and docker exec in one interleaved run (--calls is then calls per caller).",
+        ),
+    ] = None,
+    rounds_text: Annotated[
+        str, typer.Option("--rounds", help="With --concurrency: interleaved rounds.")
+    ] = "2",
 ) -> None:
     """p50/p95 latency of a stateless print(1): per-call container, warm pool, local, bare host."""
     from sandbox.bench import print_table, run_benchmark
@@ -230,6 +241,9 @@ def bench_sandbox(
     calls = parse_number("--calls", calls_text)
     if calls != int(calls) or not 1 <= calls <= 10_000:
         raise UserError(f"--calls: {calls_text} must be a whole number between 1 and 10000")
+    if concurrency_text is not None:
+        _bench_concurrency(concurrency_text, rounds_text, int(calls), image, as_json)
+        return
     try:
         report = asyncio.run(run_benchmark(calls=int(calls), image=image))
     except SandboxUnavailable as exc:
@@ -238,3 +252,31 @@ def bench_sandbox(
         print(json.dumps(report, sort_keys=True))
     else:
         print_table(report)
+
+
+def _bench_concurrency(
+    concurrency_text: str, rounds_text: str, calls: int, image: str | None, as_json: bool
+) -> None:
+    from sandbox.bench_concurrency import print_concurrency_table, run_concurrency_benchmark
+
+    try:
+        concurrencies = [int(part) for part in concurrency_text.split(",")]
+    except ValueError:
+        raise UserError(
+            f"--concurrency: {concurrency_text!r} is not a comma-separated list of whole numbers"
+        ) from None
+    if not concurrencies or not all(1 <= value <= 256 for value in concurrencies):
+        raise UserError(f"--concurrency: {concurrency_text!r}: each caller count must be between 1 and 256")
+    rounds = parse_number("--rounds", rounds_text)
+    if rounds != int(rounds) or not 1 <= rounds <= 100:
+        raise UserError(f"--rounds: {rounds_text} must be a whole number between 1 and 100")
+    try:
+        report = asyncio.run(
+            run_concurrency_benchmark(concurrencies, calls=calls, rounds=int(rounds), image=image)
+        )
+    except SandboxUnavailable as exc:
+        raise UserError(f"bench sandbox needs docker and the image: {exc}") from None
+    if as_json:
+        print(json.dumps(report, sort_keys=True))
+    else:
+        print_concurrency_table(report)
