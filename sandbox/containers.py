@@ -56,18 +56,22 @@ HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 # Recycling (docs/sandbox.md, "Recycled containers"): when the request allows it and the call
 # ended cleanly (every process gone, no OOM kill), the report says the container can be reset,
 # and the launcher writes nothing more until the host has read the whole call and sends one byte.
-# Then a child demoted to the sandbox user empties every writable place (/tmp, /work, /dev/shm,
-# /dev/mqueue), restores the two tmpfs roots' mode, drops their extended attributes and removes
-# every System V IPC object; the entrypoint runs again (a fresh numba cache); and the root
-# launcher itself checks the result: no process, no IPC object, no socket, empty directories,
-# the same listing of /tmp as when the container was new. Only then is it ready again; any
+# When every writable tree holds exactly the entries it held after the last reset (same inode,
+# change time, mode, owner, link target, xattrs; and no regular file at all, whose content could
+# change within one timestamp tick) and the IPC/socket/process checks below hold, nothing was
+# written and the container is ready at once. Otherwise a child demoted to the sandbox user
+# empties every writable place (/tmp, /work, /dev/shm, /dev/mqueue), restores the two tmpfs
+# roots' mode, drops their extended attributes and removes every System V IPC object; the
+# entrypoint runs again (a fresh numba cache); and the root launcher itself checks the result:
+# no process, no IPC object, no socket, empty directories, the same listing of /tmp as when the
+# container was new. Only then is it ready again; any
 # deviation ends the launcher instead, and the container is removed.
 #
 # Before announcing itself ready the first time, the launcher runs the image's entrypoint once as
 # the sandbox user (``ENTRYPOINT true``): the pinned image's sandbox-init prepares the numba cache
 # on the tmpfs, which must belong to the program, not to root.
 LAUNCHER = """\
-import ctypes, json, os, signal, sys, threading, time
+import ctypes, json, os, signal, stat, sys, threading, time
 config = json.loads(sys.argv[1])
 uid, gid = config['uid'], config['gid']
 libc = ctypes.CDLL(None, use_errno=True)
@@ -181,6 +185,24 @@ def state():
             found[kind] = None
     found['processes'] = others()
     return found
+def tree():
+    found = []
+    stack = list(WRITABLE)
+    try:
+        while stack:
+            path = stack.pop()
+            info = os.lstat(path)
+            if stat.S_ISREG(info.st_mode):
+                return None
+            link = os.readlink(path) if stat.S_ISLNK(info.st_mode) else None
+            names = None if link is not None else sorted(os.listxattr(path, follow_symlinks=False))
+            found.append((path, info.st_mode, info.st_uid, info.st_gid, info.st_size, info.st_ino,
+                          info.st_ctime_ns, link, names))
+            if stat.S_ISDIR(info.st_mode):
+                stack.extend(os.path.join(path, name) for name in sorted(os.listdir(path)))
+    except OSError:
+        return None
+    return found
 def take(n):
     data = b''
     while len(data) < n:
@@ -206,6 +228,7 @@ if not prepare():
     os.write(2, b'sandbox: the image entrypoint failed\\n')
     os._exit(1)
 fresh = state()
+fresh_tree = tree()
 while True:
     os.write(1, b'\\0proctor-ready\\0')
     request = json.loads(take(int(take(10))))
@@ -229,6 +252,8 @@ while True:
     os.write(2, report)
     if not reusable or take(1) != b'R':
         os._exit(0)
+    if fresh_tree is not None and tree() == fresh_tree and state() == fresh:
+        continue
     if not prepare(before_exec=wipe):
         os.write(2, b'sandbox: the reset failed\\n')
         os._exit(1)
@@ -237,6 +262,7 @@ while True:
         os.write(2, ('sandbox: not clean after the reset: %r\\n' % sorted(
             key for key in now if now[key] != fresh[key])).encode())
         os._exit(1)
+    fresh_tree = tree()
 """
 # SETUID/SETGID: the program's fork drops to the sandbox user. SETPCAP: it also empties its
 # capability bounding set. KILL: a root process may signal another uid's processes only with it

@@ -260,3 +260,32 @@ async def test_a_timed_out_call_retires_its_container(recycling: DockerSandbox) 
     assert spun.timed_out, spun
     after = await look(recycling)
     assert after["container"] != spun.stdout.strip()
+
+
+# Deep in the numba cache only, no regular file: the reset's quick comparison must notice it.
+WITHOUT_REGULAR_FILES = r"""
+import os
+cache = os.environ['NUMBA_CACHE_DIR']
+links = [os.path.join(root, name) for root, _, names in os.walk(cache) for name in names]
+os.unlink(links[0])
+os.symlink('/etc/passwd', links[0])
+for root, dirs, _ in os.walk(cache):
+    for name in dirs:
+        try:
+            os.setxattr(os.path.join(root, name), 'user.proctor', b'state')
+        except OSError:
+            pass
+os.chmod(cache, 0o700)
+os.chmod(cache, 0o755)
+print(open('/proc/self/cgroup').read().strip().rsplit('/', 1)[-1])
+"""
+
+
+async def test_changes_without_regular_files_are_still_reset(recycling: DockerSandbox) -> None:
+    fresh = await fresh_look(recycling)
+    assert await recycling.settle(60)
+    used = await recycling.exec(WITHOUT_REGULAR_FILES, timeout=30)
+    assert used.exit_code == 0, used
+    after = await look(recycling)
+    assert after["container"] == used.stdout.strip()
+    assert without_container(after) == without_container(fresh)
