@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import secrets
 import statistics
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -97,11 +99,21 @@ async def _run_round(
 
 
 async def run_concurrency_benchmark(
-    concurrencies: list[int], calls: int = 5, rounds: int = 2, image: str | None = None
+    concurrencies: list[int],
+    calls: int = 5,
+    rounds: int = 2,
+    image: str | None = None,
+    max_concurrent_executions: int | None = None,
 ) -> dict[str, Any]:
     """Measure every contender at every concurrency; SandboxUnavailable without docker or image."""
     rss_before = controller_rss_mib()
-    pool = await open_sandbox("docker", image=image, pool_size=2, probe_libraries=False)
+    pool = await open_sandbox(
+        "docker",
+        image=image,
+        pool_size=2,
+        probe_libraries=False,
+        max_concurrent_executions=max_concurrent_executions,
+    )
     description = pool.describe()
     limits = Limits()
     user = description["user"]
@@ -154,6 +166,8 @@ async def run_concurrency_benchmark(
                         latencies[way].extend(samples)
                         rss_peak = max(rss_peak, controller_rss_mib())
                 results.append(_summarize(program, concurrency, rates, latencies))
+                # Progress on stderr: a long run on a shared machine shows what it has so far.
+                print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     finally:
         await pool.aclose()
         for container_id in long_lived:

@@ -234,6 +234,13 @@ def bench_sandbox(
     rounds_text: Annotated[
         str, typer.Option("--rounds", help="With --concurrency: interleaved rounds.")
     ] = "2",
+    slots_text: Annotated[
+        str | None,
+        typer.Option(
+            "--max-sandbox-concurrency",
+            help="With --concurrency: the pool's execution slots (default: the engine's CPUs, as in a run).",
+        ),
+    ] = None,
 ) -> None:
     """p50/p95 latency of a stateless print(1): per-call container, warm pool, local, bare host."""
     from sandbox.bench import print_table, run_benchmark
@@ -242,7 +249,7 @@ def bench_sandbox(
     if calls != int(calls) or not 1 <= calls <= 10_000:
         raise UserError(f"--calls: {calls_text} must be a whole number between 1 and 10000")
     if concurrency_text is not None:
-        _bench_concurrency(concurrency_text, rounds_text, int(calls), image, as_json)
+        _bench_concurrency(concurrency_text, rounds_text, slots_text, int(calls), image, as_json)
         return
     try:
         report = asyncio.run(run_benchmark(calls=int(calls), image=image))
@@ -255,7 +262,12 @@ def bench_sandbox(
 
 
 def _bench_concurrency(
-    concurrency_text: str, rounds_text: str, calls: int, image: str | None, as_json: bool
+    concurrency_text: str,
+    rounds_text: str,
+    slots_text: str | None,
+    calls: int,
+    image: str | None,
+    as_json: bool,
 ) -> None:
     from sandbox.bench_concurrency import print_concurrency_table, run_concurrency_benchmark
 
@@ -270,9 +282,19 @@ def _bench_concurrency(
     rounds = parse_number("--rounds", rounds_text)
     if rounds != int(rounds) or not 1 <= rounds <= 100:
         raise UserError(f"--rounds: {rounds_text} must be a whole number between 1 and 100")
+    slots = None
+    if slots_text is not None:
+        slots_number = parse_number("--max-sandbox-concurrency", slots_text)
+        if slots_number != int(slots_number) or not 1 <= slots_number <= 256:
+            raise UserError(
+                f"--max-sandbox-concurrency: {slots_text} must be a whole number between 1 and 256"
+            )
+        slots = int(slots_number)
     try:
         report = asyncio.run(
-            run_concurrency_benchmark(concurrencies, calls=calls, rounds=int(rounds), image=image)
+            run_concurrency_benchmark(
+                concurrencies, calls=calls, rounds=int(rounds), image=image, max_concurrent_executions=slots
+            )
         )
     except SandboxUnavailable as exc:
         raise UserError(f"bench sandbox needs docker and the image: {exc}") from None
