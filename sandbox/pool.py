@@ -176,14 +176,14 @@ class WarmPool(Generic[Item]):
 
     async def wait_full(self, timeout: float = 60.0) -> bool:
         """Wait until no reset or removal is pending and the spare is started (benchmarks, tests)."""
-        if self.size == 0:
-            return True
         deadline = time.monotonic() + timeout
         while self._background:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
             await asyncio.wait(set(self._background), timeout=remaining)
+        if self.size == 0:
+            return True
         self._wake.set()
         try:
             await asyncio.wait_for(self._filled.wait(), max(0.0, deadline - time.monotonic()))
