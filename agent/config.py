@@ -59,6 +59,10 @@ class SandboxConfig(BaseModel):
     # engine .ci/setup-gvisor.sh starts when the default one lacks it).
     runtime: Literal["runc", "runsc"] = "runc"
     docker_host: str | None = None
+    # Reuse a warm container after the launcher has emptied and re-checked it (docs/sandbox.md,
+    # "Recycled containers"). Off by default: the protocol promises a fresh container per call,
+    # and a reset cannot undo counters (next PID, inode numbers) a call could read.
+    recycle_containers: bool = False
     image: str | None = None
     pool_size: int = Field(default=2, ge=0)
     timeout_s: float = Field(default=30.0, gt=0)
@@ -79,6 +83,8 @@ class SandboxConfig(BaseModel):
     def _runtime_needs_docker(self) -> SandboxConfig:
         if self.backend == "local" and (self.runtime != "runc" or self.docker_host is not None):
             raise ValueError("runtime and docker_host apply to the docker backend only (backend is local)")
+        if self.backend == "local" and self.recycle_containers:
+            raise ValueError("recycle_containers applies to the docker backend only (backend is local)")
         return self
 
 

@@ -40,28 +40,47 @@ HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 # reach (kill(2), ptrace(2) and /proc/<pid>/{mem,environ,fd} all check exactly that), and
 # docker-init (PID 1) is root as well.
 #
-# The launcher reads exactly the header and request with os.read (never past them), so every
-# byte after is the program's stdin; it exits quietly when stdin closes first (pool teardown,
-# or a controller that died). It forks the program, which drops to the sandbox user with no
-# supplementary groups and an empty capability bounding set before exec (a failure there ends
-# the child, so nothing ever runs as root), waits for it (killing everything itself a little
-# after the deadline, should the host be gone), kills every process the program left behind,
-# then writes an exit report as the last bytes of BOTH streams. Each stream is ordered, so the
-# report proves all of the program's output has arrived: the host can answer without waiting
-# for the engine to notice the container stopping (about 50 ms here). The report carries a
-# per-call nonce that exists only in the launcher's memory and on the host.
+# The launcher reads exactly the header and request with os.read (never past them); the request
+# says how many bytes of stdin follow, and a feeder thread copies exactly those into a fresh pipe
+# that is the program's stdin, so the program sees end-of-file after its own input and the next
+# request starts where this one ended. The launcher exits quietly when stdin closes (pool
+# teardown, or a controller that died). It forks the program, which drops to the sandbox user
+# with no supplementary groups and an empty capability bounding set before exec (a failure there
+# ends the child, so nothing ever runs as root), waits for it (killing everything itself a little
+# after the deadline, should the host be gone), kills every process the program left behind until
+# /proc shows none but docker-init and itself, then writes an exit report as the last bytes of
+# BOTH streams. Each stream is ordered, so the report proves all of the program's output has
+# arrived: the host can answer without waiting for the engine to notice the container stopping
+# (about 50 ms here). The report carries a per-call nonce that exists only in the launcher's
+# memory and on the host.
 #
-# Before announcing itself ready, the launcher runs the image's entrypoint once as the sandbox
-# user (``ENTRYPOINT true``): the pinned image's sandbox-init prepares the numba cache on the
-# tmpfs, which must belong to the program, not to root.
+# Recycling (docs/sandbox.md, "Recycled containers"): when the request allows it and the call
+# ended cleanly (every process gone, no OOM kill), the report says the container can be reset,
+# and the launcher writes nothing more until the host has read the whole call and sends one byte.
+# When every writable tree holds exactly the entries it held after the last reset (same inode,
+# change time, mode, owner, link target, xattrs; and no regular file at all, whose content could
+# change within one timestamp tick) and the IPC/socket/process checks below hold, nothing was
+# written and the container is ready at once. Otherwise a child demoted to the sandbox user
+# empties every writable place (/tmp, /work, /dev/shm, /dev/mqueue), restores the two tmpfs
+# roots' mode, drops their extended attributes and removes every System V IPC object; the
+# entrypoint runs again (a fresh numba cache); and the root launcher itself checks the result:
+# no process, no IPC object, no socket, empty directories, the same listing of /tmp as when the
+# container was new. Only then is it ready again; any
+# deviation ends the launcher instead, and the container is removed.
+#
+# Before announcing itself ready the first time, the launcher runs the image's entrypoint once as
+# the sandbox user (``ENTRYPOINT true``): the pinned image's sandbox-init prepares the numba cache
+# on the tmpfs, which must belong to the program, not to root.
 LAUNCHER = """\
-import ctypes, json, os, resource, signal, sys
+import ctypes, json, os, resource, signal, stat, sys, threading, time
 config = json.loads(sys.argv[1])
 uid, gid = config['uid'], config['gid']
 libc = ctypes.CDLL(None, use_errno=True)
 if libc.prctl(4, 0, 0, 0, 0) != 0:
     os.write(2, b'sandbox: the launcher cannot make itself non-dumpable\\n')
     os._exit(1)
+WRITABLE = ('/tmp', '/work', '/dev/shm', '/dev/mqueue')
+OWNED = ('/tmp', '/work')
 def demote():
     if config['nproc']:
         resource.setrlimit(resource.RLIMIT_NPROC, (config['nproc'], config['nproc']))
@@ -77,11 +96,15 @@ def demote():
         raise OSError(1, 'still privileged')
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-def spawn(argv):
+def spawn(argv, stdin=None, before_exec=None):
     pid = os.fork()
     if pid == 0:
         try:
+            if stdin is not None:
+                os.dup2(stdin, 0)
             demote()
+            if before_exec is not None:
+                before_exec()
             os.execvpe(argv[0], argv, os.environ)
         except BaseException as exc:
             try:
@@ -98,12 +121,91 @@ def kill_all(*_):
         os.kill(-1, 9)
     except OSError:
         pass
-if config['prepare']:
-    prepared = wait(spawn(config['prepare'] + ['true']))
-    kill_all()
-    if prepared != 0:
-        os.write(2, b'sandbox: the image entrypoint failed (exit %d)\\n' % prepared)
-        os._exit(1)
+def others():
+    me = os.getpid()
+    return [name for name in os.listdir('/proc') if name.isdigit() and int(name) not in (1, me)]
+def sweep():
+    for _ in range(300):
+        kill_all()
+        if not others():
+            return True
+        time.sleep(0.01)
+    return False
+def oom_kills():
+    count = 0
+    for path in ('/sys/fs/cgroup/memory/memory.oom_control', '/sys/fs/cgroup/memory.events'):
+        try:
+            with open(path) as fh:
+                for line in fh:
+                    name, _, value = line.partition(' ')
+                    if name == 'oom_kill':
+                        count += int(value)
+        except (OSError, ValueError):
+            pass
+    return count
+def empty(path):
+    for entry in os.scandir(path):
+        if entry.is_dir(follow_symlinks=False):
+            os.chmod(entry.path, 0o700)
+            empty(entry.path)
+            os.rmdir(entry.path)
+        else:
+            os.unlink(entry.path)
+def ipc_ids(kind):
+    with open('/proc/sysvipc/' + kind) as fh:
+        return [int(line.split()[1]) for line in fh.read().splitlines()[1:] if line.strip()]
+def wipe():
+    for path in OWNED:
+        os.chmod(path, 0o700)
+    for path in WRITABLE:
+        empty(path)
+    for path in OWNED:
+        for name in os.listxattr(path, follow_symlinks=False):
+            os.removexattr(path, name, follow_symlinks=False)
+        os.chmod(path, fresh[path][1] & 0o7777)
+        os.utime(path)
+    for kind, control in (('shm', libc.shmctl), ('sem', libc.semctl), ('msg', libc.msgctl)):
+        for ident in ipc_ids(kind):
+            if control(ident, 0, 0, 0) != 0:
+                raise OSError(ctypes.get_errno(), 'cannot remove %s %d' % (kind, ident))
+def prepare(before_exec=None):
+    argv = config['prepare'] + ['true'] if config['prepare'] else ['true']
+    done = wait(spawn(argv, before_exec=before_exec))
+    return sweep() and done == 0
+def state():
+    found = {}
+    for path in WRITABLE:
+        info = os.lstat(path)
+        found[path] = (sorted(os.listdir(path)), info.st_mode, info.st_uid, info.st_gid)
+        found[path + ' xattrs'] = sorted(os.listxattr(path, follow_symlinks=False))
+    for kind in ('shm', 'sem', 'msg'):
+        found[kind] = ipc_ids(kind)
+    for kind in ('tcp', 'tcp6', 'udp', 'udp6', 'raw', 'raw6', 'unix', 'packet'):
+        try:
+            with open('/proc/net/' + kind) as fh:
+                found[kind] = fh.read().splitlines()[1:]
+        except OSError:
+            found[kind] = None
+    found['processes'] = others()
+    return found
+def tree():
+    found = []
+    stack = list(WRITABLE)
+    try:
+        while stack:
+            path = stack.pop()
+            info = os.lstat(path)
+            if stat.S_ISREG(info.st_mode):
+                return None
+            link = os.readlink(path) if stat.S_ISLNK(info.st_mode) else None
+            names = None if link is not None else sorted(os.listxattr(path, follow_symlinks=False))
+            found.append((path, info.st_mode, info.st_uid, info.st_gid, info.st_size, info.st_ino,
+                          info.st_ctime_ns, link, names))
+            if stat.S_ISDIR(info.st_mode):
+                stack.extend(os.path.join(path, name) for name in sorted(os.listdir(path)))
+    except OSError:
+        return None
+    return found
 def take(n):
     data = b''
     while len(data) < n:
@@ -112,30 +214,58 @@ def take(n):
             os._exit(0)
         data += chunk
     return data
-os.write(1, b'\\0proctor-ready\\0')
-request = json.loads(take(int(take(10))))
-signal.signal(signal.SIGALRM, kill_all)
-signal.alarm(request['backstop_s'])
-pid = spawn(request['argv'])
-os.close(0)
-code = wait(pid)
-kill_all()
-kill_all()
-oom = 0
-for path, key in (('/sys/fs/cgroup/memory/memory.oom_control', 'oom_kill'),
-                  ('/sys/fs/cgroup/memory.events', 'oom_kill')):
-    try:
-        with open(path) as fh:
-            for line in fh:
-                name, _, value = line.partition(' ')
-                if name == key and int(value) > 0:
-                    oom = 1
-    except (OSError, ValueError):
-        pass
-report = ('\\0proctor-exit:%s:%d:%d\\0' % (request['nonce'], code, oom)).encode()
-os.write(1, report)
-os.write(2, report)
-os._exit(0)
+def feed(count, pipe):
+    broken = False
+    while count > 0:
+        chunk = os.read(0, min(count, 65536))
+        if not chunk:
+            os._exit(0)
+        count -= len(chunk)
+        while chunk and not broken:
+            try:
+                chunk = chunk[os.write(pipe, chunk):]
+            except OSError:
+                broken = True
+    os.close(pipe)
+if not prepare():
+    os.write(2, b'sandbox: the image entrypoint failed\\n')
+    os._exit(1)
+fresh = state()
+fresh_tree = tree()
+while True:
+    os.write(1, b'\\0proctor-ready\\0')
+    request = json.loads(take(int(take(10))))
+    oom_before = oom_kills()
+    signal.signal(signal.SIGALRM, kill_all)
+    signal.alarm(request['backstop_s'])
+    stdin, pipe = os.pipe()
+    pid = spawn(request['argv'], stdin)
+    os.close(stdin)
+    feeder = threading.Thread(target=feed, args=(request['stdin_bytes'], pipe))
+    feeder.start()
+    code = wait(pid)
+    clean = sweep()
+    if clean:
+        feeder.join()
+    signal.alarm(0)
+    oom = int(oom_kills() > oom_before)
+    reusable = int(bool(request['keep']) and clean and not oom)
+    report = ('\\0proctor-exit:%s:%d:%d:%d\\0' % (request['nonce'], code, oom, reusable)).encode()
+    os.write(1, report)
+    os.write(2, report)
+    if not reusable or take(1) != b'R':
+        os._exit(0)
+    if fresh_tree is not None and tree() == fresh_tree and state() == fresh:
+        continue
+    if not prepare(before_exec=wipe):
+        os.write(2, b'sandbox: the reset failed\\n')
+        os._exit(1)
+    now = state()
+    if now != fresh:
+        os.write(2, ('sandbox: not clean after the reset: %r\\n' % sorted(
+            key for key in now if now[key] != fresh[key])).encode())
+        os._exit(1)
+    fresh_tree = tree()
 """
 # SETUID/SETGID: the program's fork drops to the sandbox user. SETPCAP: it also empties its
 # capability bounding set. KILL: a root process may signal another uid's processes only with it
@@ -146,7 +276,7 @@ _KILL_GRACE_S = 5.0
 BACKSTOP_GRACE_S = 5.0
 _STREAM_STDOUT = 1
 _STREAM_STDERR = 2
-_REPORT = re.compile(rb"\x00proctor-exit:([0-9a-f]+):(-?\d+):([01])\x00$")
+_REPORT = re.compile(rb"\x00proctor-exit:([0-9a-f]+):(-?\d+):([01]):([01])\x00$")
 _REPORT_MAX = 80
 _SIGKILLED = 128 + 9
 READY_MARKER = b"\x00proctor-ready\x00"
@@ -215,6 +345,9 @@ class RawRun:
     timed_out: bool
     oom_killed: bool
     duration_s: float
+    # The launcher ended the call cleanly and waits for :func:`recycle_container`; the host's
+    # connection to it is still open.
+    reusable: bool = False
 
 
 def create_started_container(
@@ -367,11 +500,14 @@ def run_program(
     stdin: bytes | None,
     timeout: float,
     output_cap: int,
+    keep: bool = False,
 ) -> RawRun:
     """Hand ``argv`` to the waiting launcher and stream its output back, capped, until it exits.
 
     The wall-clock limit kills the whole container: the program and every child die with it.
     Raises :class:`ContainerGone` when the container died while it waited (nothing ran).
+    With ``keep`` the launcher may offer the container for another call (``RawRun.reusable``):
+    the connection then stays open for :func:`recycle_container`; otherwise it is closed.
     """
     container.busy = True
     if container.gone():
@@ -382,9 +518,18 @@ def run_program(
     # The host kills the container at the deadline; the launcher's own alarm a little later
     # ends the program even if the host is gone (its controlling process was SIGKILLed).
     backstop_s = max(1, math.ceil(timeout + BACKSTOP_GRACE_S))
-    request = json.dumps({"argv": argv, "nonce": nonce, "backstop_s": backstop_s}).encode("utf-8")
+    request = json.dumps(
+        {
+            "argv": argv,
+            "nonce": nonce,
+            "backstop_s": backstop_s,
+            "stdin_bytes": len(stdin or b""),
+            "keep": keep,
+        }
+    ).encode("utf-8")
     outgoing = b"%0*d" % (HEADER_DIGITS, len(request)) + request + (stdin or b"")
     started = time.monotonic()
+    reusable = False
     try:
         timed_out = _pump(
             container.sock,
@@ -393,12 +538,16 @@ def run_program(
             started + timeout,
             on_deadline=lambda: kill_container(api, container.id),
         )
+        stdout, stderr = streams[_STREAM_STDOUT], streams[_STREAM_STDERR]
+        report = stdout.report if stdout.report is not None and stderr.report is not None else None
+        reusable = report is not None and report[2] and keep and not timed_out
     finally:
-        container.close()
-    stdout, stderr = streams[_STREAM_STDOUT], streams[_STREAM_STDERR]
-    report = stdout.report if stdout.report is not None and stderr.report is not None else None
+        if reusable:
+            container.busy = False
+        else:
+            container.close()
     if report is not None and not timed_out:
-        exit_code, oom_killed = report
+        exit_code, oom_killed, _ = report
     else:
         # No report: the deadline struck, or the launcher itself died (OOM, or the program
         # killed it). The engine's view of the stopped container is then the truth.
@@ -425,7 +574,25 @@ def run_program(
         timed_out=timed_out,
         oom_killed=oom_killed,
         duration_s=time.monotonic() - started,
+        reusable=reusable,
     )
+
+
+def recycle_container(container: StartedContainer) -> None:
+    """Let the launcher of a container whose call ended cleanly reset it; return once it is ready.
+
+    Raises :class:`ContainerGone` when the launcher found the container not clean after its reset
+    (it then exits): the caller removes the container.
+    """
+    container.busy = True
+    try:
+        container.sock.setblocking(True)
+        container.sock.sendall(b"R")
+        _wait_until_ready(container)
+    except OSError as exc:
+        raise ContainerGone(f"container {container.id[:12]}: {exc}") from None
+    finally:
+        container.busy = False
 
 
 def _pump(
@@ -458,8 +625,8 @@ def _pump(
                 if mask & selectors.EVENT_WRITE and view:
                     view = _send_some(sock, view)
                     if not view:
-                        with contextlib.suppress(OSError):
-                            sock.shutdown(socket.SHUT_WR)
+                        # The request said how much stdin follows: the launcher closes the
+                        # program's stdin itself, and the connection stays open for a reset.
                         selector.modify(sock, selectors.EVENT_READ)
                 if mask & selectors.EVENT_READ:
                     try:
@@ -493,7 +660,7 @@ class _Stream:
         self.buffer = CappedBuffer(cap)
         self._nonce = nonce.encode()
         self._tail = bytearray()
-        self.report: tuple[int, bool] | None = None
+        self.report: tuple[int, bool, bool] | None = None
 
     def endswith(self, marker: bytes) -> bool:
         return self._tail.endswith(marker)
@@ -505,7 +672,7 @@ class _Stream:
         if data.endswith(b"\x00"):
             match = _REPORT.search(self._tail)
             if match is not None and match.group(1) == self._nonce:
-                self.report = (int(match.group(2)), match.group(3) == b"1")
+                self.report = (int(match.group(2)), match.group(3) == b"1", match.group(4) == b"1")
                 self.buffer.drop_tail(len(match.group(0)))
 
 

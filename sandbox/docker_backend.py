@@ -1,4 +1,4 @@
-"""The docker backend: every call in a fresh, locked-down container, served from a warm pool.
+"""The docker backend: every call in a locked-down container, fresh or reset clean, from a warm pool.
 
 The docker SDK is synchronous, so its calls run on this sandbox's own worker threads. Every
 container it makes is tracked from the moment it exists until it is removed: after each call
@@ -31,13 +31,15 @@ from sandbox.containers import (
     RawRun,
     StartedContainer,
     create_started_container,
+    recycle_container,
     remove_container,
     run_program,
 )
 from sandbox.image import image_libraries
-from sandbox.pool import WarmPool
+from sandbox.pool import Lease, WarmPool
 from sandbox.program import resolve_argv
 from sandbox.runtimes import RUNC, Engine, connect_engine_for, default_engine_url
+from sandbox.slots import ExecutionSlots, current_caller
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +123,8 @@ class DockerSandbox:
         entrypoint: list[str] | None = None,
         runtime: str = RUNC,
         engine: dict[str, Any] | None = None,
+        cpus: int | None = None,
+        recycle: bool = False,
     ) -> None:
         self.client = client
         self.runtime = runtime
@@ -138,13 +142,30 @@ class DockerSandbox:
         self._live_lock = threading.Lock()
         self._removals: set[asyncio.Task[None]] = set()
         self._closed = False
-        self.pool: WarmPool[StartedContainer] = WarmPool(self._create_pooled, self._remove, pool_size)
+        # Until the process-wide slots are known (follow_slots), as many calls as CPUs.
+        self._cpus = cpus or os.cpu_count() or 1
+        self._slots: ExecutionSlots | None = None
+        self.pool: WarmPool[StartedContainer] = WarmPool(
+            self._create_pooled,
+            self._remove,
+            pool_size,
+            # Without a reset the pool still follows demand, but every call gets a fresh container.
+            reset=self._reset if recycle else None,
+            capacity=self._concurrent_calls,
+        )
         _LIVE_SANDBOXES.add(self)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def start(self) -> None:
         self.pool.start()
+
+    def follow_slots(self, slots: ExecutionSlots) -> None:
+        """Bound the pool by the process's execution slots (they may be resized later)."""
+        self._slots = slots
+
+    def _concurrent_calls(self) -> int:
+        return self._slots.capacity if self._slots is not None else self._cpus
 
     async def aclose(self) -> None:
         if self._closed:
@@ -185,11 +206,15 @@ class DockerSandbox:
             "image_id": self.image_id,
             "user": self.user,
             "pool_size": self.pool.size,
+            "pool_recycles": self.pool.recycling,
             "isolation": "container",
             "isolates_less": False,
             **self.engine,
             "notes": [
-                "one fresh container per call (warm pool: started ahead, used once, destroyed)",
+                "one container per call at a time: fresh, or recycled after the launcher emptied every "
+                "writable path, IPC object and process and proved it (docs/sandbox.md)"
+                if self.pool.recycling
+                else "one fresh container per call, used once and destroyed",
                 *(
                     [
                         "runtime runsc: gVisor's user-space kernel between the program and the host "
@@ -231,22 +256,63 @@ class DockerSandbox:
             raise SandboxError(str(exc)) from exc
         limits = limits or self.default_limits
         stdin_bytes = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
-        # Pool containers carry the default limits; other limits need a container of their own.
-        pooled = self.pool.take() if limits == self.default_limits else None
-        if pooled is not None:
+        if limits != self.default_limits:
+            # Pool containers carry the default limits; other limits need a container of their own.
+            container = await self._create(limits, "call")
             try:
-                return await self._run_in(pooled, program, stdin_bytes, timeout, limits)
+                return await self._run_in(container, program, stdin_bytes, timeout, limits)
             except ContainerGone as exc:
-                # A warm container died while it waited (e.g. `proctor sandbox cleanup --all`
-                # from elsewhere). Nothing ran in it, so a fresh container may run the program.
-                log.warning("sandbox: warm container lost (%s); using a fresh one", exc)
-            finally:
-                self.pool.release()
-        container = await self._create(limits, "call")
+                raise SandboxError(f"the docker sandbox failed: {exc}") from exc
+        return await self._exec_pooled(program, stdin_bytes, timeout, limits)
+
+    async def _exec_pooled(
+        self, program: list[str], stdin: bytes | None, timeout: float, limits: Limits
+    ) -> ExecResult:
+        caller = current_caller()
+        for attempt in range(2):
+            lease = await self.pool.acquire(caller)
+            try:
+                raw = await self._run_leased(lease, program, stdin, timeout, limits)
+            except ContainerGone as exc:
+                # A container died while it waited (e.g. `proctor sandbox cleanup --all` from
+                # elsewhere). Nothing ran in it, so another container may run the program.
+                if attempt:
+                    raise SandboxError(f"the docker sandbox failed: {exc}") from exc
+                log.warning("sandbox: warm container lost (%s); using another one", exc)
+                continue
+            return self._result(raw, lease.item.id)
+        raise AssertionError("unreachable")
+
+    async def _run_leased(
+        self,
+        lease: Lease[StartedContainer],
+        program: list[str],
+        stdin: bytes | None,
+        timeout: float,
+        limits: Limits,
+    ) -> RawRun:
+        container = lease.item
         try:
-            return await self._run_in(container, program, stdin_bytes, timeout, limits)
-        except ContainerGone as exc:
-            raise SandboxError(f"the docker sandbox failed: {exc}") from exc
+            raw = await self._blocking(
+                run_program,
+                self.api,
+                container,
+                program,
+                stdin,
+                timeout,
+                limits.output_bytes,
+                self.pool.recycling,
+            )
+        except BaseException as exc:
+            # Cancellation and Ctrl-C included: removal is awaited (shielded) before leaving.
+            await asyncio.shield(self._remove(container))
+            self.pool.lost(lease)
+            if isinstance(exc, (APIError, OSError)):
+                raise SandboxError(f"the docker sandbox failed: {exc}") from exc
+            raise
+        # Reset (or removal) happens in the background: the caller has its answer now.
+        self.pool.give_back(lease, raw.reusable)
+        return raw
 
     async def _run_in(
         self,
@@ -296,6 +362,9 @@ class DockerSandbox:
 
     async def _create_pooled(self) -> StartedContainer:
         return await self._create(self.default_limits, "pool")
+
+    async def _reset(self, container: StartedContainer) -> None:
+        await self._blocking(recycle_container, container)
 
     async def _create(self, limits: Limits, role: str) -> StartedContainer:
         try:
@@ -360,22 +429,24 @@ async def open_docker_sandbox(
     default_limits: Limits | None = None,
     runtime: str = RUNC,
     docker_host: str | None = None,
+    recycle_containers: bool = False,
 ) -> DockerSandbox:
     """Connect to an engine offering ``runtime``, find the image, start the pool.
 
     SandboxUnavailable when any of that can't happen (one line, naming the fix).
     """
 
-    def connect() -> tuple[Engine, str, str, str]:
+    def connect() -> tuple[Engine, str, str, str, int]:
         engine = connect_engine_for(runtime, docker_host)
         try:
             reference, image_id = resolve_image(engine.client, image, engine.url)
-            return engine, reference, image_id, sandbox_user(engine.client, image_id)
+            user = sandbox_user(engine.client, image_id)
+            return engine, reference, image_id, user, engine_cpus(engine.client)
         except BaseException:
             engine.client.close()
             raise
 
-    engine, reference, image_id, user = await asyncio.to_thread(connect)
+    engine, reference, image_id, user, cpus = await asyncio.to_thread(connect)
     sandbox = DockerSandbox(
         engine.client,
         reference,
@@ -385,6 +456,8 @@ async def open_docker_sandbox(
         user=user,
         runtime=runtime,
         engine=await asyncio.to_thread(engine.describe),
+        cpus=cpus,
+        recycle=recycle_containers,
     )
     sandbox.start()
     return sandbox

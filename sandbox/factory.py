@@ -30,12 +30,15 @@ async def open_sandbox(
     probe_libraries: bool = True,
     runtime: str | None = None,
     docker_host: str | None = None,
+    recycle_containers: bool = False,
 ) -> Sandbox:
     """Open a backend (see :func:`_open_backend`) under the process-wide execution bound.
 
     ``max_concurrent_executions`` defaults to the CPUs the backend can use (sandbox/slots.py).
     ``runtime`` (``runc``, the default, or ``runsc``) and ``docker_host`` choose the container
     runtime and the engine for docker (sandbox/runtimes.py); the local backend refuses them.
+    ``recycle_containers`` lets the docker pool reuse a container after its launcher has emptied
+    and re-checked it (off: a fresh container for every call).
     """
     from sandbox.slots import limit_sandbox
 
@@ -47,6 +50,7 @@ async def open_sandbox(
         probe_libraries=probe_libraries,
         runtime=runtime,
         docker_host=docker_host,
+        recycle_containers=recycle_containers,
     )
     return limit_sandbox(opened, max_concurrent_executions)
 
@@ -60,6 +64,7 @@ async def _open_backend(
     probe_libraries: bool = True,
     runtime: str | None = None,
     docker_host: str | None = None,
+    recycle_containers: bool = False,
 ) -> Sandbox:
     """Open a sandbox: ``"auto"`` and ``"docker"`` need an answering engine and the image.
 
@@ -75,12 +80,16 @@ async def _open_backend(
         if (runtime or RUNC) != RUNC or docker_host:
             # bubblewrap has no container runtime: never pretend a local call ran under gVisor.
             raise SandboxUnavailable("the local backend has no container runtime or engine to choose")
+        if recycle_containers:
+            raise SandboxUnavailable("the local backend has no containers to recycle")
         return await _open_local(default_limits, probe_libraries)
     if runtime not in (None, RUNC) or docker_host:
         # Asked for by name: no fall back to another engine, runtime or backend, even from auto.
-        return await _open_docker(image, pool_size, default_limits, runtime or RUNC, docker_host)
+        return await _open_docker(
+            image, pool_size, default_limits, runtime or RUNC, docker_host, recycle_containers
+        )
     try:
-        return await _open_docker(image, pool_size, default_limits, RUNC, None)
+        return await _open_docker(image, pool_size, default_limits, RUNC, None, recycle_containers)
     except SandboxUnavailable as exc:
         if backend == "docker":
             raise
@@ -96,7 +105,12 @@ def auto_failure_message(reason: str) -> str:
 
 
 async def _open_docker(
-    image: str | None, pool_size: int, default_limits: Limits | None, runtime: str, docker_host: str | None
+    image: str | None,
+    pool_size: int,
+    default_limits: Limits | None,
+    runtime: str,
+    docker_host: str | None,
+    recycle_containers: bool = False,
 ) -> Sandbox:
     try:
         from sandbox.docker_backend import open_docker_sandbox
@@ -108,6 +122,7 @@ async def _open_docker(
         default_limits=default_limits,
         runtime=runtime,
         docker_host=docker_host,
+        recycle_containers=recycle_containers,
     )
 
 

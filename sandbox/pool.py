@@ -1,8 +1,17 @@
-"""A warm pool of started containers, each handed out exactly once and refilled in the background.
+"""A warm pool that follows demand: started containers, recycled between calls once proven clean.
 
-The pool knows nothing about Docker: it is given a coroutine that makes one ready container
-and one that destroys it. A container leaves the pool for exactly one call; the caller
-destroys it afterwards, so no state can pass from one call to the next.
+The pool knows nothing about Docker: it is given coroutines that make one ready container,
+destroy one, and reset one that a call has used (the reset proves the container clean or fails,
+see docs/sandbox.md "Recycled containers"). A container serves one call at a time.
+
+Its size follows demand. A call takes an idle container (preferring one its own caller used
+last), or, when none is idle, a new one is created for it while the pool is under its bound;
+at the bound the call waits for the next container to come back (back-pressure) instead of
+creating more. The bound is the process's execution slots (calls that can run at once) plus
+the spare ``size``, so the pool never holds more containers than calls can use. After a call
+the container is reset off the caller's path and becomes idle again; containers idle longer
+than ``idle_s`` beyond the spare ``size`` are removed, so the pool shrinks when demand falls.
+The spare is kept started ahead of demand in the background.
 """
 
 from __future__ import annotations
@@ -10,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import deque
-from collections.abc import Awaitable, Callable
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 log = logging.getLogger(__name__)
@@ -21,9 +31,23 @@ log = logging.getLogger(__name__)
 _FIRST_RETRY_S = 1.0
 _MAX_RETRY_S = 30.0
 REFILL_DELAY_S = 0.25
+# A container serves at most this many calls: whatever slow drift a reset cannot undo
+# (the engine's counters, the kernel's) stays bounded.
+MAX_USES = 100
+IDLE_S = 30.0
 
 
 Item = TypeVar("Item")
+
+
+@dataclass
+class Lease(Generic[Item]):
+    """One container lent to one call; ``uses`` counts the calls it served before this one."""
+
+    item: Item
+    uses: int
+    caller: Hashable = None
+    idle_since: float = 0.0
 
 
 class WarmPool(Generic[Item]):
@@ -33,6 +57,10 @@ class WarmPool(Generic[Item]):
         destroy: Callable[[Item], Awaitable[None]],
         size: int,
         *,
+        reset: Callable[[Item], Awaitable[None]] | None = None,
+        capacity: Callable[[], int] = lambda: 1,
+        max_uses: int = MAX_USES,
+        idle_s: float = IDLE_S,
         first_retry_s: float = _FIRST_RETRY_S,
         max_retry_s: float = _MAX_RETRY_S,
     ) -> None:
@@ -41,77 +69,206 @@ class WarmPool(Generic[Item]):
         self.size = size
         self._create = create
         self._destroy = destroy
-        self._ready: deque[Item] = deque()
+        self._reset = reset
+        self._capacity = capacity
+        self.max_uses = max_uses
+        self.idle_s = idle_s
+        self._idle: list[Lease[Item]] = []
+        self._total = 0  # containers that exist or are being made, until destroyed
+        self._in_use = 0
+        self._changed = asyncio.Event()
         self._wake = asyncio.Event()
         self._filled = asyncio.Event()
         self._refill_task: asyncio.Task[None] | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self._closed = False
         self.last_error: BaseException | None = None
         self._first_retry_s = first_retry_s
         self._max_retry_s = max_retry_s
+        self.created = 0
+        self.recycled = 0
+
+    @property
+    def recycling(self) -> bool:
+        """Containers are reused only by a pool that keeps any (``size`` > 0) and can reset them."""
+        return self.size > 0 and self._reset is not None
+
+    def bound(self) -> int:
+        """At most this many containers exist: one per call that can run at once, plus the spare."""
+        return max(1, self._capacity()) + self.size
 
     def start(self) -> None:
         if self.size > 0 and self._refill_task is None:
             self._refill_task = asyncio.create_task(self._refill_forever(), name="sandbox-pool-refill")
 
-    def take(self) -> Item | None:
-        """A started container for one call, or None when none is ready (never waits).
+    def take(self, caller: Hashable = None) -> Lease[Item] | None:
+        """An idle container for one call, or None when none is idle (never waits).
 
-        Call :meth:`release` when the call is over: that starts the refill.
+        Prefers the container the same caller used last, then one never used: what a reset
+        cannot clear (counters such as the next process ID, see docs/sandbox.md) then stays
+        within one caller's calls whenever the pool has a choice.
         """
-        if not self._ready:
+        if not self._idle:
             self._wake.set()
             return None
+        lease = self._idle.pop(self._pick(caller))
+        lease.caller = caller
+        self._in_use += 1
         self._filled.clear()
         # Starting a container costs the engine ~0.1-0.3 s of CPU; on two cores doing that
         # during a short call slows the call itself, so the refill waits for the call to end,
         # or for a short delay, so that a long call does not leave the pool short.
         asyncio.get_running_loop().call_later(REFILL_DELAY_S, self._wake.set)
-        return self._ready.popleft()
+        return lease
 
-    def release(self) -> None:
-        """The call that took a container is over: refill now."""
+    def _pick(self, caller: Hashable) -> int:
+        """The caller's own container, else a never-used one, else the one idle longest."""
+        newest = range(len(self._idle) - 1, -1, -1)
+        own = next((i for i in newest if self._idle[i].uses and self._idle[i].caller == caller), None)
+        if own is not None:
+            return own
+        unused = next((i for i in newest if not self._idle[i].uses), None)
+        return 0 if unused is None else unused
+
+    async def acquire(self, caller: Hashable = None) -> Lease[Item]:
+        """An idle container, a new one while under the bound, or the next one to come back."""
+        while True:
+            lease = self.take(caller)
+            if lease is not None:
+                return lease
+            if self._total < self.bound():
+                self._total += 1
+                self._in_use += 1
+                try:
+                    item = await self._create()
+                except BaseException:
+                    self._total -= 1
+                    self._in_use -= 1
+                    self._changed.set()
+                    raise
+                self.created += 1
+                return Lease(item, 0, caller)
+            self._changed.clear()
+            await self._changed.wait()
+
+    def give_back(self, lease: Lease[Item], reusable: bool) -> None:
+        """The call is over. A container it left clean is reset and idles again; others go."""
+        self._in_use -= 1
+        lease.uses += 1
+        if reusable and self.recycling and not self._closed and lease.uses < self.max_uses:
+            self._spawn(self._recycle(lease), "sandbox-recycle")
+        else:
+            self._spawn(self._discard(lease.item), "sandbox-remove")
         self._wake.set()
+
+    def lost(self, lease: Lease[Item]) -> None:
+        """The caller removed the container itself (cancelled, timed out, died)."""
+        self._in_use -= 1
+        self._forget_one()
 
     @property
     def ready_count(self) -> int:
-        return len(self._ready)
+        return len(self._idle)
+
+    @property
+    def total(self) -> int:
+        return self._total
 
     async def wait_full(self, timeout: float = 60.0) -> bool:
-        """Wait until every slot holds a started container (used by benchmarks and tests)."""
+        """Wait until no reset or removal is pending and the spare is started (benchmarks, tests)."""
+        deadline = time.monotonic() + timeout
+        while self._background:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            await asyncio.wait(set(self._background), timeout=remaining)
         if self.size == 0:
             return True
         self._wake.set()
         try:
-            await asyncio.wait_for(self._filled.wait(), timeout)
+            await asyncio.wait_for(self._filled.wait(), max(0.0, deadline - time.monotonic()))
         except TimeoutError:
             return False
         return True
 
     async def close(self) -> None:
-        """Stop refilling and destroy every container still waiting in the pool."""
+        """Stop refilling and destroy every container the pool still holds."""
         self._closed = True
         if self._refill_task is not None:
             self._refill_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._refill_task
-        leftovers = list(self._ready)
-        self._ready.clear()
-        await asyncio.gather(*(self._destroy(item) for item in leftovers), return_exceptions=True)
+        while self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        leftovers = [lease.item for lease in self._idle]
+        self._idle.clear()
+        await asyncio.gather(*(self._discard(item) for item in leftovers), return_exceptions=True)
+
+    # -- background ------------------------------------------------------------------------
+
+    def _spawn(self, work: Awaitable[None], name: str) -> None:
+        task = asyncio.ensure_future(work)
+        task.set_name(name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _recycle(self, lease: Lease[Item]) -> None:
+        assert self._reset is not None
+        try:
+            await self._reset(lease.item)
+        except asyncio.CancelledError:
+            await self._discard(lease.item)
+            raise
+        except Exception as exc:  # not proven clean: it goes, and a fresh one replaces it
+            log.info("sandbox pool: a used container was not reset (%s); removing it", exc)
+            await self._discard(lease.item)
+            return
+        if self._closed:
+            await self._discard(lease.item)
+            return
+        self.recycled += 1
+        lease.idle_since = time.monotonic()
+        self._idle.append(lease)
+        self._changed.set()
+
+    async def _discard(self, item: Item) -> None:
+        try:
+            await self._destroy(item)
+        finally:
+            self._forget_one()
+
+    def _forget_one(self) -> None:
+        self._total -= 1
+        self._changed.set()
+        self._wake.set()
+
+    def _trim_idle(self) -> None:
+        """Remove containers idle for ``idle_s`` beyond the spare: the pool shrinks with demand."""
+        now = time.monotonic()
+        while len(self._idle) > self.size and now - self._idle[0].idle_since > self.idle_s:
+            self._spawn(self._discard(self._idle.pop(0).item), "sandbox-trim")
 
     async def _refill_forever(self) -> None:
         retry_s = self._first_retry_s
         while not self._closed:
-            if len(self._ready) >= self.size:
-                self._filled.set()
+            self._trim_idle()
+            # Spare containers are started only while under the bound and while no call is
+            # waiting for one to come back: back-pressure applies to the refill too.
+            if len(self._idle) >= self.size or self._total >= self.bound():
+                if len(self._idle) >= self.size and not self._background:
+                    self._filled.set()
                 self._wake.clear()
-                await self._wake.wait()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.idle_s)
                 continue
+            self._total += 1
             try:
                 item = await self._create()
             except asyncio.CancelledError:
+                self._total -= 1
                 raise
             except Exception as exc:  # keep serving: calls fall back to on-demand containers
+                self._total -= 1
                 self.last_error = exc
                 log.warning(
                     "sandbox pool: could not start a warm container (retrying in %.0f s): %s", retry_s, exc
@@ -120,7 +277,9 @@ class WarmPool(Generic[Item]):
                 retry_s = min(retry_s * 2, self._max_retry_s)
                 continue
             retry_s = self._first_retry_s
+            self.created += 1
             if self._closed:
-                await self._destroy(item)
+                await self._discard(item)
                 return
-            self._ready.append(item)
+            self._idle.append(Lease(item, 0, None, time.monotonic()))
+            self._changed.set()

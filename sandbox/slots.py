@@ -39,6 +39,11 @@ def execution_caller(key: Hashable) -> Iterator[None]:
         _CALLER.reset(token)
 
 
+def current_caller() -> Hashable:
+    """The caller set by the innermost :func:`execution_caller` (None outside any)."""
+    return _CALLER.get()
+
+
 @dataclass(eq=False)
 class _Waiter:
     loop: asyncio.AbstractEventLoop
@@ -153,7 +158,11 @@ def default_concurrency(sandbox: Sandbox) -> int:
 def limit_sandbox(sandbox: Sandbox, max_concurrent: int | None) -> LimitedSandbox:
     """``sandbox`` under the process-wide bound: ``max_concurrent`` or the CPUs it can use."""
     capacity = max_concurrent if max_concurrent is not None else default_concurrency(sandbox)
-    return LimitedSandbox(sandbox, process_slots(capacity))
+    slots = process_slots(capacity)
+    follow_slots = getattr(sandbox, "follow_slots", None)
+    if callable(follow_slots):
+        follow_slots(slots)  # a pool that follows demand is bounded by the same slots
+    return LimitedSandbox(sandbox, slots)
 
 
 class LimitedSandbox:

@@ -272,6 +272,31 @@ def bench_sandbox(
     runtime: Annotated[
         str | None, typer.Option(help="Compare this runtime with runc (same as --runtimes runc,R).")
     ] = None,
+    concurrency_text: Annotated[
+        str | None,
+        typer.Option(
+            "--concurrency",
+            help="Comma-separated caller counts, e.g. 1,4,16: calls/s and p50/p95 of the pool, "
+            "docker run and docker exec in one interleaved run (--calls is then calls per caller).",
+        ),
+    ] = None,
+    rounds_text: Annotated[
+        str, typer.Option("--rounds", help="With --concurrency: interleaved rounds.")
+    ] = "2",
+    slots_text: Annotated[
+        str | None,
+        typer.Option(
+            "--max-sandbox-concurrency",
+            help="With --concurrency: the pool's execution slots (default: the engine's CPUs, as in a run).",
+        ),
+    ] = None,
+    recycle_containers: Annotated[
+        bool,
+        typer.Option(
+            "--recycle-containers",
+            help="With --concurrency: let the pool reuse containers it proved clean (opt-in, as in a run).",
+        ),
+    ] = False,
 ) -> None:
     """p50/p95 latency of a stateless print(1): per-call container, warm pool, local, bare host."""
     from sandbox.bench import print_table, run_benchmark
@@ -281,6 +306,11 @@ def bench_sandbox(
         raise UserError(f"--calls: {calls_text} must be a whole number between 1 and 10000")
     if runtimes_text is not None or runtime is not None:
         _bench_runtimes(runtimes_text, runtime, int(calls), image, as_json)
+        return
+    if concurrency_text is not None:
+        _bench_concurrency(
+            concurrency_text, rounds_text, slots_text, int(calls), image, as_json, recycle_containers
+        )
         return
     try:
         report = asyncio.run(run_benchmark(calls=int(calls), image=image))
@@ -313,3 +343,52 @@ def _bench_runtimes(
         print(json.dumps(report, sort_keys=True))
     else:
         print_comparison(report)
+
+
+def _bench_concurrency(
+    concurrency_text: str,
+    rounds_text: str,
+    slots_text: str | None,
+    calls: int,
+    image: str | None,
+    as_json: bool,
+    recycle_containers: bool = False,
+) -> None:
+    from sandbox.bench_concurrency import print_concurrency_table, run_concurrency_benchmark
+
+    try:
+        concurrencies = [int(part) for part in concurrency_text.split(",")]
+    except ValueError:
+        raise UserError(
+            f"--concurrency: {concurrency_text!r} is not a comma-separated list of whole numbers"
+        ) from None
+    if not concurrencies or not all(1 <= value <= 256 for value in concurrencies):
+        raise UserError(f"--concurrency: {concurrency_text!r}: each caller count must be between 1 and 256")
+    rounds = parse_number("--rounds", rounds_text)
+    if rounds != int(rounds) or not 1 <= rounds <= 100:
+        raise UserError(f"--rounds: {rounds_text} must be a whole number between 1 and 100")
+    slots = None
+    if slots_text is not None:
+        slots_number = parse_number("--max-sandbox-concurrency", slots_text)
+        if slots_number != int(slots_number) or not 1 <= slots_number <= 256:
+            raise UserError(
+                f"--max-sandbox-concurrency: {slots_text} must be a whole number between 1 and 256"
+            )
+        slots = int(slots_number)
+    try:
+        report = asyncio.run(
+            run_concurrency_benchmark(
+                concurrencies,
+                calls=calls,
+                rounds=int(rounds),
+                image=image,
+                max_concurrent_executions=slots,
+                recycle_containers=recycle_containers,
+            )
+        )
+    except SandboxUnavailable as exc:
+        raise UserError(f"bench sandbox needs docker and the image: {exc}") from None
+    if as_json:
+        print(json.dumps(report, sort_keys=True))
+    else:
+        print_concurrency_table(report)

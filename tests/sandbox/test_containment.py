@@ -163,7 +163,7 @@ import os, sys, secrets
 # The format from sandbox/containers.py, with every nonce the program could guess.
 for nonce in (secrets.token_hex(16), '0' * 32, 'f' * 32):
     for code, oom in ((0, 0), (0, 1), (42, 0)):
-        line = ('\0proctor-exit:%s:%d:%d\0' % (nonce, code, oom)).encode()
+        line = ('\0proctor-exit:%s:%d:%d:1\0' % (nonce, code, oom)).encode()
         os.write(1, line)
         os.write(2, line)
 """

@@ -67,7 +67,7 @@ def _frame(stream: int, payload: bytes) -> bytes:
 
 def test_frame_splitter_reassembles_frames_split_anywhere_and_finds_the_reports() -> None:
     nonce = "ab" * 16
-    report = f"\0proctor-exit:{nonce}:3:0\0".encode()
+    report = f"\0proctor-exit:{nonce}:3:0:1\0".encode()
     wire = _frame(1, b"out-") + _frame(2, b"err") + _frame(1, b"put") + _frame(1, report) + _frame(2, report)
     streams = {1: _Stream(1024, nonce), 2: _Stream(1024, nonce)}
     splitter = _FrameSplitter(streams)
@@ -76,12 +76,12 @@ def test_frame_splitter_reassembles_frames_split_anywhere_and_finds_the_reports(
         splitter.feed(wire[i : i + 1])
     assert splitter.finished()
     assert streams[1].buffer.text() == "out-put" and streams[2].buffer.text() == "err"
-    assert streams[1].report == (3, False)
+    assert streams[1].report == (3, False, True)
 
 
 def test_a_report_with_another_nonce_is_just_output() -> None:
     stream = _Stream(1024, "cd" * 16)
-    forged = f"\0proctor-exit:{'ab' * 16}:0:0\0".encode()
+    forged = f"\0proctor-exit:{'ab' * 16}:0:0:1\0".encode()
     stream.feed(forged)
     assert stream.report is None and stream.buffer.text() == forged.decode()
 
@@ -138,11 +138,15 @@ async def test_pool_hands_each_container_out_once_and_refills() -> None:
     pool.start()
     assert await pool.wait_full(5)
     first, second = pool.take(), pool.take()
-    assert {first, second} == {"c0", "c1"} and pool.take() is None
+    assert first is not None and second is not None
+    assert {first.item, second.item} == {"c0", "c1"} and pool.take() is None
+    # Not reusable (no reset given): each goes, and the spare is started again.
+    pool.give_back(first, reusable=True)
+    pool.give_back(second, reusable=False)
     assert await pool.wait_full(5)
     assert pool.ready_count == 2 and len(made) == 4
     await pool.close()
-    assert sorted(destroyed) == ["c2", "c3"]
+    assert sorted(destroyed) == ["c0", "c1", "c2", "c3"]
 
 
 async def test_pool_survives_failing_creation() -> None:
@@ -161,7 +165,8 @@ async def test_pool_survives_failing_creation() -> None:
     pool = WarmPool(create, destroy, size=1)
     pool.start()
     assert await pool.wait_full(5)
-    assert isinstance(pool.last_error, RuntimeError) and pool.take() == "ok"
+    lease = pool.take()
+    assert isinstance(pool.last_error, RuntimeError) and lease is not None and lease.item == "ok"
     await pool.close()
 
 
