@@ -177,11 +177,14 @@ def test_dry_run_with_resume_counts_what_is_done_without_touching_the_run(tmp_pa
             ("comb-subset-sums-7", Outcome.MODEL_ERROR),
         )
     ]
+    from agent.preflight import endpoint_uses
     from agent.run_config_loader import RunFlags, load_run_config
     from agent.runner import _base_header, model_labels
 
     recorded = load_run_config(None, RunFlags(tasks=FM_TASKS, models=["openai/m"], out=run_dir))
-    header = _base_header(recorded, "r", model_labels(recorded.models), 14)
+    labels = model_labels(recorded.models)
+    uses = endpoint_uses(list(zip(labels, recorded.models, strict=True)), recorded.judge)
+    header = _base_header(recorded, "r", labels, 14, uses)
     (run_dir / "run.json").write_text(json.dumps(header))
     samples = run_dir / "samples.jsonl"
     samples.write_text("".join(r.model_dump_json() + "\n" for r in records) + '{"torn')
@@ -238,6 +241,7 @@ def _main_error(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest
 def test_dry_run_refuses_what_the_run_would_refuse(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from agent.preflight import endpoint_uses
     from agent.run_config_loader import RunFlags, load_run_config
     from agent.runner import _base_header, model_labels
 
@@ -248,7 +252,9 @@ def test_dry_run_refuses_what_the_run_would_refuse(
     assert "already holds a run; pass --resume" in _main_error(base, monkeypatch, capsys)
     # A resume whose budget differs from the recorded run's is refused, as the run would be.
     recorded = load_run_config(None, RunFlags(tasks=FM_TASKS, models=["openai/m"], out=run_dir))
-    header = _base_header(recorded, "r", model_labels(recorded.models), 14)
+    labels = model_labels(recorded.models)
+    uses = endpoint_uses(list(zip(labels, recorded.models, strict=True)), recorded.judge)
+    header = _base_header(recorded, "r", labels, 14, uses)
     (run_dir / "run.json").write_text(json.dumps(header))
     before = sorted((p.name, p.read_bytes()) for p in run_dir.iterdir())
     line = _main_error(

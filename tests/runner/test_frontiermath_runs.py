@@ -80,6 +80,8 @@ def proctor(args: list[str], server: ScriptedServer) -> subprocess.Popen[str]:
             "openai/scripted",
             "--backend",
             "local",
+            # The scripted model answers by turn; these tests are about the run, not the preflight.
+            "--no-preflight",
             *args,
         ],
         cwd=REPO,
@@ -209,6 +211,8 @@ def refused_run(tmp_path: Path, extra_env: dict[str, str], config: str) -> subpr
         [
             *("proctor", "run", str(config_file), "--track", "frontiermath", "--model", "openai/scripted"),
             *("--tasks", str(tasks), "--out", str(tmp_path / "run")),
+            # The endpoint is a dead port on purpose: the sandbox refusal is what is under test.
+            "--no-preflight",
         ],
         cwd=REPO,
         env=env,
