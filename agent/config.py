@@ -43,7 +43,9 @@ class BudgetConfig(BaseModel):
 class SandboxConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    backend: Literal["auto", "docker", "local"] = "auto"
+    backend: Literal["auto", "docker", "local", "ray"] = "auto"
+    # The Ray cluster for backend ray (host:port of its head); None: RAY_ADDRESS or a local one.
+    ray_address: str | None = None
     image: str | None = None
     pool_size: int = Field(default=2, ge=0)
     timeout_s: float = Field(default=30.0, gt=0)

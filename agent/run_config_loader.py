@@ -52,6 +52,7 @@ class RunFlags:
     force_submit_at: int | None = None
     limit_tasks: int | None = None
     max_sandbox_concurrency: int | None = None
+    ray_address: str | None = None
     protocol: str | None = None
 
 
@@ -136,6 +137,8 @@ def merge_flags(data: dict[str, Any], flags: RunFlags) -> dict[str, Any]:
         merged["budget"] = budget
     if flags.backend is not None:
         merged["sandbox"] = {**(merged.get("sandbox") or {}), "backend": flags.backend}
+    if flags.ray_address is not None:
+        merged["sandbox"] = {**(merged.get("sandbox") or {}), "ray_address": flags.ray_address}
     if flags.max_sandbox_concurrency is not None:
         merged["sandbox"] = {
             **(merged.get("sandbox") or {}),

@@ -459,11 +459,13 @@ class Runner:
         except ValueError as exc:
             raise UserError(f"field 'sandbox.memory': {exc}") from None
         # Passed only when set: injected openers (benchmarks) need not know the option.
-        bound = (
+        bound: dict[str, Any] = (
             {"max_concurrent_executions": box.max_concurrent_executions}
             if box.max_concurrent_executions is not None
             else {}
         )
+        if box.ray_address is not None:
+            bound["ray_address"] = box.ray_address
         sandbox = await self.sandbox_opener(
             box.backend,
             image=box.image,

@@ -14,8 +14,8 @@ from sandbox.api import Limits, Sandbox, SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
-BackendName = Literal["auto", "docker", "local"]
-BACKENDS: tuple[str, ...] = ("auto", "docker", "local")
+BackendName = Literal["auto", "docker", "local", "ray"]
+BACKENDS: tuple[str, ...] = ("auto", "docker", "local", "ray")
 LOCAL_FIX = "or pass --backend local to accept weaker isolation (host kernel, host Python)"
 
 
@@ -27,10 +27,12 @@ async def open_sandbox(
     default_limits: Limits | None = None,
     max_concurrent_executions: int | None = None,
     probe_libraries: bool = True,
+    ray_address: str | None = None,
 ) -> Sandbox:
     """Open a backend (see :func:`_open_backend`) under the process-wide execution bound.
 
-    ``max_concurrent_executions`` defaults to the CPUs the backend can use (sandbox/slots.py).
+    ``max_concurrent_executions`` defaults to the CPUs the backend can use (sandbox/slots.py);
+    for ray, the calls its cluster's workers take at once. ``ray_address`` is only for ray.
     """
     from sandbox.slots import limit_sandbox
 
@@ -40,6 +42,7 @@ async def open_sandbox(
         pool_size=pool_size,
         default_limits=default_limits,
         probe_libraries=probe_libraries,
+        ray_address=ray_address,
     )
     return limit_sandbox(opened, max_concurrent_executions)
 
@@ -51,6 +54,7 @@ async def _open_backend(
     pool_size: int = 2,
     default_limits: Limits | None = None,
     probe_libraries: bool = True,
+    ray_address: str | None = None,
 ) -> Sandbox:
     """Open a sandbox: ``"auto"`` and ``"docker"`` need an answering engine and the image.
 
@@ -63,6 +67,11 @@ async def _open_backend(
         raise ValueError(f"unknown sandbox backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     if backend == "local":
         return await _open_local(default_limits, probe_libraries)
+    if backend == "ray":
+        # Only by name: ray runs calls on a cluster's nodes, never as a fallback.
+        from sandbox.ray_backend import open_ray_sandbox
+
+        return await open_ray_sandbox(address=ray_address, image=image, default_limits=default_limits)
     try:
         return await _open_docker(image, pool_size, default_limits)
     except SandboxUnavailable as exc:

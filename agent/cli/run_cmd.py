@@ -123,7 +123,10 @@ def run_command(
         Path | None, typer.Option(help="Run directory (default runs/<time>-<track>-<model>).")
     ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out.")] = False,
-    backend: Annotated[str | None, typer.Option(help="Sandbox backend: auto, docker or local.")] = None,
+    backend: Annotated[str | None, typer.Option(help="Sandbox backend: auto, docker, local or ray.")] = None,
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster for --backend ray (host:port of its head).")
+    ] = None,
     reasoning_effort: Annotated[str | None, typer.Option(help="Reasoning effort for every model.")] = None,
     token_cap: Annotated[int | None, typer.Option(help="Token cap per sample (default 1,000,000).")] = None,
     force_submit_at: Annotated[
@@ -169,6 +172,7 @@ def run_command(
         out=out,
         resume=resume,
         backend=backend,
+        ray_address=ray_address,
         max_sandbox_concurrency=max_sandbox_concurrency,
         reasoning_effort=reasoning_effort,
         token_cap=token_cap,

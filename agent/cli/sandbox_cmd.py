@@ -1,4 +1,4 @@
-"""`proctor sandbox exec|cleanup` and `proctor bench sandbox`."""
+"""`proctor sandbox exec|cleanup|worker` and `proctor bench sandbox`."""
 
 from __future__ import annotations
 
@@ -88,11 +88,18 @@ def _read_file(file: str) -> str:
         raise UserError(f"{file}: cannot read ({exc.strerror})") from None
 
 
-async def _run_once(backend: str, image: str | None, code: str, timeout: float, limits: Limits) -> ExecResult:
+async def _run_once(
+    backend: str, image: str | None, code: str, timeout: float, limits: Limits, ray_address: str | None = None
+) -> ExecResult:
     # One call: a warm pool would only start containers nobody uses.
     try:
         sandbox: Sandbox = await open_sandbox(
-            backend, image=image, pool_size=0, default_limits=limits, probe_libraries=False
+            backend,
+            image=image,
+            pool_size=0,
+            default_limits=limits,
+            probe_libraries=False,
+            ray_address=ray_address,
         )
     except SandboxUnavailable as exc:
         raise UserError(f"--backend {backend}: {exc}") from None
@@ -150,7 +157,10 @@ def print_result(result: ExecResult) -> None:
 @sandbox_app.command("exec")
 def exec_program(
     file: Annotated[str, typer.Argument(help="Python program to run, or - to read it from stdin.")],
-    backend: Annotated[str, typer.Option(help="auto, docker or local.")] = "auto",
+    backend: Annotated[str, typer.Option(help="auto, docker, local or ray.")] = "auto",
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster for --backend ray (default: RAY_ADDRESS or auto).")
+    ] = None,
     timeout_text: Annotated[str, typer.Option("--timeout", help="Wall-clock limit in seconds.")] = "30",
     memory: Annotated[str | None, typer.Option(help="Memory limit, e.g. 512m or 2g (default 1g).")] = None,
     cpus: Annotated[str | None, typer.Option(help="CPU quota in CPUs (default 1).")] = None,
@@ -169,7 +179,7 @@ def exec_program(
     limits = parse_exec_limits(memory, cpus)
     code = read_program(file)
     try:
-        result = asyncio.run(_run_once(backend, image, code, timeout, limits))
+        result = asyncio.run(_run_once(backend, image, code, timeout, limits, ray_address))
     except InvalidProgram as exc:
         raise UserError(f"{file}: {exc}") from None
     except SandboxError as exc:
@@ -216,6 +226,61 @@ def cleanup(
         )
     if outcome["failed"]:
         raise typer.Exit(1)
+
+
+@sandbox_app.command("worker")
+def worker(
+    address: Annotated[str, typer.Option(help="The Ray cluster this node joined (host:port of its head).")],
+    node_id: Annotated[
+        str | None, typer.Option(help="Ray node to serve (default: the node this machine runs).")
+    ] = None,
+    docker_host: Annotated[
+        str | None, typer.Option(help="The node's Docker engine (default: DOCKER_HOST or the local socket).")
+    ] = None,
+    image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
+    pool_size_text: Annotated[str, typer.Option("--pool-size", help="Warm containers kept ready.")] = "2",
+    stop: Annotated[bool, typer.Option("--stop", help="Stop every worker of the cluster instead.")] = False,
+) -> None:
+    """Start this node's sandbox worker: a Ray actor serving sandbox calls from its Docker engine.
+
+    The node must have joined the cluster with the resource proctor_sandbox sized to its CPUs
+    (ray start --address ADDR --resources '{"proctor_sandbox": N}'). The worker outlives this
+    command; --stop removes every worker's containers and ends them.
+    """
+    from sandbox.ray_backend import _one_line
+    from sandbox.ray_worker import NAMESPACE, import_ray, start_worker, stop_workers
+
+    pool_size = parse_number("--pool-size", pool_size_text)
+    if pool_size != int(pool_size) or not 0 <= pool_size <= 64:
+        raise UserError(f"--pool-size: {pool_size_text} must be a whole number between 0 and 64")
+    try:
+        ray = import_ray()
+    except SandboxUnavailable as exc:
+        raise UserError(str(exc)) from None
+    try:
+        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level="ERROR")
+    except Exception as exc:
+        raise UserError(f"--address {address}: cannot join the Ray cluster ({_one_line(exc)})") from None
+    try:
+        if stop:
+            stopped = stop_workers()
+            print(f"stopped {len(stopped)} sandbox worker(s)")
+            return
+        try:
+            info = start_worker(
+                node_id,
+                docker_host=docker_host or os.environ.get("DOCKER_HOST"),
+                image=image,
+                pool_size=int(pool_size),
+            )
+        except SandboxUnavailable as exc:
+            raise UserError(str(exc)) from None
+        except Exception as exc:
+            raise UserError(f"the sandbox worker did not start: {_one_line(exc)}") from None
+        verb = "started" if info.pop("started") else "already running"
+        print(f"sandbox worker {verb}: " + json.dumps(info, sort_keys=True))
+    finally:
+        ray.shutdown()
 
 
 @bench_app.command("sandbox")
