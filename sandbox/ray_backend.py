@@ -191,6 +191,30 @@ class RaySandbox:
             "deadline_margin_s": self.deadline_margin_s,
         }
 
+    async def settle(self, timeout: float = 60.0) -> bool:
+        """Wait until every serving worker's pools are full and idle (benchmarks and tests)."""
+        live = [w for w in self.workers if not w.lost]
+        settled = await asyncio.gather(
+            *(asyncio.wrap_future(w.handle.settle.remote(timeout).future()) for w in live)
+        )
+        return all(settled)
+
+    def subset(self, count: int) -> RaySandbox:
+        """A view that routes only to the first ``count`` serving workers (throughput by node count).
+
+        It shares this sandbox's connection: close this one, not the view.
+        """
+        live = [w for w in self.workers if not w.lost][:count]
+        return RaySandbox(
+            self.address,
+            self.image,
+            self.image_id,
+            live,
+            [],
+            default_limits=self.default_limits,
+            deadline_margin_s=self.deadline_margin_s,
+        )
+
     async def aclose(self) -> None:
         if self._closed:
             return
@@ -271,9 +295,8 @@ class RaySandbox:
         except TimeoutError:
             # No answer long after the program's own deadline: the node is as good as lost.
             worker.lost = True
-            with contextlib.suppress(Exception):
-                ray.cancel(ref)
-            raise _Lost(f"no answer within {timeout + self.deadline_margin_s:.0f} s") from None
+            _cancel(ray, ref)
+            raise _Lost(f"no answer within {timeout + self.deadline_margin_s:g} s") from None
         except rx.RayTaskError as exc:
             cause = exc.cause
             if isinstance(cause, ImageRefused):
@@ -288,11 +311,17 @@ class RaySandbox:
             worker.lost = True
             raise _Lost(_one_line(exc)) from None
         except asyncio.CancelledError:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref)
+            _cancel(ray, ref)
             raise
         finally:
             worker.in_flight -= 1
+
+
+def _cancel(ray: Any, ref: Any) -> None:
+    """Ask the worker to abandon a call (its container is removed); never starts Ray by itself."""
+    if ray.is_initialized():
+        with contextlib.suppress(Exception):
+            ray.cancel(ref)
 
 
 class _Lost(Exception):

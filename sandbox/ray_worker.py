@@ -136,6 +136,15 @@ class SandboxWorker:
         result.extra["ray"] = {"node": self.node_id}
         return result
 
+    async def ping(self) -> str:
+        """An empty call: what routing through Ray costs, with no sandbox behind it."""
+        return self.node_id
+
+    async def settle(self, timeout: float = 60.0) -> bool:
+        """Wait until every pool is full and no removal is pending (benchmarks)."""
+        settled = await asyncio.gather(*(pool.settle(timeout) for pool in self._pools.values()))
+        return all(settled)
+
     async def shutdown(self) -> int:
         """Close every pool: each container this worker made is removed. Returns how many pools."""
         self._closed = True

@@ -288,6 +288,10 @@ def bench_sandbox(
     calls_text: Annotated[str, typer.Option("--calls", help="Timed calls per way (after a warm-up).")] = "30",
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
+    backend: Annotated[
+        str, typer.Option(help="docker (every local way) or ray (overhead and throughput by nodes).")
+    ] = "docker",
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster for --backend ray.")] = None,
 ) -> None:
     """p50/p95 latency of a stateless print(1): per-call container, warm pool, local, bare host."""
     from sandbox.bench import print_table, run_benchmark
@@ -295,6 +299,11 @@ def bench_sandbox(
     calls = parse_number("--calls", calls_text)
     if calls != int(calls) or not 1 <= calls <= 10_000:
         raise UserError(f"--calls: {calls_text} must be a whole number between 1 and 10000")
+    if backend not in ("docker", "ray"):
+        raise UserError(f"--backend: {backend!r} is not one of docker, ray")
+    if backend == "ray":
+        _bench_ray(int(calls), ray_address, image, as_json)
+        return
     try:
         report = asyncio.run(run_benchmark(calls=int(calls), image=image))
     except SandboxUnavailable as exc:
@@ -303,3 +312,16 @@ def bench_sandbox(
         print(json.dumps(report, sort_keys=True))
     else:
         print_table(report)
+
+
+def _bench_ray(calls: int, ray_address: str | None, image: str | None, as_json: bool) -> None:
+    try:
+        from sandbox.ray_bench import print_ray_report, run_ray_benchmark
+
+        report = asyncio.run(run_ray_benchmark(calls=calls, address=ray_address, image=image))
+    except SandboxUnavailable as exc:
+        raise UserError(f"bench sandbox --backend ray: {exc}") from None
+    if as_json:
+        print(json.dumps(report, sort_keys=True))
+    else:
+        print_ray_report(report)

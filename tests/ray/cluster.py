@@ -87,14 +87,16 @@ class LocalCluster:
     root: Path
     address: str = ""
     nodes: dict[str, Node] = field(default_factory=dict)
+    engines: dict[str, str | None] = field(default_factory=lambda: dict(ENGINE_SOCKETS))
 
     @classmethod
-    def start(cls) -> LocalCluster:
+    def start(cls, engines: dict[str, str | None] | None = None) -> LocalCluster:
+        """Head plus one worker node per entry of ``engines`` (name -> DOCKER_HOST; None: default)."""
         root = Path(tempfile.mkdtemp(prefix="pr-ray-", dir="/tmp"))
-        cluster = cls(root)
+        cluster = cls(root, engines=dict(engines or ENGINE_SOCKETS))
         try:
             cluster._start_head()
-            for name in ENGINE_SOCKETS:
+            for name in cluster.engines:
                 cluster._start_worker_node(name)
             cluster._find_node_ids()
         except BaseException:
@@ -207,17 +209,10 @@ class LocalCluster:
         )
 
     def start_sandbox_worker(self, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
-        return self.proctor(
-            "sandbox",
-            "worker",
-            "--address",
-            self.address,
-            "--node-id",
-            self.nodes[name].node_id,
-            "--docker-host",
-            ENGINE_SOCKETS[name],
-            *extra,
-        )
+        docker_host = self.engines[name]
+        host_args = ["--docker-host", docker_host] if docker_host else []
+        args = ["--address", self.address, "--node-id", self.nodes[name].node_id, *host_args]
+        return self.proctor("sandbox", "worker", *args, *extra)
 
     def raylet_pid(self, name: str) -> int:
         marker = str(self.nodes[name].temp_dir)
@@ -283,3 +278,22 @@ def ray_processes() -> list[int]:
             ):
                 found.append(int(entry.name))
     return found
+
+
+def main() -> None:
+    """Start a cluster for `proctor bench sandbox --backend ray`: nodes on both test engines and
+    the default one, each with its worker; print the address; stop it on Enter."""
+    cluster = LocalCluster.start({**ENGINE_SOCKETS, "node3": None})
+    try:
+        for name in cluster.engines:
+            started = cluster.start_sandbox_worker(name)
+            if started.returncode != 0:
+                raise SystemExit(started.stderr)
+        print(cluster.address, flush=True)
+        sys.stdin.readline()
+    finally:
+        cluster.stop()
+
+
+if __name__ == "__main__":
+    main()

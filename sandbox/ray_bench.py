@@ -1,0 +1,140 @@
+"""`proctor bench sandbox --backend ray`: what routing a call through Ray adds, and throughput by nodes.
+
+In one run: the local docker backend's warm-pool call and the same call through the ray
+backend (both measured warm: each timed call waits until the pools are full and idle), so
+the difference at p50 is Ray's overhead; an empty actor call (no sandbox) is the routing
+floor. Then throughput: a burst of calls through the first 1, 2, ... N worker nodes, each at
+the concurrency those nodes advertise. On one machine the nodes share its cores, so this shows
+that scheduling spreads the load, not a real speed-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import time
+from typing import Any
+
+from sandbox.api import SandboxError
+from sandbox.bench import PRINT_ONE, _checked, _time_calls, percentile
+from sandbox.docker_backend import open_docker_sandbox
+from sandbox.ray_backend import RaySandbox, open_ray_sandbox
+
+BURST_PER_SLOT = 8
+
+
+def _row(way: str, samples: list[float]) -> dict[str, Any]:
+    return {
+        "way": way,
+        "calls": len(samples),
+        "p50_ms": round(percentile(samples, 0.5) * 1000, 1),
+        "p95_ms": round(percentile(samples, 0.95) * 1000, 1),
+    }
+
+
+async def _burst(sandbox: RaySandbox, calls: int, concurrency: int) -> float:
+    """Calls per second for ``calls`` print(1) calls with at most ``concurrency`` in flight."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one() -> None:
+        async with gate:
+            _checked(await sandbox.exec(PRINT_ONE, timeout=60), "1\n")
+
+    await sandbox.settle()
+    started = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(calls)))
+    return calls / (time.perf_counter() - started)
+
+
+async def run_ray_benchmark(
+    calls: int = 30, address: str | None = None, image: str | None = None
+) -> dict[str, Any]:
+    """Raises SandboxUnavailable when docker, the image, the cluster or its workers are missing."""
+    rows = []
+    local = await open_docker_sandbox(image=image, pool_size=2)
+    try:
+
+        async def local_call() -> None:
+            _checked(await local.exec(PRINT_ONE, timeout=60), "1\n")
+
+        docker_samples = await _time_calls(calls, local_call, before=local.settle)
+    finally:
+        await local.aclose()
+    rows.append(_row("docker (this machine): warm pool", docker_samples))
+
+    remote = await open_ray_sandbox(address=address, image=image)
+    try:
+
+        async def remote_call() -> None:
+            _checked(await remote.exec(PRINT_ONE, timeout=60), "1\n")
+
+        ray_samples = await _time_calls(calls, remote_call, before=remote.settle)
+        rows.append(_row("ray: warm pool on a worker node", ray_samples))
+
+        first = remote.workers[0]
+
+        async def ping() -> None:
+            if await asyncio.wrap_future(first.handle.ping.remote().future()) != first.node_id:
+                raise SandboxError("the worker answered for another node")
+
+        rows.append(_row("ray: empty actor call (routing floor)", await _time_calls(calls, ping)))
+
+        throughput = []
+        for count in range(1, len(remote.workers) + 1):
+            view = remote.subset(count)
+            slots = sum(w.capacity for w in view.workers)
+            burst = BURST_PER_SLOT * slots
+            per_s = await _burst(view, burst, slots)
+            throughput.append(
+                {"nodes": count, "concurrency": slots, "calls": burst, "calls_per_s": round(per_s, 2)}
+            )
+        nodes = remote.describe()["nodes"]
+    finally:
+        await remote.aclose()
+
+    added = percentile(ray_samples, 0.5) - percentile(docker_samples, 0.5)
+    return {
+        "calls": calls,
+        "image": remote.image,
+        "image_id": remote.image_id,
+        "nodes": nodes,
+        "rows": rows,
+        "added_p50_ms": round(added * 1000, 1),
+        "added_p95_ms": round((percentile(ray_samples, 0.95) - percentile(docker_samples, 0.95)) * 1000, 1),
+        "throughput": throughput,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "load_average_1m": os.getloadavg()[0],
+            "python": platform.python_version(),
+        },
+    }
+
+
+def print_ray_report(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    latency = Table(
+        title=f"proctor bench sandbox --backend ray ({report['calls']} calls; image {report['image']})"
+    )
+    for column in ("way", "calls", "p50 ms", "p95 ms"):
+        latency.add_column(column, justify="left" if column == "way" else "right")
+    for row in report["rows"]:
+        latency.add_row(row["way"], str(row["calls"]), f"{row['p50_ms']:.1f}", f"{row['p95_ms']:.1f}")
+    console.print(latency)
+    console.print(f"added by ray: p50 {report['added_p50_ms']:+.1f} ms, p95 {report['added_p95_ms']:+.1f} ms")
+    burst = Table(title="throughput: print(1) bursts through the first N worker nodes")
+    for column in ("nodes", "concurrency", "calls", "calls/s"):
+        burst.add_column(column, justify="right")
+    for row in report["throughput"]:
+        burst.add_row(
+            str(row["nodes"]), str(row["concurrency"]), str(row["calls"]), f"{row['calls_per_s']:.1f}"
+        )
+    console.print(burst)
+    machine = report["machine"]
+    console.print(
+        f"{machine['cpus']} CPUs, load average {machine['load_average_1m']:.2f} at the end, "
+        f"Python {machine['python']}; {len(report['nodes'])} worker node(s)"
+    )
