@@ -4,7 +4,9 @@
 returns the ExecResult that node's docker backend produced. Calls are stateless, so a call lost
 to infrastructure (its node or worker died, or it passed Proctor's own deadline without an
 answer) is re-run on another node, at most once per node; each loss is recorded on the
-result, ``extra["ray"]["lost"]``, which run records keep. A program that timed out or ran out
+result, ``extra["ray"]["lost"]``, which run records keep. A call whose sandbox failed on a
+live node (SandboxError there) is tried on one other node only, so a program that breaks its
+own sandbox is never run on every node; the second failure is raised. A program that timed out or ran out
 of memory is the program's result: it comes back as a normal ExecResult and is never retried.
 
 Ray notices a dead node only through its health checks (about 38 s by default); the cluster
@@ -242,6 +244,7 @@ class RaySandbox:
             raise SandboxError(str(exc)) from exc
         self.stats.calls += 1
         lost: list[dict[str, Any]] = []
+        failures: list[_Lost] = []
         tried: set[str] = set()
         while True:
             worker = self._pick(tried)
@@ -256,6 +259,14 @@ class RaySandbox:
                 attempt = {"node": worker.node_id, "reason": str(exc), "after_s": time.monotonic() - started}
                 lost.append(attempt)
                 self.stats.lost_attempts.append(attempt)
+                if (
+                    isinstance(exc, _SandboxFailed)
+                    and sum(isinstance(a, _SandboxFailed) for a in failures) >= 1
+                ):
+                    # A second live node's sandbox failed too: the program may be what breaks
+                    # it, so it is not run on every node of the cluster; the caller is told.
+                    raise SandboxError(str(exc)) from None
+                failures.append(exc)
                 log.warning("ray backend: call lost on node %s (%s); re-running", worker.node_id[:12], exc)
                 continue
             if lost:
@@ -304,8 +315,11 @@ class RaySandbox:
                 worker.lost = True
                 self.refused.append({"node_id": worker.node_id, "reason": str(cause)})
                 raise _Lost(str(cause)) from None
-            if isinstance(cause, (SandboxError, InvalidProgram)):
+            if isinstance(cause, InvalidProgram):
                 raise cause from None
+            if isinstance(cause, SandboxError):
+                # The node's sandbox failed (its engine, a container lost): tried elsewhere once.
+                raise _SandboxFailed(f"the sandbox failed on that node: {cause}") from None
             raise SandboxError(f"the ray sandbox worker failed: {cause!r}") from None
         except (rx.RayActorError, rx.NodeDiedError, rx.OwnerDiedError, rx.WorkerCrashedError) as exc:
             worker.lost = True
@@ -326,6 +340,10 @@ def _cancel(ray: Any, ref: Any) -> None:
 
 class _Lost(Exception):
     """The call was lost to infrastructure; nothing of it is the program's result."""
+
+
+class _SandboxFailed(_Lost):
+    """A live node's sandbox could not run the call (SandboxError there)."""
 
 
 def _one_line(exc: BaseException) -> str:

@@ -47,38 +47,62 @@ async def _burst(sandbox: RaySandbox, calls: int, concurrency: int) -> float:
     return calls / (time.perf_counter() - started)
 
 
+def _same_engine(remote: RaySandbox) -> RaySandbox:
+    """A view on the worker whose engine is this process's own, when one is (a fair comparison)."""
+    here = os.environ.get("DOCKER_HOST") or "default"
+    for index, worker in enumerate(remote.workers):
+        if worker.info.get("docker_host") == here:
+            return RaySandbox(
+                remote.address,
+                remote.image,
+                remote.image_id,
+                [remote.workers[index]],
+                [],
+                default_limits=remote.default_limits,
+            )
+    return remote.subset(1)
+
+
 async def run_ray_benchmark(
     calls: int = 30, address: str | None = None, image: str | None = None
 ) -> dict[str, Any]:
-    """Raises SandboxUnavailable when docker, the image, the cluster or its workers are missing."""
-    rows = []
+    """Raises SandboxUnavailable when docker, the image, the cluster or its workers are missing.
+
+    The docker and ray calls alternate, each after both sandboxes have settled, so that a
+    machine whose load drifts during the run weighs on both alike; the added cost is also
+    given as the median of the per-pair differences.
+    """
     local = await open_docker_sandbox(image=image, pool_size=2)
+    remote: RaySandbox | None = None
     try:
+        remote = await open_ray_sandbox(address=address, image=image)
+        paired = _same_engine(remote)
 
-        async def local_call() -> None:
-            _checked(await local.exec(PRINT_ONE, timeout=60), "1\n")
+        async def settle_both() -> None:
+            await asyncio.gather(local.settle(), paired.settle())
 
-        docker_samples = await _time_calls(calls, local_call, before=local.settle)
-    finally:
-        await local.aclose()
-    rows.append(_row("docker (this machine): warm pool", docker_samples))
+        async def timed(sandbox: Any) -> float:
+            await settle_both()
+            started = time.perf_counter()
+            _checked(await sandbox.exec(PRINT_ONE, timeout=60), "1\n")
+            return time.perf_counter() - started
 
-    remote = await open_ray_sandbox(address=address, image=image)
-    try:
+        await timed(local)
+        await timed(paired)  # warm-up: first connection, page cache
+        docker_samples, ray_samples = [], []
+        for _ in range(calls):
+            docker_samples.append(await timed(local))
+            ray_samples.append(await timed(paired))
+        differences = [r - d for r, d in zip(ray_samples, docker_samples, strict=True)]
 
-        async def remote_call() -> None:
-            _checked(await remote.exec(PRINT_ONE, timeout=60), "1\n")
-
-        ray_samples = await _time_calls(calls, remote_call, before=remote.settle)
-        rows.append(_row("ray: warm pool on a worker node", ray_samples))
-
-        first = remote.workers[0]
+        first = paired.workers[0]
 
         async def ping() -> None:
             if await asyncio.wrap_future(first.handle.ping.remote().future()) != first.node_id:
                 raise SandboxError("the worker answered for another node")
 
-        rows.append(_row("ray: empty actor call (routing floor)", await _time_calls(calls, ping)))
+        ping_samples = await _time_calls(calls, ping)
+        await local.aclose()
 
         throughput = []
         for count in range(1, len(remote.workers) + 1):
@@ -91,17 +115,24 @@ async def run_ray_benchmark(
             )
         nodes = remote.describe()["nodes"]
     finally:
-        await remote.aclose()
+        await local.aclose()
+        if remote is not None:
+            await remote.aclose()
 
-    added = percentile(ray_samples, 0.5) - percentile(docker_samples, 0.5)
     return {
         "calls": calls,
         "image": remote.image,
         "image_id": remote.image_id,
         "nodes": nodes,
-        "rows": rows,
-        "added_p50_ms": round(added * 1000, 1),
+        "compared_on_engine": first.info.get("docker_host"),
+        "rows": [
+            _row("docker (this machine): warm pool", docker_samples),
+            _row("ray: warm pool, worker on the same engine", ray_samples),
+            _row("ray: empty actor call (routing floor)", ping_samples),
+        ],
+        "added_p50_ms": round((percentile(ray_samples, 0.5) - percentile(docker_samples, 0.5)) * 1000, 1),
         "added_p95_ms": round((percentile(ray_samples, 0.95) - percentile(docker_samples, 0.95)) * 1000, 1),
+        "added_median_of_pairs_ms": round(percentile(differences, 0.5) * 1000, 1),
         "throughput": throughput,
         "machine": {
             "cpus": os.cpu_count(),
@@ -124,7 +155,11 @@ def print_ray_report(report: dict[str, Any]) -> None:
     for row in report["rows"]:
         latency.add_row(row["way"], str(row["calls"]), f"{row['p50_ms']:.1f}", f"{row['p95_ms']:.1f}")
     console.print(latency)
-    console.print(f"added by ray: p50 {report['added_p50_ms']:+.1f} ms, p95 {report['added_p95_ms']:+.1f} ms")
+    console.print(
+        f"added by ray: p50 {report['added_p50_ms']:+.1f} ms, p95 {report['added_p95_ms']:+.1f} ms, "
+        f"median of paired differences {report['added_median_of_pairs_ms']:+.1f} ms "
+        f"(engine {report['compared_on_engine']})"
+    )
     burst = Table(title="throughput: print(1) bursts through the first N worker nodes")
     for column in ("nodes", "concurrency", "calls", "calls/s"):
         burst.add_column(column, justify="right")

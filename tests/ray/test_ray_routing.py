@@ -153,13 +153,19 @@ async def test_an_image_refusal_takes_the_node_out_and_is_recorded() -> None:
     assert sandbox.workers[0].lost
 
 
-async def test_a_sandbox_failure_on_a_live_node_is_raised_not_rerun() -> None:
-    other = FakeHandle(ran("second"))
-    sandbox = box(("first", fails(task_error(SandboxError("could not start a sandbox container")))))
-    sandbox.workers.append(Worker("second", other, 2, {}))
+async def test_a_sandbox_failure_on_a_live_node_is_tried_on_one_other_node_only() -> None:
+    broken = fails(task_error(SandboxError("could not start a sandbox container")))
+    sandbox = box(("first", broken), ("second", ran("second")))
+    sandbox.workers[1].served = 1
+    result = await sandbox.exec("print(1)", timeout=5)
+    assert result.extra["ray"]["node"] == "second"
+    assert "could not start a sandbox container" in result.extra["ray"]["lost"][0]["reason"]
+    assert not sandbox.workers[0].lost  # a live node stays in the rotation
+    # A program that breaks every sandbox it meets is not run on every node: two tries, then raised.
+    everywhere = box(("a", broken), ("b", broken), ("c", broken), ("d", broken))
     with pytest.raises(SandboxError, match="could not start a sandbox container"):
-        await sandbox.exec("print(1)", timeout=5)
-    assert other.exec.calls == [] and not sandbox.workers[0].lost
+        await everywhere.exec("print(1)", timeout=5)
+    assert sum(len(w.handle.exec.calls) for w in everywhere.workers) == 2
 
 
 async def test_bad_programs_are_refused_before_any_node_is_asked() -> None:
