@@ -109,6 +109,9 @@ class SandboxWorker:
             "capacity": self.capacity,
             "pool_size": self.pool_size,
             "orphans_removed": len(self.swept),
+            # Ray starts its workers at nice 15 unless RAY_worker_niceness says otherwise; a
+            # sandbox worker that low waits behind every busy process for its docker I/O.
+            "niceness": os.getpriority(os.PRIO_PROCESS, 0),
         }
 
     async def exec(

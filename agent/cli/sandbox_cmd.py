@@ -279,6 +279,12 @@ def worker(
             raise UserError(f"the sandbox worker did not start: {_one_line(exc)}") from None
         verb = "started" if info.pop("started") else "already running"
         print(f"sandbox worker {verb}: " + json.dumps(info, sort_keys=True))
+        if info.get("niceness"):
+            print(
+                f"proctor: warning: this node's Ray workers run at nice {info['niceness']}, which adds "
+                "latency to every call on a busy node; start the node with RAY_worker_niceness=0",
+                file=sys.stderr,
+            )
     finally:
         ray.shutdown()
 

@@ -49,6 +49,9 @@ def ray_env() -> dict[str, str]:
         **os.environ,
         **HEALTH_CHECKS,
         "RAY_USAGE_STATS_ENABLED": "0",
+        # Ray starts workers at nice 15; a sandbox worker at nice 15 waits behind every busy
+        # process for its docker I/O (+170 ms per call measured here under load).
+        "RAY_worker_niceness": "0",
         "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p),
     }
     env.pop("RAY_ADDRESS", None)
