@@ -9,6 +9,7 @@ call's node is visible in which engine made its container.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
@@ -99,17 +100,17 @@ class LocalCluster:
         cluster = cls(root, engines=dict(engines or ENGINE_SOCKETS))
         try:
             cluster._start_head()
-            for name in cluster.engines:
-                cluster._start_worker_node(name)
+            cluster._start_worker_nodes()
             cluster._find_node_ids()
         except BaseException:
             cluster.stop()
             raise
         return cluster
 
-    def _ray_start(self, node: Node, *args: str) -> None:
+    def _ray_start(self, node: Node, *args: str) -> subprocess.Popen[str]:
         node.temp_dir.mkdir(parents=True)
-        completed = subprocess.run(
+        self.nodes[node.name] = node
+        return subprocess.Popen(
             [
                 "ray",
                 "start",
@@ -121,21 +122,21 @@ class LocalCluster:
                 f"--runtime-env-agent-port={free_port()}",
                 *args,
             ],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
             env=ray_env(),
-            timeout=120,
-            check=False,
         )
-        if completed.returncode != 0:
-            raise RuntimeError(
-                f"ray start {node.name} failed: {completed.stdout[-2000:]}{completed.stderr[-2000:]}"
-            )
-        self.nodes[node.name] = node
+
+    @staticmethod
+    def _wait_started(name: str, process: subprocess.Popen[str]) -> None:
+        output, _ = process.communicate(timeout=120)
+        if process.returncode != 0:
+            raise RuntimeError(f"ray start {name} failed: {output[-3000:]}")
 
     def _start_head(self) -> None:
         port = free_port()
-        self._ray_start(
+        head = self._ray_start(
             Node("head", self.root / "head"),
             "--head",
             f"--port={port}",
@@ -143,16 +144,22 @@ class LocalCluster:
             "--num-cpus=1",
             f"--resources={json.dumps({'proctor_test_head': 1})}",
         )
+        self._wait_started("head", head)
         self.address = f"{NODE_IP}:{port}"
 
-    def _start_worker_node(self, name: str) -> None:
-        resources = {"proctor_sandbox": SANDBOX_CAPACITY, f"proctor_test_{name}": 1}
-        self._ray_start(
-            Node(name, self.root / name),
-            f"--address={self.address}",
-            "--num-cpus=1",
-            f"--resources={json.dumps(resources)}",
-        )
+    def _start_worker_nodes(self) -> None:
+        # Both at once: each `ray start` spends most of its time waiting for its processes.
+        started = {}
+        for name in self.engines:
+            resources = {"proctor_sandbox": SANDBOX_CAPACITY, f"proctor_test_{name}": 1}
+            started[name] = self._ray_start(
+                Node(name, self.root / name),
+                f"--address={self.address}",
+                "--num-cpus=1",
+                f"--resources={json.dumps(resources)}",
+            )
+        for name, process in started.items():
+            self._wait_started(name, process)
 
     def _find_node_ids(self) -> None:
         deadline = time.monotonic() + 60
@@ -211,6 +218,14 @@ class LocalCluster:
             cwd=REPO,
         )
 
+    def start_sandbox_workers(self) -> None:
+        """`proctor sandbox worker` for every worker node, all at once."""
+        with concurrent.futures.ThreadPoolExecutor(len(self.engines)) as pool:
+            done = list(pool.map(self.start_sandbox_worker, self.engines))
+        for name, completed in zip(self.engines, done, strict=True):
+            if completed.returncode != 0:
+                raise RuntimeError(f"sandbox worker {name}: {completed.stdout}{completed.stderr}")
+
     def start_sandbox_worker(self, name: str, *extra: str) -> subprocess.CompletedProcess[str]:
         docker_host = self.engines[name]
         host_args = ["--docker-host", docker_host] if docker_host else []
@@ -228,7 +243,7 @@ class LocalCluster:
     def stop(self) -> None:
         """End every process of this cluster by PID (SIGTERM, then SIGKILL), never by name."""
         self.signal_all(signal.SIGTERM)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 10
         while self.own_processes() and time.monotonic() < deadline:
             time.sleep(0.2)
         self.signal_all(signal.SIGKILL)
@@ -288,10 +303,7 @@ def main() -> None:
     the default one, each with its worker; print the address; stop it on Enter."""
     cluster = LocalCluster.start({**ENGINE_SOCKETS, "node3": None})
     try:
-        for name in cluster.engines:
-            started = cluster.start_sandbox_worker(name)
-            if started.returncode != 0:
-                raise SystemExit(started.stderr)
+        cluster.start_sandbox_workers()
         print(cluster.address, flush=True)
         sys.stdin.readline()
     finally:

@@ -93,9 +93,7 @@ def cluster() -> Iterator[LocalCluster]:
         pytest.skip(missing)
     started = LocalCluster.start()
     try:
-        for name in ENGINE_SOCKETS:
-            worker = started.start_sandbox_worker(name)
-            assert worker.returncode == 0, worker.stdout + worker.stderr
+        started.start_sandbox_workers()
         yield started
     finally:
         started.stop()
@@ -225,13 +223,14 @@ def ran_calls(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [c for c in record["tool_calls"] if "exit_code" in (c.get("sandbox") or {})]
 
 
-EXPECTED = {f"fm-{i}": ("correct" if i % 2 or 40 + i == 42 else "incorrect") for i in range(6)}
+FM_TASKS = 4  # run at --max-concurrency 4: the first python calls land on both nodes at once
+EXPECTED = {f"fm-{i}": ("correct" if i % 2 or 40 + i == 42 else "incorrect") for i in range(FM_TASKS)}
 
 
 @pytest.fixture(scope="module")
 def docker_outcomes(cluster: LocalCluster, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     root = tmp_path_factory.mktemp("fm-docker")
-    tasks = write_fm_tasks(root / "tasks.jsonl", 6)
+    tasks = write_fm_tasks(root / "tasks.jsonl", FM_TASKS)
     with ScriptedServer(computing_model("docker", 0.0)) as server:
         env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test"}
         done = cluster.proctor(*fm_run_args(tasks, root / "run", "docker", cluster), env=env, timeout=240)
@@ -243,7 +242,7 @@ async def test_scripted_frontiermath_run_through_ray_matches_docker(
     cluster: LocalCluster, docker_outcomes: dict[str, str], tmp_path: Path
 ) -> None:
     assert docker_outcomes == EXPECTED
-    tasks = write_fm_tasks(tmp_path / "tasks.jsonl", 6)
+    tasks = write_fm_tasks(tmp_path / "tasks.jsonl", FM_TASKS)
     with ScriptedServer(computing_model("ray", 0.0)) as server:
         env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test"}
         args = fm_run_args(tasks, tmp_path / "run", "ray", cluster)
@@ -354,9 +353,9 @@ def running_in_engine(name: str, token: str) -> bool:
 def run_and_kill_node2(cluster: LocalCluster, tmp_path: Path) -> tuple[str, int, float]:
     """A scripted FrontierMath run through ray; node 2's raylet is SIGKILLed while it runs a call."""
     token = f"ray-kill-{uuid.uuid4().hex}"
-    tasks = write_fm_tasks(tmp_path / "tasks.jsonl", 6)
+    tasks = write_fm_tasks(tmp_path / "tasks.jsonl", FM_TASKS)
     out = tmp_path / "run"
-    with ScriptedServer(computing_model(token, 4.0)) as server:
+    with ScriptedServer(computing_model(token, 3.0)) as server:
         env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test"}
         process = cluster.proctor_background(*fm_run_args(tasks, out, "ray", cluster), env=env)
         try:
