@@ -225,3 +225,32 @@ def test_without_ray_the_backend_says_how_to_get_it(tmp_path: Path) -> None:
     assert completed.stderr.strip() == (
         "proctor: error: --backend ray: the ray backend needs Ray: pip install 'proctor[ray]'"
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["sandbox", "worker", "--address", "127.0.0.2:1"],
+            "the ray backend needs Ray: pip install 'proctor[ray]'",
+        ),
+        (
+            ["sandbox", "worker", "--address", "127.0.0.2:1", "--pool-size", "-1"],
+            "--pool-size: -1 must be a whole number between 0 and 64",
+        ),
+        (["bench", "sandbox", "--backend", "local"], "--backend: 'local' is not one of docker, ray"),
+    ],
+)
+def test_worker_and_bench_flags_fail_in_one_line(tmp_path: Path, args: list[str], expected: str) -> None:
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
+    completed = subprocess.run(
+        [sys.executable, "-c", "from agent.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=120,
+    )
+    assert (completed.returncode, completed.stderr.strip()) == (2, f"proctor: error: {expected}")
