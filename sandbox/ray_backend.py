@@ -28,7 +28,7 @@ from typing import Any
 
 from sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
 from sandbox.program import resolve_argv
-from sandbox.ray_worker import ACTOR_PREFIX, NAMESPACE, ImageRefused, import_ray
+from sandbox.ray_worker import ACTOR_PREFIX, NAMESPACE, ImageRefused, import_ray, probe_address
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +70,7 @@ def connect(address: str | None) -> bool:
     with _CONNECT_LOCK:
         made = False
         if not ray.is_initialized():
+            probe_address(address or os.environ.get("RAY_ADDRESS"))
             ray.init(
                 address=address or "auto",
                 namespace=NAMESPACE,

@@ -50,6 +50,23 @@ def import_ray() -> Any:
     return ray
 
 
+def probe_address(address: str | None, timeout_s: float = 5.0) -> None:
+    """SandboxUnavailable at once when nothing listens at ``host:port`` (Ray would retry forever).
+
+    ``None``, ``auto`` and other forms are left to Ray, which resolves them itself.
+    """
+    if not address or address == "auto" or "://" in address:
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        raise SandboxUnavailable(f"the Ray address {address!r} is not host:port")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise SandboxUnavailable(f"nothing answers at the Ray address {address} ({reason})") from None
+
+
 def actor_name(node_id: str) -> str:
     return f"{ACTOR_PREFIX}{node_id}"
 

@@ -248,7 +248,7 @@ def worker(
     command; --stop removes every worker's containers and ends them.
     """
     from sandbox.ray_backend import _one_line
-    from sandbox.ray_worker import NAMESPACE, import_ray, start_worker, stop_workers
+    from sandbox.ray_worker import NAMESPACE, import_ray, probe_address, start_worker, stop_workers
 
     pool_size = parse_number("--pool-size", pool_size_text)
     if pool_size != int(pool_size) or not 0 <= pool_size <= 64:
@@ -257,6 +257,10 @@ def worker(
         ray = import_ray()
     except SandboxUnavailable as exc:
         raise UserError(str(exc)) from None
+    try:
+        probe_address(address)
+    except SandboxUnavailable as exc:
+        raise UserError(f"--address {address}: {exc}") from None
     try:
         ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level="ERROR")
     except Exception as exc:

@@ -254,3 +254,36 @@ def test_worker_and_bench_flags_fail_in_one_line(tmp_path: Path, args: list[str]
         timeout=120,
     )
     assert (completed.returncode, completed.stderr.strip()) == (2, f"proctor: error: {expected}")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["sandbox", "exec", "--backend", "ray", "--ray-address", "127.0.0.2:1", "-"],
+            "--backend ray: nothing answers at the Ray address 127.0.0.2:1 (Connection refused)",
+        ),
+        (
+            ["sandbox", "worker", "--address", "127.0.0.2:1"],
+            "--address 127.0.0.2:1: nothing answers at the Ray address 127.0.0.2:1 (Connection refused)",
+        ),
+        (
+            ["sandbox", "exec", "--backend", "ray", "--ray-address", "no-port-here", "-"],
+            "--backend ray: the Ray address 'no-port-here' is not host:port",
+        ),
+    ],
+)
+def test_an_address_where_no_cluster_answers_fails_at_once_in_one_line(
+    args: list[str], expected: str
+) -> None:
+    # Ray itself retries an unreachable GCS for minutes; the probe answers in milliseconds.
+    completed = subprocess.run(
+        [sys.executable, "-c", "from agent.cli import main; main()", *args],
+        input="print(1)\n",
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=REPO,
+        timeout=60,
+    )
+    assert (completed.returncode, completed.stderr.strip()) == (2, f"proctor: error: {expected}")
