@@ -187,6 +187,8 @@ class RaySandbox:
                     "docker_host": w.info.get("docker_host"),
                     "capacity": w.capacity,
                     "image_id": w.info.get("image_id"),
+                    "host_cpus": w.info.get("host_cpus"),
+                    "host_cpu_model": w.info.get("host_cpu_model"),
                 }
                 for w in self.workers
             ],

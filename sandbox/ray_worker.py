@@ -19,9 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import platform
 import socket
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from sandbox.api import ExecResult, Limits, SandboxError, SandboxUnavailable
@@ -129,6 +131,8 @@ class SandboxWorker:
             # Ray starts its workers at nice 15 unless RAY_worker_niceness says otherwise; a
             # sandbox worker that low waits behind every busy process for its docker I/O.
             "niceness": os.getpriority(os.PRIO_PROCESS, 0),
+            "host_cpus": os.cpu_count(),
+            "host_cpu_model": _cpu_model(),
         }
 
     async def exec(
@@ -196,6 +200,18 @@ class SandboxWorker:
             sandbox.start()
             self._pools[default_limits] = sandbox
             return sandbox
+
+
+def _cpu_model() -> str | None:
+    """The node's CPU (recorded per node: the driver's hardware record describes only its host)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model", "cpu model") and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or None
 
 
 def node_capacity(ray: Any, node_id: str) -> int:

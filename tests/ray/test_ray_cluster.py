@@ -254,6 +254,7 @@ async def test_scripted_frontiermath_run_through_ray_matches_docker(
     assert header["sandbox"]["backend"] == "ray" and header["sandbox_isolates_less"] is False
     assert header["sessions"][-1]["sandbox_image_id"] == header["sandbox"]["image_id"]
     nodes = {n["node_id"] for n in header["sandbox"]["nodes"]}
+    assert all(n["host_cpus"] == os.cpu_count() and n["host_cpu_model"] for n in header["sandbox"]["nodes"])
     assert nodes == {cluster.nodes[n].node_id for n in ENGINE_SOCKETS}
     used = {call["sandbox"]["extra"]["ray"]["node"] for r in records for call in ran_calls(r)}
     assert used <= nodes and used
