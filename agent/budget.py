@@ -162,8 +162,9 @@ class TokenBudget:
         if forced and self.forced_submission_turn is None:
             self.forced_submission_turn = turn_number
         self._calibrate(usage)
-        # The reply becomes part of the next prompt; reasoning is usually not sent back,
-        # so counting it over-estimates, which errs on the safe side of the cap.
+        # The reply becomes part of the next prompt. Its reasoning goes back only as
+        # Responses API reasoning items, billed as the provider decides (often less than
+        # their output count): counting all of it errs on the safe side of the cap.
         self._prompt_base = usage.input_tokens + usage.output_tokens
         self._pending = 0
         if self.exhausted:

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from agent.model.efforts import check_reasoning_effort
+from agent.selection import normalise_limit
 
 
 class ModelConfig(BaseModel):
@@ -16,8 +19,10 @@ class ModelConfig(BaseModel):
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
     api: Literal["chat", "responses"] = "chat"
+    # One of the API's values (agent/model/efforts.py); None sends none.
     reasoning_effort: str | None = None
-    temperature: float | None = None
+    # The range OpenAI's API accepts.
+    temperature: float | None = Field(default=None, ge=0, le=2)
     # Nucleus sampling and a sampling seed; sent only when set, so a provider's own
     # defaults apply otherwise (reasoning models may refuse either).
     top_p: float | None = Field(default=None, gt=0, le=1)
@@ -29,6 +34,11 @@ class ModelConfig(BaseModel):
     # USD per million tokens, for cost columns in reports; optional.
     input_price_per_mtok: float | None = None
     output_price_per_mtok: float | None = None
+
+    @field_validator("reasoning_effort")
+    @classmethod
+    def _known_effort(cls, value: str | None) -> str | None:
+        return None if value is None else check_reasoning_effort(value)
 
 
 class BudgetConfig(BaseModel):
@@ -46,6 +56,11 @@ class SandboxConfig(BaseModel):
     backend: Literal["auto", "docker", "local", "ray"] = "auto"
     # The Ray cluster for backend ray (host:port of its head); None: RAY_ADDRESS or a local one.
     ray_address: str | None = None
+    # Container runtime of the docker backend: runc (default) or gVisor's runsc (docs/sandbox.md,
+    # "Runtimes"); docker_host names the engine (default: the environment's, or for runsc the
+    # engine .ci/setup-gvisor.sh starts when the default one lacks it).
+    runtime: Literal["runc", "runsc"] = "runc"
+    docker_host: str | None = None
     image: str | None = None
     pool_size: int = Field(default=2, ge=0)
     timeout_s: float = Field(default=30.0, gt=0)
@@ -62,6 +77,12 @@ class SandboxConfig(BaseModel):
     # record it in run.json (agent/hardware.py), so runs on different machines compare.
     calibrate: bool = True
 
+    @model_validator(mode="after")
+    def _runtime_needs_docker(self) -> SandboxConfig:
+        if self.backend == "local" and (self.runtime != "runc" or self.docker_host is not None):
+            raise ValueError("runtime and docker_host apply to the docker backend only (backend is local)")
+        return self
+
 
 # The FrontierScience paper's protocol (docs/judge-tracks.md): reasoning models answer at "high"
 # effort, GPT-5 at "high" effort judges, and scores average 20 (Olympiad) / 30 (Research) trials.
@@ -69,6 +90,23 @@ PAPER_TRIALS = {"olympiad": 20, "research": 30}
 PAPER_ANSWER_EFFORT = "high"
 PAPER_JUDGE = "openai/gpt-5"
 PAPER_JUDGE_EFFORT = "high"
+
+
+# The embedded local model (Gemma 3 270M under llama.cpp, 8,192-token context): defaults that
+# finish (docs/models.md, "The local model"). The cumulative cap stays under the context, so
+# no request can overflow it; a reply's useful part is tens of tokens for a tool call and a few
+# hundred for a one-shot answer, and a 270M model that loops fills whatever it is given.
+LOCAL_TOKEN_CAP = 8_000
+LOCAL_FORCE_SUBMIT_AT = 5_000
+LOCAL_MAX_OUTPUT_TOKENS = {"frontiermath": 256}
+LOCAL_MAX_OUTPUT_TOKENS_OTHER = 2_048
+# One llama.cpp server has one slot: queue requests here, where waiting is not a timeout.
+LOCAL_MAX_CONNECTIONS = 1
+
+
+def is_embedded_local(model: ModelConfig) -> bool:
+    """A model Proctor serves itself: ``local/NAME`` without a URL of the user's."""
+    return model.name.startswith("local/") and model.base_url is None
 
 
 def _with_default_effort(model: ModelConfig, effort: str) -> tuple[ModelConfig, bool]:
@@ -99,12 +137,29 @@ class RunConfig(BaseModel):
     # Track-specific switches, e.g. {"python_tool": true} for olympiad or
     # {"reject_invalid_submissions": true} for frontiermath.
     track_options: dict[str, Any] = Field(default_factory=dict)
-    # Task selection, applied after loading: only tasks whose ``metadata`` holds every
-    # key/value here (quickstart uses {"quickstart": true}), then the first ``limit_tasks``.
+    # Task selection, applied after loading and before any model call (agent/selection.py):
+    # tasks whose fields hold every dotted-path key/value here (a bare key is read in
+    # ``metadata``: quickstart uses {"quickstart": true}), then those whose id matches one of
+    # the ``task_ids`` globs, then the first N (``limit_tasks: N``) or the A-th to B-th
+    # (``"A-B"``, 1-based, inclusive).
     task_filter: dict[str, Any] = Field(default_factory=dict)
-    limit_tasks: int | None = Field(default=None, ge=1)
+    task_ids: list[str] = Field(default_factory=list)
+    limit_tasks: int | str | None = None
     # Which of the paper's defaults filled a field the config left unset, for run.json.
     _defaults_applied: list[str] = PrivateAttr(default_factory=list)
+
+    @field_validator("limit_tasks", mode="before")
+    @classmethod
+    def _limit(cls, value: Any) -> int | str | None:
+        return normalise_limit(value)
+
+    @field_validator("task_ids")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern.strip():
+                raise ValueError("an empty task id pattern selects nothing")
+        return value
 
     @property
     def defaults_applied(self) -> list[str]:
@@ -135,4 +190,36 @@ class RunConfig(BaseModel):
             if changed:
                 applied.append(f"judge.reasoning_effort={PAPER_JUDGE_EFFORT}")
         self._defaults_applied = applied
+        return self
+
+    @model_validator(mode="after")
+    def _apply_local_model_defaults(self) -> RunConfig:
+        """Limits a 270M model with an 8k context finishes under, where the config states none.
+
+        Only when every model is the embedded local one: the budget is per run, and a frontier
+        model beside it keeps the protocol's 1,000,000 / 660,000. ``token_cap`` and
+        ``force_submit_at`` come as a pair (one stated keeps the protocol's other).
+        """
+        if not self.models or not all(is_embedded_local(m) for m in self.models):
+            return self
+        applied: list[str] = []
+        stated = self.budget.model_fields_set
+        updates: dict[str, int] = {}
+        if not stated & {"token_cap", "force_submit_at"}:
+            updates.update(token_cap=LOCAL_TOKEN_CAP, force_submit_at=LOCAL_FORCE_SUBMIT_AT)
+        if "max_output_tokens" not in stated:
+            updates["max_output_tokens"] = LOCAL_MAX_OUTPUT_TOKENS.get(
+                self.track, LOCAL_MAX_OUTPUT_TOKENS_OTHER
+            )
+        if updates:
+            self.budget = BudgetConfig(**{**self.budget.model_dump(include=stated), **updates})
+            applied += [f"budget.{name}={value} (local model)" for name, value in updates.items()]
+        models: list[ModelConfig] = []
+        for index, model in enumerate(self.models):
+            if "max_connections" not in model.model_fields_set:
+                model = model.model_copy(update={"max_connections": LOCAL_MAX_CONNECTIONS})
+                applied.append(f"models.{index}.max_connections={LOCAL_MAX_CONNECTIONS} (local model)")
+            models.append(model)
+        self.models = models
+        self._defaults_applied = [*self._defaults_applied, *applied]
         return self

@@ -93,6 +93,13 @@ class SubmissionRecord(_Stored):
 class JudgeRecord(_Stored):
     decided_by: str  # "precheck" | "judge"
     model: str | None = None
+    # The exact prompt sent on every attempt (each attempt sends the same one), for audit.
+    # Stored whole up to ``agent.capped_text.CAPPED_TEXT_CHARS``; longer text keeps its head and
+    # tail around a marker giving the omitted length and the whole text's SHA-256.
+    prompt: str | None = None
+    # Length and SHA-256 (UTF-8) of the whole prompt, stored or not: whether ``prompt`` is whole.
+    prompt_chars: int | None = None
+    prompt_sha256: str | None = None
     replies: list[str] = Field(default_factory=list)
     verdict: str | None = None  # "CORRECT" | "INCORRECT" | points as text
     points: float | None = None
@@ -102,6 +109,20 @@ class JudgeRecord(_Stored):
     # The judge's own token use over all its attempts (not counted in the sample's totals).
     input_tokens: int = 0
     output_tokens: int = 0
+
+
+class ReferenceRecord(_Stored):
+    """What the sample was graded against, so its view can show it beside the answer.
+
+    ``kind``: ``answer`` (Olympiad, PHYBench: the reference answer), ``rubric`` (Research),
+    ``verify`` (FrontierMath: the task's verify() source), ``expected`` (FrontierMath: the
+    expected value's source, compared by type, with ``tolerance`` when numeric). The text is
+    capped like the judge prompt (``agent.capped_text``).
+    """
+
+    kind: str
+    text: str
+    tolerance: float | None = None
 
 
 class EEDRecord(_Stored):
@@ -121,6 +142,19 @@ class TextReplacements(_Stored):
     count: int
     # JSON paths of the first fields where a replacement happened.
     fields: list[str] = Field(default_factory=list)
+
+
+class RescoreNote(_Stored):
+    """Set by ``proctor rescore``: whether this sample was graded again, and what it was before."""
+
+    rescored: bool
+    # Why the sample was carried over unchanged (no stored answer to grade, ...).
+    reason: str | None = None
+    previous_outcome: Outcome
+    previous_score: float
+    previous_success: bool
+    previous_error: str | None = None
+    previous_judge_model: str | None = None
 
 
 class SampleRecord(_Stored):
@@ -149,8 +183,13 @@ class SampleRecord(_Stored):
     submission: SubmissionRecord | None = None
     judge: JudgeRecord | None = None
     eed: EEDRecord | None = None
+    # What the sample was graded against (reference answer, rubric, verify() source).
+    reference: ReferenceRecord | None = None
     sandbox_image: str | None = None
+    # Retries of the answering model's calls and of the judge's, counted by the runner: every
+    # retry, those of a call that finally failed included.
     retries: int = 0
+    judge_retries: int = 0
     started_at: str
     finished_at: str
     duration_s: float
@@ -158,6 +197,8 @@ class SampleRecord(_Stored):
     harness_traceback: str | None = None
     # Set when the store had to replace text that UTF-8 cannot hold.
     unencodable_text: TextReplacements | None = None
+    # Records of a run written by `proctor rescore` (docs/runs.md, "Re-scoring a run").
+    rescore: RescoreNote | None = None
 
     @property
     def key(self) -> tuple[str, int]:

@@ -19,6 +19,8 @@ from pydantic import ValidationError
 from agent.config import RunConfig
 from agent.errors import UserError
 from agent.input_files import MAX_CONFIG_BYTES, check_data, read_text_input, too_deep, unreadable_value
+from agent.model.efforts import check_reasoning_effort
+from agent.model_overrides import apply_judge_settings, merge_judge, merge_models, parse_model_settings
 from agent.tracks.frontiermath.profiles import DEFAULT_PROTOCOL, PROFILES, unknown_protocol_message
 from agent.tracks.frontiermath.prompt import load_template
 
@@ -47,13 +49,20 @@ class RunFlags:
     out: Path | None = None
     resume: bool = False
     backend: str | None = None
+    runtime: str | None = None
+    docker_host: str | None = None
     reasoning_effort: str | None = None
     token_cap: int | None = None
     force_submit_at: int | None = None
-    limit_tasks: int | None = None
+    limit_tasks: int | str | None = None
     max_sandbox_concurrency: int | None = None
     ray_address: str | None = None
     protocol: str | None = None
+    # --task-id patterns, --filter KEY=VALUE items and -M KEY=VALUE items, as typed.
+    task_ids: list[str] = field(default_factory=list)
+    filters: list[str] = field(default_factory=list)
+    model_settings: list[str] = field(default_factory=list)
+    judge_settings: list[str] = field(default_factory=list)
 
 
 def format_validation_error(source: str, error: ValidationError) -> str:
@@ -61,7 +70,7 @@ def format_validation_error(source: str, error: ValidationError) -> str:
     problems = error.errors()
     first = problems[0]
     where = ".".join(str(part) for part in first.get("loc", ())) or "(top level)"
-    message = str(first.get("msg", "invalid"))
+    message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
     line = f"{source}: field '{where}': {message}"
     if len(problems) > 1:
         line += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
@@ -100,7 +109,41 @@ def _resolve_against(base: Path, value: Any) -> Any:
     return value
 
 
-def merge_flags(data: dict[str, Any], flags: RunFlags) -> dict[str, Any]:
+def check_effort_flag(value: str) -> str:
+    try:
+        return check_reasoning_effort(value)
+    except ValueError as exc:
+        raise UserError(f"--reasoning-effort: {exc}") from None
+
+
+def split_task_ids(values: list[str]) -> list[str]:
+    """``--task-id a --task-id b,c`` -> ["a", "b", "c"] (Inspect's comma-separated form too)."""
+    patterns: list[str] = []
+    for value in values:
+        parts = [part.strip() for part in value.split(",") if part.strip()]
+        if not parts:
+            raise UserError(f"--task-id {value!r}: an empty pattern selects nothing")
+        patterns += parts
+    return patterns
+
+
+def parse_filters(items: list[str]) -> dict[str, str]:
+    """``--filter KEY=VALUE`` items -> ``task_filter`` (values stay text: agent/selection.py)."""
+    parsed: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UserError(
+                f"--filter {item}: expected FIELD=VALUE, e.g. subject=physics or metadata.level=3"
+            )
+        if key in parsed:
+            raise UserError(f"--filter {item}: {key} is filtered twice")
+        parsed[key] = value
+    return parsed
+
+
+def merge_flags(data: dict[str, Any], flags: RunFlags, source: str = "command line") -> dict[str, Any]:
     """Lay the flags over the file's raw fields (before validation, so errors name fields)."""
     merged = dict(data)
     simple = {
@@ -115,30 +158,37 @@ def merge_flags(data: dict[str, Any], flags: RunFlags) -> dict[str, Any]:
     merged.update({name: value for name, value in simple.items() if value is not None})
     if flags.resume:
         merged["resume"] = True
+    if flags.task_ids:
+        merged["task_ids"] = list(flags.task_ids)
+    if flags.filters:
+        merged["task_filter"] = {**(merged.get("task_filter") or {}), **parse_filters(flags.filters)}
     if flags.models:
-        merged["models"] = list(flags.models)
+        # Beside a config file, --model merges into the file's entries (agent/model_overrides.py).
+        merged["models"] = merge_models(data.get("models"), list(flags.models), source)
     if "models" in merged and isinstance(merged["models"], list):
         merged["models"] = [_model_entry(m) for m in merged["models"]]
     if flags.judge is not None:
-        merged["judge"] = flags.judge
+        merged["judge"] = merge_judge(data.get("judge"), flags.judge)
     if isinstance(merged.get("judge"), str):
         merged["judge"] = _model_entry(merged["judge"])
-    if flags.reasoning_effort is not None and isinstance(merged.get("models"), list):
-        merged["models"] = [
-            {**m, "reasoning_effort": flags.reasoning_effort} if isinstance(m, dict) else m
-            for m in merged["models"]
-        ]
-    if flags.token_cap is not None or flags.force_submit_at is not None:
+    model_fields, budget_fields = parse_model_settings(flags.model_settings)
+    if flags.reasoning_effort is not None:
+        model_fields = {"reasoning_effort": check_effort_flag(flags.reasoning_effort), **model_fields}
+    if model_fields and isinstance(merged.get("models"), list):
+        merged["models"] = [{**m, **model_fields} if isinstance(m, dict) else m for m in merged["models"]]
+    if flags.judge_settings:
+        merged["judge"] = apply_judge_settings(merged.get("judge"), flags.judge_settings)
+    if flags.token_cap is not None or flags.force_submit_at is not None or budget_fields:
         budget = dict(merged.get("budget") or {})
+        budget.update(budget_fields)
         if flags.token_cap is not None:
             budget["token_cap"] = flags.token_cap
         if flags.force_submit_at is not None:
             budget["force_submit_at"] = flags.force_submit_at
         merged["budget"] = budget
-    if flags.backend is not None:
-        merged["sandbox"] = {**(merged.get("sandbox") or {}), "backend": flags.backend}
-    if flags.ray_address is not None:
-        merged["sandbox"] = {**(merged.get("sandbox") or {}), "ray_address": flags.ray_address}
+    for name in ("backend", "runtime", "docker_host", "ray_address"):
+        if getattr(flags, name) is not None:
+            merged["sandbox"] = {**(merged.get("sandbox") or {}), name: getattr(flags, name)}
     if flags.max_sandbox_concurrency is not None:
         merged["sandbox"] = {
             **(merged.get("sandbox") or {}),
@@ -232,7 +282,7 @@ def load_run_config(
         raise UserError(f"{source}: field 'tasks': a task file is needed (--tasks FILE)")
     if "models" not in data and not flags.models:
         raise UserError(f"{source}: field 'models': at least one model is needed (--model openai/NAME)")
-    merged = merge_flags(data, flags)
+    merged = merge_flags(data, flags, source)
     # Flags too: a non-UTF-8 command-line byte arrives as a lone surrogate (surrogateescape).
     check_data(merged, lambda _where: source)
     return validate_run_config(merged, source)

@@ -9,6 +9,7 @@ and ``--resume`` runs exactly those again.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import datetime as dt
 import hashlib
@@ -27,16 +28,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent import selection
 from agent.config import ModelConfig, RunConfig
 from agent.encodable import safe_text
+from agent.endpoint_record import endpoint_changes, endpoints_record, refuse_or_record
 from agent.errors import UserError
 from agent.hardware import calibrate, hardware_record
 from agent.model.base import ModelClient, ModelError
+from agent.model.endpoint import without_secrets
+from agent.preflight import EndpointUse, check_keys, endpoint_uses, preflight, require_judge
 from agent.progress import RunProgress
 from agent.records import RERUN_ON_RESUME, Outcome, SampleRecord
 from agent.run_config_loader import parse_size
+from agent.run_guard import GuardedClient, RunGuard, StopReason
 from agent.store import RunStore, file_sha256, resume_conflicts, sample_key
-from agent.summary import prices_from_config, summarize
+from agent.summary import judge_prices_from_config, prices_from_config, summarize
 from agent.tracks.base import SampleContext, Track
 from agent.tracks.frontiermath.profiles import get_profile
 from agent.tracks.registry import make_track
@@ -73,24 +79,18 @@ def default_run_dir(config: RunConfig, *, now: dt.datetime | None = None) -> Pat
 
 
 def select_tasks(tasks: list[Any], config: RunConfig) -> list[Any]:
-    """Apply ``task_filter`` (metadata key/values) and ``limit_tasks``, keeping file order."""
-    ids = [str(task.id) for task in tasks]
-    duplicated = sorted({i for i in ids if ids.count(i) > 1})
+    """Apply the selection (agent/selection.py: filter, task ids, limit), keeping file order."""
+    counts = collections.Counter(str(task.id) for task in tasks)
+    duplicated = sorted(task_id for task_id, count in counts.items() if count > 1)
     if duplicated:
         raise UserError(f"{config.tasks}: task ids must be unique; repeated: {', '.join(duplicated[:5])}")
-    selected = tasks
-    if config.task_filter:
-
-        def matches(task: Any) -> bool:
-            metadata = getattr(task, "metadata", None) or {}
-            return all(metadata.get(key) == value for key, value in config.task_filter.items())
-
-        selected = [task for task in tasks if matches(task)]
-    if config.limit_tasks is not None:
-        selected = selected[: config.limit_tasks]
-    if not selected:
-        raise UserError(f"{config.tasks}: no task left after task_filter {config.task_filter!r}")
-    return selected
+    return selection.select(
+        tasks,
+        task_filter=config.task_filter,
+        task_ids=config.task_ids,
+        limit=config.limit_tasks,
+        source=str(config.tasks),
+    )
 
 
 def _version(distribution: str) -> str | None:
@@ -134,12 +134,14 @@ class PlannedSample:
 @dataclass
 class RunResult:
     run_dir: Path
-    status: str  # finished | interrupted | failed
+    status: str  # finished | interrupted | failed | stopped: auth | stopped: quota
     summary: dict[str, Any]
     planned: int
     finished: int
     ran_now: int
     harness_errors: list[str] = field(default_factory=list)
+    # Why the run stopped early (an endpoint refused for good); None when it did not.
+    stop: StopReason | None = None
 
 
 def plan_samples(labels: list[str], config: RunConfig, tasks: list[Any]) -> list[PlannedSample]:
@@ -158,13 +160,25 @@ def _prompt_template_hash(config: RunConfig) -> str | None:
     return hashlib.sha256(config.prompt_template.read_bytes()).hexdigest()
 
 
-def _base_header(config: RunConfig, run_id: str, labels: list[str], task_count: int) -> dict[str, Any]:
+def recorded_config(config: RunConfig) -> dict[str, Any]:
+    """The config as run.json keeps it: every value explicit, credentials in base URLs removed
+    (a resumed run reads it back, so such a URL must be given again with the config)."""
+    data = config.model_dump(mode="json")
+    for entry in [*data.get("models", []), data.get("judge")]:
+        if isinstance(entry, dict) and isinstance(entry.get("base_url"), str):
+            entry["base_url"] = without_secrets(entry["base_url"])
+    return data
+
+
+def _base_header(
+    config: RunConfig, run_id: str, labels: list[str], task_count: int, uses: list[EndpointUse]
+) -> dict[str, Any]:
     return {
         "run_id": run_id,
         "track": config.track,
         "status": "running",
         "created_at": utc_now(),
-        "config": config.model_dump(mode="json"),
+        "config": recorded_config(config),
         "tasks_file": {
             "path": str(config.tasks),
             "sha256": file_sha256(config.tasks),
@@ -177,6 +191,9 @@ def _base_header(config: RunConfig, run_id: str, labels: list[str], task_count: 
             {"label": label, "name": m.name, "reasoning_effort": m.reasoning_effort, "api": m.api}
             for label, m in zip(labels, config.models, strict=True)
         ],
+        # The base URL each model and the judge talks to, after the environment; never a key.
+        "endpoints": endpoints_record(uses),
+        "events": [],
         "sessions": [],
         **environment_info(),
     }
@@ -267,24 +284,25 @@ async def open_clients(
     stack: contextlib.AsyncExitStack,
     labelled: list[tuple[str, ModelConfig]],
     judge: ModelConfig | None,
-    progress: RunProgress,
+    guard: RunGuard,
 ) -> tuple[dict[str, ModelClient], ModelClient | None]:
+    """Every client counts its retries into the running sample and trips ``guard`` on a refusal."""
     from agent.model.factory import make_client
 
     local_urls: dict[str, str] = {}
 
-    async def client_for(model: ModelConfig) -> ModelClient:
+    async def client_for(model: ModelConfig, role: str) -> ModelClient:
         override = None
         if model.name.startswith("local/") and model.base_url is None:
             if model.name not in local_urls:
                 local_urls[model.name] = await stack.enter_async_context(_local_server(model))
             override = local_urls[model.name]
-        client = make_client(model, base_url_override=override, on_retry=progress.model_retry)
+        client = make_client(model, base_url_override=override, on_retry=guard.retry_callback(role))
         stack.push_async_callback(client.aclose)
-        return client
+        return GuardedClient(client, guard, role)
 
-    clients = {label: await client_for(model) for label, model in labelled}
-    judge_client = await client_for(judge) if judge is not None else None
+    clients = {label: await client_for(model, "model") for label, model in labelled}
+    judge_client = await client_for(judge, "judge") if judge is not None else None
     return clients, judge_client
 
 
@@ -300,8 +318,14 @@ class Runner:
         handle_signals: bool = True,
         sandbox_opener: SandboxOpener | None = None,
         audit: str | None = None,
+        preflight: bool = False,
+        allow_endpoint_change: bool = False,
     ) -> None:
         self.config = config
+        # Probe every endpoint with one tiny request before anything is spent (`proctor run`
+        # does; `--no-preflight` turns it off).
+        self.preflight = preflight
+        self.allow_endpoint_change = allow_endpoint_change
         # "quick" or "full": audit the opened sandbox before any sample runs (`proctor run --audit`).
         self.audit = audit
         # Benchmarks inject an in-process double here; runs always use open_sandbox.
@@ -312,6 +336,8 @@ class Runner:
         self.interrupted = False
         self.harness_errors: list[str] = []
         self._workers: list[asyncio.Task[None]] = []
+        self.guard = RunGuard(on_any_retry=progress.model_retry)
+        self._stop_announced = False
 
     # -- setup -------------------------------------------------------------------------
     def _prepare_store(self, run_dir: Path, header: dict[str, Any]) -> tuple[RunStore, dict[str, Any]]:
@@ -324,6 +350,12 @@ class Runner:
                     f"{store.header_path}: cannot resume this run with a different config: "
                     + "; ".join(conflicts)
                 )
+            events = refuse_or_record(
+                endpoint_changes(previous.get("endpoints"), header["endpoints"]),
+                allowed=self.allow_endpoint_change,
+                run_json=str(store.header_path),
+                now=utc_now(),
+            )
             header = {
                 **header,
                 "run_id": previous["run_id"],
@@ -335,6 +367,7 @@ class Runner:
                 # The resumed config is read back from run.json with every value explicit.
                 "defaults_applied": previous.get("defaults_applied", []),
                 "hardware": previous.get("hardware"),
+                "events": list(previous.get("events") or []) + events,
             }
         elif self.config.resume and store.holds_samples():
             raise UserError(
@@ -350,14 +383,24 @@ class Runner:
     async def run(self) -> RunResult:
         config = self.config
         track = make_track(config.track, config.track_options)
-        tasks = select_tasks(track.load_tasks(config.tasks), config)
+        require_judge(track, config)
+        loaded_tasks = track.load_tasks(config.tasks)
+        tasks = select_tasks(loaded_tasks, config)
         labelled = list(zip(model_labels(config.models), config.models, strict=True))
         labels = [label for label, _ in labelled]
+        uses = endpoint_uses(labelled, config.judge)
         run_dir = config.out or default_run_dir(config)
         run_id = run_dir.name
-        header = _base_header(config, run_id, labels, len(tasks))
+        header = _base_header(config, run_id, labels, len(tasks), uses)
         header["track_settings"] = track.effective_settings(config)
         header["defaults_applied"] = config.defaults_applied
+        header["selection"] = selection.selection_record(
+            len(loaded_tasks),
+            tasks,
+            task_filter=config.task_filter,
+            task_ids=config.task_ids,
+            limit=config.limit_tasks,
+        )
         if self.config_file is not None:
             header["config_file"] = str(self.config_file)
         store, header = self._prepare_store(run_dir, header)
@@ -379,7 +422,17 @@ class Runner:
             "planned_samples": len(planned),
             "already_done": len(already),
             "torn_bytes_removed": loaded.torn_bytes,
+            # A resumed run may select other tasks; the summary covers this session's selection.
+            "selection": selection.describe_selection(
+                config.task_filter, config.task_ids, config.limit_tasks
+            ),
         }
+        if pending:
+            # Before the sandbox, the store or any sample: a missing key or a dead endpoint
+            # costs seconds and leaves nothing behind.
+            check_keys(uses)
+            if self.preflight:
+                session["preflight"] = [result.as_json() for result in await preflight(uses)]
         header["sessions"].append(session)
         header.update(
             status="running", started_at=session["started_at"], ended_at=None, samples_planned=len(planned)
@@ -396,9 +449,7 @@ class Runner:
                     stack.push_async_callback(sandbox.aclose)
                 # Clients first: a bad key or URL is a config error and should leave no run behind.
                 clients, judge = (
-                    await open_clients(stack, labelled, config.judge, self.progress)
-                    if pending
-                    else ({}, None)
+                    await open_clients(stack, labelled, config.judge, self.guard) if pending else ({}, None)
                 )
                 store.write_header(header)
                 header_written = True
@@ -414,12 +465,15 @@ class Runner:
             if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
                 self.interrupted = True
 
+        stop = self.guard.stop
         if self.interrupted:
             status = "interrupted"
         elif failure is not None:
             # A sample the harness failed on is recorded (harness_error); only a failure of the
             # run itself (store, sandbox, clients) marks the whole run failed.
             status = "failed"
+        elif stop is not None:
+            status = stop.status
         else:
             status = "finished"
         records = [r for r in store.load(repair=False).records if sample_key(r) in planned_keys]
@@ -428,9 +482,17 @@ class Runner:
         )
         if failure is not None and not self.interrupted:
             session["error"] = f"{type(failure).__name__}: {failure}"
-        header.update(status=status, ended_at=session["ended_at"])
+        if stop is not None:
+            session["stopped"] = stop.as_json()
+        header.update(status=status, ended_at=session["ended_at"], stopped=session.get("stopped"))
         store.write_header(header)
-        summary = summarize(records, header=header, prices=prices, planned_samples=len(planned))
+        summary = summarize(
+            records,
+            header=header,
+            prices=prices,
+            judge_prices=judge_prices_from_config(config.judge),
+            planned_samples=len(planned),
+        )
         store.write_summary(summary)
         if failure is not None and not isinstance(failure, asyncio.CancelledError):
             raise failure
@@ -442,6 +504,7 @@ class Runner:
             finished=len(records),
             ran_now=ran_now,
             harness_errors=self.harness_errors,
+            stop=stop,
         )
 
     async def _open_sandbox(
@@ -466,6 +529,9 @@ class Runner:
         )
         if box.ray_address is not None:
             bound["ray_address"] = box.ray_address
+        # Likewise the runtime and engine, which only the docker backend has.
+        if box.runtime != "runc" or box.docker_host is not None:
+            bound.update(runtime=box.runtime, docker_host=box.docker_host)
         sandbox = await self.sandbox_opener(
             box.backend,
             image=box.image,
@@ -540,7 +606,12 @@ class Runner:
 
         async def worker() -> None:
             nonlocal finished
-            for sample in queue:
+            # A refusal (credentials, quota) stops the run: no further sample starts; the ones
+            # in flight finish or end as errors and are kept.
+            while not self._stopping():
+                sample = next(queue, None)
+                if sample is None:
+                    return
                 started_at, started = utc_now(), time.monotonic()
                 record = await self._run_one(track, sample, run_id, sandbox, clients[sample.label], judge)
                 try:
@@ -592,6 +663,20 @@ class Runner:
                 writes.discard(write)
         return stored
 
+    def _stopping(self) -> bool:
+        stop = self.guard.stop
+        if stop is None:
+            return False
+        if not self._stop_announced:
+            self._stop_announced = True
+            self.progress.console.print(
+                f"proctor: {stop.status}: {stop.describe()}; no further samples start",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+        return True
+
     def _note_harness_error(self, sample: PlannedSample, error: BaseException) -> None:
         what = f"{sample.label} {sample.task.id}#{sample.trial}"
         self.harness_errors.append(f"{what}: {describe_exception(error)}")
@@ -623,29 +708,36 @@ class Runner:
             sandbox=sandbox,
             config=self.config,
             judge=judge,
-            events=self.progress,
+            # Its own view, so the display can show this sample's turns while it runs.
+            events=self.progress.for_sample(sample.label, str(sample.task.id), sample.trial),
         )
         started_at, started = utc_now(), time.monotonic()
         self.progress.sample_started()
-        try:
-            # One fair turn per sample under the process's sandbox bound: a reply with sixty
-            # python calls queues behind itself, not in front of another sample's call.
-            with execution_caller(object()):
-                record = await track.run_sample(sample.task, sample.trial, ctx)
-            if not isinstance(record, SampleRecord):
-                raise TypeError(f"track {track.name} returned {type(record).__name__}, not a SampleRecord")
-        except ModelError as exc:
-            record = _fallback_model_error(sample, run_id, track, exc, started_at, started)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            # Not the model's fault and not a result; recorded apart, and --resume runs it again.
-            # (KeyboardInterrupt and other BaseExceptions still stop the run.)
-            self._note_harness_error(sample, exc)
-            record = harness_error_record(sample, run_id, track.name, exc, started_at, started)
-        # The runner owns the identity of a sample; the track owns everything else.
+        with self.guard.sample() as tally:
+            try:
+                # One fair turn per sample under the process's sandbox bound: a reply with sixty
+                # python calls queues behind itself, not in front of another sample's call.
+                with execution_caller(object()):
+                    record = await track.run_sample(sample.task, sample.trial, ctx)
+                if not isinstance(record, SampleRecord):
+                    raise TypeError(
+                        f"track {track.name} returned {type(record).__name__}, not a SampleRecord"
+                    )
+            except ModelError as exc:
+                record = _fallback_model_error(sample, run_id, track, exc, started_at, started)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                # Not the model's fault and not a result; recorded apart, and --resume runs it again.
+                # (KeyboardInterrupt and other BaseExceptions still stop the run.)
+                self._note_harness_error(sample, exc)
+                record = harness_error_record(sample, run_id, track.name, exc, started_at, started)
+        # The runner owns the identity of a sample, and counts its retries (every one, those of
+        # calls that finally failed included, which a track never sees); the track owns the rest.
         return record.model_copy(
             update={
+                "retries": tally.model_retries,
+                "judge_retries": tally.judge_retries,
                 "run_id": run_id,
                 "task_id": str(sample.task.id),
                 "trial": sample.trial,
@@ -666,6 +758,8 @@ async def execute_run(
     handle_signals: bool = True,
     sandbox_opener: SandboxOpener | None = None,
     audit: str | None = None,
+    preflight: bool = False,
+    allow_endpoint_change: bool = False,
 ) -> RunResult:
     runner = Runner(
         config,
@@ -674,5 +768,7 @@ async def execute_run(
         handle_signals=handle_signals,
         sandbox_opener=sandbox_opener,
         audit=audit,
+        preflight=preflight,
+        allow_endpoint_change=allow_endpoint_change,
     )
     return await runner.run()

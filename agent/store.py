@@ -184,8 +184,10 @@ class SampleWriter:
             self._handle.close()
 
 
-# Config fields that change what a score means; a resumed run must keep them all.
-_RESUME_INVARIANTS = ("track", "budget", "track_options", "task_filter")
+# Config fields that change what a score means; a resumed run must keep them all. The task
+# selection (task_filter, task_ids, limit_tasks) may change: samples are keyed by task id, and
+# the summary covers exactly the tasks the latest session selected (docs/runs.md, "Resume").
+_RESUME_INVARIANTS = ("track", "budget", "track_options")
 
 
 def resume_conflicts(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:

@@ -18,6 +18,13 @@ Definitions (also in docs/runs.md):
 * **cost_usd**: input tokens x input price + output tokens x output price per million, per
   model, where the model config sets prices (output tokens include reasoning tokens, as
   providers report them).
+* **judge**: the judge's own tokens over all its attempts (``JudgeRecord.input_tokens`` /
+  ``output_tokens``; never part of ``tokens``), the samples it was asked about, and
+  ``cost_usd`` at the judge config's prices.
+* **total_cost_usd**: answering models' plus judge's cost, over whichever of them are priced
+  (``priced`` says which); None when neither is.
+* **pass_at_k**: unbiased pass@k for k = 1..(most scored trials of a task), errors excluded
+  from n (``agent.passk``); the top-level ``tasks`` block holds each model's trials x task grid.
 """
 
 from __future__ import annotations
@@ -28,11 +35,14 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from agent.passk import grid_by_model, pass_at_k_summary, task_grid
 from agent.records import ERROR_OUTCOMES, Outcome, SampleRecord
 from agent.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_engine, clustered_estimate
 
 # (input, output) USD per million tokens, keyed by the record's model label.
 Prices = Mapping[str, tuple[float | None, float | None]]
+# The judge's (input, output) USD per million tokens.
+JudgePrices = tuple[float | None, float | None]
 
 NO_SUBJECT = "(none)"
 NO_EFFORT = "(default)"
@@ -89,10 +99,39 @@ def _cost(records: Sequence[SampleRecord], prices: Prices | None) -> float | Non
     return total if priced else None
 
 
+def _judge_usage(records: Sequence[SampleRecord], prices: JudgePrices | None) -> dict[str, Any]:
+    """The judge's tokens (all attempts) and their cost at the judge's prices."""
+    # A judge record without a model is a judged track run without a judge: nobody was asked.
+    asked = [
+        r.judge for r in records if r.judge is not None and r.judge.decided_by == "judge" and r.judge.model
+    ]
+    input_tokens = sum(j.input_tokens for j in asked)
+    output_tokens = sum(j.output_tokens for j in asked)
+    cost: float | None = None
+    input_price, output_price = prices or (None, None)
+    if input_price is not None or output_price is not None:
+        cost = input_tokens * (input_price or 0.0) / 1e6 + output_tokens * (output_price or 0.0) / 1e6
+    return {
+        "samples_judged": len(asked),
+        "attempts": sum(len(j.replies) for j in asked),
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+        "cost_usd": cost,
+    }
+
+
+def _total_cost(model_cost: float | None, judge_cost: float | None) -> dict[str, Any]:
+    priced = [name for name, cost in (("models", model_cost), ("judge", judge_cost)) if cost is not None]
+    total = None if not priced else (model_cost or 0.0) + (judge_cost or 0.0)
+    return {"total_cost_usd": total, "priced": priced}
+
+
 def summarize_group(
     records: Sequence[SampleRecord],
     *,
     prices: Prices | None = None,
+    judge_prices: JudgePrices | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
 ) -> dict[str, Any]:
@@ -128,9 +167,14 @@ def summarize_group(
         "sandbox_calls": sum(calls for calls, _ in sandbox),
         "sandbox_seconds": math.fsum(seconds for _, seconds in sandbox),
         "model_retries": sum(r.retries for r in records),
+        "judge_retries": sum(r.judge_retries for r in records),
         "sample_seconds": math.fsum(r.duration_s for r in records),
         "cost_usd": _cost(records, prices),
+        "judge": _judge_usage(records, judge_prices),
+        "pass_at_k": pass_at_k_summary(task_grid(records)),
     }
+    cost = _total_cost(group["cost_usd"], group["judge"]["cost_usd"])
+    group["total_cost_usd"], group["cost_priced"] = cost["total_cost_usd"], cost["priced"]
     with_points = [r for r in scored if r.judge is not None and r.judge.points is not None]
     if with_points:
         group["points"] = _estimate(with_points, lambda r: float(r.score), resamples, seed)
@@ -156,12 +200,18 @@ def summarize(
     *,
     header: Mapping[str, Any] | None = None,
     prices: Prices | None = None,
+    judge_prices: JudgePrices | None = None,
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = DEFAULT_SEED,
     planned_samples: int | None = None,
 ) -> dict[str, Any]:
     """The whole ``summary.json``: overall and broken down by model, subject, effort."""
-    options: dict[str, Any] = {"prices": prices, "resamples": resamples, "seed": seed}
+    options: dict[str, Any] = {
+        "prices": prices,
+        "judge_prices": judge_prices,
+        "resamples": resamples,
+        "seed": seed,
+    }
     header = header or {}
     by_model_subject = {
         model: _breakdown(group, lambda r: r.subject or NO_SUBJECT, **options)
@@ -189,6 +239,7 @@ def summarize(
         "by_subject": _breakdown(records, lambda r: r.subject or NO_SUBJECT, **options),
         "by_reasoning_effort": _breakdown(records, lambda r: r.reasoning_effort or NO_EFFORT, **options),
         "by_model_subject": by_model_subject,
+        "tasks": grid_by_model(records),
     }
 
 
@@ -227,6 +278,13 @@ def wall_seconds(header: Mapping[str, Any]) -> float | None:
             total += (dt.datetime.fromisoformat(end) - dt.datetime.fromisoformat(start)).total_seconds()
             known = True
     return total if known else None
+
+
+def judge_prices_from_config(judge: Any) -> JudgePrices | None:
+    """The judge ModelConfig's (input, output) prices, or None when it sets neither (or is None)."""
+    if judge is None or (judge.input_price_per_mtok is None and judge.output_price_per_mtok is None):
+        return None
+    return (judge.input_price_per_mtok, judge.output_price_per_mtok)
 
 
 def prices_from_config(labelled_models: Iterable[tuple[str, Any]]) -> dict[str, Any]:

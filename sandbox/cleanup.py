@@ -9,10 +9,12 @@ owner process on this host is gone are removed, so cleaning up never disturbs a 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +25,7 @@ from sandbox import labels
 from sandbox.bwrap import remove_stale_layouts
 from sandbox.containers import remove_container
 from sandbox.local_backend import CGROUP_PARENT, CGROUP_ROOT, kill_cgroup_and_remove
+from sandbox.runtimes import known_engine_urls
 
 
 @dataclass
@@ -75,6 +78,35 @@ def cleanup_containers(client: docker.DockerClient, *, everything: bool = False)
     return report
 
 
+def engine_clients() -> list[Callable[[int], docker.DockerClient]]:
+    """Openers (by API timeout) of every engine Proctor may have put containers on: the
+    environment's, and gVisor's separate engine when it is set up (sandbox/runtimes.py)."""
+    openers: list[Callable[[int], docker.DockerClient]] = [lambda timeout: docker.from_env(timeout=timeout)]
+    for url in known_engine_urls()[1:]:
+        openers.append(functools.partial(_client_at, url))
+    return openers
+
+
+def _client_at(url: str, timeout: int) -> docker.DockerClient:
+    return docker.DockerClient(base_url=url, timeout=timeout)
+
+
+def cleanup_other_engines(everything: bool) -> list[CleanupReport]:
+    """:func:`cleanup_containers` on every engine beside the environment's that answers."""
+    reports = []
+    for url in known_engine_urls()[1:]:
+        try:
+            client = _client_at(url, 10)
+            client.ping()
+        except DockerException:
+            continue
+        try:
+            reports.append(cleanup_containers(client, everything=everything))
+        finally:
+            client.close()
+    return reports
+
+
 # A call's deadline is at most a day (the CLI's bound); past that plus a margin, a running
 # orphan can only be a launcher that was never given a program and never saw its stdin close.
 _RUNNING_ORPHAN_MAX_AGE_S = 25 * 3600
@@ -114,14 +146,16 @@ class BackgroundSweep:
         return self
 
     def _run(self) -> None:
-        try:
-            client = docker.from_env(timeout=_SWEEP_API_TIMEOUT_S)
+        # Every engine a sandbox may have used: the default one and gVisor's (sandbox/runtimes.py).
+        for client_for in engine_clients():
             try:
-                self.removed = sweep_stopped_orphans(client)
-            finally:
-                client.close()
-        except Exception:  # best effort: no engine, no permission, a slow engine
-            return
+                client = client_for(_SWEEP_API_TIMEOUT_S)
+                try:
+                    self.removed += sweep_stopped_orphans(client)
+                finally:
+                    client.close()
+            except Exception:  # best effort: no engine, no permission, a slow engine
+                continue
 
     def join(self, timeout: float) -> list[str]:
         """What was removed, once done or ``timeout`` seconds from now, whichever comes first."""

@@ -27,8 +27,9 @@ import docker
 from docker.errors import APIError, NotFound
 from docker.types import Ulimit
 
-from sandbox.api import Limits
+from sandbox.api import Limits, SandboxError
 from sandbox.output import CappedBuffer
+from sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
 
 WORKDIR = "/work"
 HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
@@ -54,7 +55,7 @@ HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 # user (``ENTRYPOINT true``): the pinned image's sandbox-init prepares the numba cache on the
 # tmpfs, which must belong to the program, not to root.
 LAUNCHER = """\
-import ctypes, json, os, signal, sys
+import ctypes, json, os, resource, signal, sys
 config = json.loads(sys.argv[1])
 uid, gid = config['uid'], config['gid']
 libc = ctypes.CDLL(None, use_errno=True)
@@ -62,6 +63,8 @@ if libc.prctl(4, 0, 0, 0, 0) != 0:
     os.write(2, b'sandbox: the launcher cannot make itself non-dumpable\\n')
     os._exit(1)
 def demote():
+    if config['nproc']:
+        resource.setrlimit(resource.RLIMIT_NPROC, (config['nproc'], config['nproc']))
     for cap in range(64):
         if libc.prctl(24, cap, 0, 0, 0) != 0:
             if ctypes.get_errno() == 22:
@@ -145,6 +148,7 @@ _STREAM_STDOUT = 1
 _STREAM_STDERR = 2
 _REPORT = re.compile(rb"\x00proctor-exit:([0-9a-f]+):(-?\d+):([01])\x00$")
 _REPORT_MAX = 80
+_SIGKILLED = 128 + 9
 READY_MARKER = b"\x00proctor-ready\x00"
 _READY_TIMEOUT_S = 60.0
 
@@ -164,6 +168,7 @@ class StartedContainer:
     id: str
     sock: socket.socket
     _response: Any
+    runtime: str = RUNC
     busy: bool = False
     _closed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -220,6 +225,7 @@ def create_started_container(
     user: str,
     on_created: Callable[[str], None] | None = None,
     prepare: list[str] | None = None,
+    runtime: str = RUNC,
 ) -> StartedContainer:
     """Create and start one locked-down container; return it once its launcher waits.
 
@@ -232,7 +238,11 @@ def create_started_container(
     uid, _, gid = user.partition(":")
     if not uid.isdigit() or int(uid) == 0 or not (gid or uid).isdigit():
         raise ValueError(f"the sandbox user must be a numeric, non-root uid[:gid], not {user!r}")
-    launcher_config = json.dumps({"uid": int(uid), "gid": int(gid or uid), "prepare": prepare or []})
+    # Under runsc the program's processes are bounded inside gVisor's kernel (sandbox/runtimes.py).
+    nproc = program_process_limit(runtime, limits) or 0
+    launcher_config = json.dumps(
+        {"uid": int(uid), "gid": int(gid or uid), "prepare": prepare or [], "nproc": nproc}
+    )
     # The engine copies the image directory's mode onto a tmpfs mounted over it, so ``mode``
     # alone does not make /work writable; owning it does.
     # Inodes too are bounded (one per 4 KiB of size): without nr_inodes a tmpfs allows one per
@@ -248,9 +258,9 @@ def create_started_container(
         },
         cap_drop=["ALL"],
         cap_add=list(LAUNCHER_CAPS),
-        security_opt=["no-new-privileges"],
+        security_opt=security_options(runtime),
         init=True,
-        pids_limit=limits.pids,
+        pids_limit=host_pids_limit(runtime, limits),
         mem_limit=memory,
         # Swap equal to memory means no swap at all: the OOM killer, not the disk, answers.
         memswap_limit=memory,
@@ -265,6 +275,7 @@ def create_started_container(
         # Output reaches us through the attached connection only; a logging driver would
         # also write every flood to the engine's disk.
         log_config={"type": "none", "config": {}},
+        runtime=runtime,
     )
     threads = str(max(1, int(limits.cpus)))
     created = api.create_container(
@@ -300,7 +311,7 @@ def create_started_container(
         on_created(container_id)
     try:
         sock_io = api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-        started = StartedContainer(container_id, getattr(sock_io, "_sock", sock_io), sock_io)
+        started = StartedContainer(container_id, getattr(sock_io, "_sock", sock_io), sock_io, runtime)
         try:
             api.start(container_id)
             _wait_until_ready(started)
@@ -394,6 +405,18 @@ def run_program(
         status = api.wait(container.id, timeout=int(_KILL_GRACE_S) + 5)
         exit_code = int(status.get("StatusCode", -1))
         oom_killed = bool(api.inspect_container(container.id).get("State", {}).get("OOMKilled"))
+        if container.runtime == RUNSC and not timed_out and not oom_killed and exit_code == _SIGKILLED:
+            # Under runsc the host's OOM killer kills the sentry (the memory limit covers it and
+            # the program alike), and the engine does not always flag it; nothing else SIGKILLs
+            # a container before its deadline but a cleanup run from elsewhere.
+            oom_killed = True
+        elif container.runtime == RUNSC and not timed_out and not oom_killed:
+            # The program cannot end the root launcher, so a container that stopped without
+            # its report is gVisor itself failing (its sentry panics with exit 2, e.g. when its
+            # own threads exhaust the pids cgroup): the sandbox's fault, never the program's.
+            raise SandboxError(
+                f"the gVisor sandbox crashed (container exit {exit_code} with no launcher report)"
+            )
     timed_out = timed_out and not oom_killed
     return RawRun(
         exit_code=None if timed_out else exit_code,

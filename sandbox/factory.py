@@ -11,6 +11,7 @@ import logging
 from typing import Literal
 
 from sandbox.api import Limits, Sandbox, SandboxUnavailable
+from sandbox.runtimes import RUNC, check_runtime_name
 
 log = logging.getLogger(__name__)
 
@@ -27,12 +28,17 @@ async def open_sandbox(
     default_limits: Limits | None = None,
     max_concurrent_executions: int | None = None,
     probe_libraries: bool = True,
+    runtime: str | None = None,
+    docker_host: str | None = None,
     ray_address: str | None = None,
 ) -> Sandbox:
     """Open a backend (see :func:`_open_backend`) under the process-wide execution bound.
 
     ``max_concurrent_executions`` defaults to the CPUs the backend can use (sandbox/slots.py);
-    for ray, the calls its cluster's workers take at once. ``ray_address`` is only for ray.
+    for ray, the calls its cluster's workers take at once.
+    ``runtime`` (``runc``, the default, or ``runsc``) and ``docker_host`` choose the container
+    runtime and the engine for docker (sandbox/runtimes.py); the local and ray backends refuse
+    them (a ray worker uses its own node's engine). ``ray_address`` is only for ray.
     """
     from sandbox.slots import limit_sandbox
 
@@ -42,6 +48,8 @@ async def open_sandbox(
         pool_size=pool_size,
         default_limits=default_limits,
         probe_libraries=probe_libraries,
+        runtime=runtime,
+        docker_host=docker_host,
         ray_address=ray_address,
     )
     return limit_sandbox(opened, max_concurrent_executions)
@@ -54,6 +62,8 @@ async def _open_backend(
     pool_size: int = 2,
     default_limits: Limits | None = None,
     probe_libraries: bool = True,
+    runtime: str | None = None,
+    docker_host: str | None = None,
     ray_address: str | None = None,
 ) -> Sandbox:
     """Open a sandbox: ``"auto"`` and ``"docker"`` need an answering engine and the image.
@@ -65,15 +75,27 @@ async def _open_backend(
     """
     if backend not in BACKENDS:
         raise ValueError(f"unknown sandbox backend {backend!r}: choose one of {', '.join(BACKENDS)}")
+    check_runtime_name(runtime or RUNC)
     if backend == "local":
+        if (runtime or RUNC) != RUNC or docker_host:
+            # bubblewrap has no container runtime: never pretend a local call ran under gVisor.
+            raise SandboxUnavailable("the local backend has no container runtime or engine to choose")
         return await _open_local(default_limits, probe_libraries)
     if backend == "ray":
+        if (runtime or RUNC) != RUNC or docker_host:
+            # Each ray worker uses its own node's engine (proctor sandbox worker --docker-host).
+            raise SandboxUnavailable(
+                "the ray backend's engines are its workers': no runtime or engine to choose"
+            )
         # Only by name: ray runs calls on a cluster's nodes, never as a fallback.
         from sandbox.ray_backend import open_ray_sandbox
 
         return await open_ray_sandbox(address=ray_address, image=image, default_limits=default_limits)
+    if runtime not in (None, RUNC) or docker_host:
+        # Asked for by name: no fall back to another engine, runtime or backend, even from auto.
+        return await _open_docker(image, pool_size, default_limits, runtime or RUNC, docker_host)
     try:
-        return await _open_docker(image, pool_size, default_limits)
+        return await _open_docker(image, pool_size, default_limits, RUNC, None)
     except SandboxUnavailable as exc:
         if backend == "docker":
             raise
@@ -88,12 +110,20 @@ def auto_failure_message(reason: str) -> str:
     return f"backend auto needs docker and its image: {reason}; {fix}"
 
 
-async def _open_docker(image: str | None, pool_size: int, default_limits: Limits | None) -> Sandbox:
+async def _open_docker(
+    image: str | None, pool_size: int, default_limits: Limits | None, runtime: str, docker_host: str | None
+) -> Sandbox:
     try:
         from sandbox.docker_backend import open_docker_sandbox
     except ImportError as exc:  # the docker SDK is a hard dependency; this guards broken installs
         raise SandboxUnavailable(f"the docker backend cannot be loaded: {exc}") from exc
-    return await open_docker_sandbox(image=image, pool_size=pool_size, default_limits=default_limits)
+    return await open_docker_sandbox(
+        image=image,
+        pool_size=pool_size,
+        default_limits=default_limits,
+        runtime=runtime,
+        docker_host=docker_host,
+    )
 
 
 async def _open_local(default_limits: Limits | None, probe_libraries: bool) -> Sandbox:

@@ -28,6 +28,8 @@ async def audit_sandbox(
 ) -> AuditReport:
     """Run the battery (or ``--quick``'s subset, or the checks named in ``only``) on ``sandbox``."""
     described = sandbox.describe()
+    # The runtime the sandbox reports is the truth; a caller's expectation only fills a gap.
+    runtime = described.get("runtime") or runtime
     ctx = AuditContext(
         sandbox=sandbox,
         limits=limits,
@@ -35,6 +37,7 @@ async def audit_sandbox(
         quick=quick,
         image=described.get("image_id") or described.get("image"),
         runtime=runtime,
+        engine=described.get("engine"),
     )
     checks = select_checks(sandbox.backend, quick, only)
     report = AuditReport(
@@ -42,7 +45,10 @@ async def audit_sandbox(
         runtime=runtime,
         mode="quick" if quick else ("selected" if only else "full"),
         sandbox={
-            k: v for k, v in described.items() if k in ("backend", "image", "image_id", "user", "isolation")
+            k: v
+            for k, v in described.items()
+            if k
+            in ("backend", "image", "image_id", "user", "isolation", "runtime", "engine", "runtime_version")
         },
         limits=dict(limits.__dict__),
         started_at=dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),

@@ -32,10 +32,10 @@ OWNER_PID_LABEL = "proctor.owner_pid"
 OWNER_HOST_LABEL = "proctor.owner_host"
 
 
-async def _controller(image: str | None, deadline: float) -> None:
+async def _controller(image: str | None, deadline: float, runtime: str, engine: str | None) -> None:
     from sandbox import open_sandbox
 
-    sandbox = await open_sandbox("docker", image=image, pool_size=0)
+    sandbox = await open_sandbox("docker", image=image, pool_size=0, runtime=runtime, docker_host=engine)
     print(json.dumps({"run_id": sandbox.describe().get("run_id"), "pid": os.getpid()}), flush=True)
     await sandbox.exec("import time\nwhile True:\n    time.sleep(0.05)\n", timeout=deadline)
 
@@ -59,13 +59,21 @@ def _find_container(client: Any, run_id: str | None, pid: int) -> str | None:
     return str(found[0]["Id"]) if found else None
 
 
-def _sweep_check(image: str | None) -> Finding:
-    from sandbox.docker_backend import connect_engine
+def _sweep_check(image: str | None, runtime: str, engine: str | None) -> Finding:
+    from sandbox.runtimes import connect_engine_for
 
-    client = connect_engine()
+    client = connect_engine_for(runtime, engine).client
     package_root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": package_root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    argv = [sys.executable, "-m", "agent.audit.controller", image or "", str(DEADLINE_S)]
+    argv = [
+        sys.executable,
+        "-m",
+        "agent.audit.controller",
+        image or "",
+        str(DEADLINE_S),
+        runtime,
+        engine or "",
+    ]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     container_id = None
     try:
@@ -121,7 +129,7 @@ def _sweep_check(image: str | None) -> Finding:
 
 
 async def controller_sweep(ctx: AuditContext) -> Finding:
-    return await asyncio.to_thread(_sweep_check, ctx.image)
+    return await asyncio.to_thread(_sweep_check, ctx.image, ctx.runtime or "runc", ctx.engine)
 
 
 CHECKS = [
@@ -138,4 +146,4 @@ CHECKS = [
 
 
 if __name__ == "__main__":
-    asyncio.run(_controller(sys.argv[1] or None, float(sys.argv[2])))
+    asyncio.run(_controller(sys.argv[1] or None, float(sys.argv[2]), sys.argv[3], sys.argv[4] or None))

@@ -115,8 +115,14 @@ def err():
 lines = open("/proc/self/status").read().splitlines()
 status = dict(line.split(":\\t", 1) for line in lines if ":\\t" in line)
 caps = {{k: status.get(k, "?").strip() for k in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb")}}
-out = {{"caps": caps, "nnp": status.get("NoNewPrivs", "?").strip(), "uid": os.getuid(), "euid": os.geteuid(),
-       "gid": os.getgid()}}
+if caps["CapAmb"] == "?":
+    # gVisor's /proc/self/status has no CapAmb line: ask the kernel, one capability at a time.
+    caps["CapAmb"] = "%016x" % sum(1 << c for c in range(64) if libc.prctl(47, 1, c, 0, 0) == 1)
+# What the kernel enforces is PR_GET_NO_NEW_PRIVS; gVisor's status has no NoNewPrivs line.
+nnp = libc.prctl(39, 0, 0, 0, 0)
+out = {{"caps": caps, "nnp": str(nnp) if nnp >= 0 else status.get("NoNewPrivs", "?").strip(),
+       "nnp_status_line": status.get("NoNewPrivs", "absent").strip(),
+       "uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid()}}
 def try_call(fn):
     try:
         fn()
@@ -193,7 +199,10 @@ async def capabilities(ctx: AuditContext) -> Finding:
     if failed is not None:
         return failed
     caps: dict[str, str] = reply["caps"]  # type: ignore[assignment]
-    evidence = escape_text(f"{caps}; NoNewPrivs {reply['nnp']}")
+    evidence = escape_text(
+        f"{caps}; no_new_privs {reply['nnp']} (prctl; /proc/self/status line: "
+        f"{reply.get('nnp_status_line', '?')})"
+    )
     held = [k for k in ("CapInh", "CapPrm", "CapEff", "CapAmb") if int(caps.get(k, "1") or "1", 16) != 0]
     if held:
         return Finding(Verdict.BROKEN, f"capabilities present in {', '.join(held)}", evidence)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 
 from agent.audit.model import (
     AuditContext,
@@ -27,6 +28,8 @@ MANY_INODES = 1_000_000
 
 
 async def cpu(ctx: AuditContext) -> Finding:
+    if ctx.runtime == "runsc":
+        return await cpu_from_the_host(ctx)
     workers = max(2, math.ceil(ctx.limits.cpus) + 1)
     seconds = 1.0 if ctx.quick else 2.0
     body = f"""\
@@ -65,6 +68,97 @@ report(cpus=used / wall, wall=wall, used=used)
     if measured > configured * 1.1:
         return Finding(Verdict.WEAK, observed + " (slightly over)", evidence)
     return Finding(Verdict.HELD, observed, evidence)
+
+
+async def cpu_from_the_host(ctx: AuditContext) -> Finding:
+    """The quota as the host enforces it: CPU time charged to the call container's cgroup.
+
+    Under gVisor a program's own CPU clocks count throttled time as running, so the probe's
+    figure would say nothing. The call is given a container of its own (limits that differ
+    only in the output cap, which the container does not see), found by this sandbox's run ID;
+    the check runs alone, so it is the only such container being started.
+    """
+    import asyncio
+
+    workers = max(2, math.ceil(ctx.limits.cpus) + 1)
+    seconds = 2.0 if ctx.quick else 4.0
+    body = f"""\
+import os, time
+until = time.monotonic() + {seconds}
+for _ in range({workers}):
+    if os.fork() == 0:
+        while time.monotonic() < until:
+            pass
+        os._exit(0)
+for _ in range({workers}):
+    os.wait()
+report(done=True)
+"""
+    described = ctx.sandbox.describe()
+    before = await asyncio.to_thread(_call_containers, described)
+    own_limits = ctx.limits.replace(output_bytes=ctx.limits.output_bytes + 1)
+    probe = asyncio.create_task(run_probe(ctx, body, timeout=seconds + 20, limits=own_limits))
+    usage_file: Path | None = None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 20
+    while usage_file is None and loop.time() < deadline and not probe.done():
+        for container_id in await asyncio.to_thread(_call_containers, described) - before:
+            usage_file = await asyncio.to_thread(_cpuacct_usage_file, container_id)
+        await asyncio.sleep(0.1)
+    if usage_file is None:
+        result, _ = await probe
+        return Finding(
+            Verdict.BROKEN, "the call's cgroup was not found on the host", escape_text(describe_exec(result))
+        )
+    await asyncio.sleep(0.5)  # past the fork
+    used_before, wall_before = await asyncio.to_thread(_read_ns, usage_file), loop.time()
+    await asyncio.sleep(seconds - 1.0)
+    used, wall = await asyncio.to_thread(_read_ns, usage_file) - used_before, loop.time() - wall_before
+    result, reply = await probe
+    if reply is None:
+        return no_reply(result)
+    measured = used / 1e9 / wall
+    configured = ctx.limits.cpus
+    load = os.getloadavg()[0]
+    evidence = escape_text(
+        f"{used / 1e9:.2f} CPU-s charged to the container's cgroup (sentry, gofer and program) over "
+        f"{wall:.2f} s with {workers} busy processes; configured {configured:g} CPU(s); host load "
+        f"average {load:.1f} on {os.cpu_count()} CPUs"
+    )
+    observed = f"{measured:.2f} CPUs, seen from the host"
+    if measured > configured * 1.25 + 0.05:
+        return Finding(Verdict.BROKEN, observed + " (over the quota)", evidence)
+    if measured > configured * 1.1:
+        return Finding(Verdict.WEAK, observed + " (slightly over)", evidence)
+    return Finding(Verdict.HELD, observed, evidence)
+
+
+def _call_containers(described: dict[str, object]) -> set[str]:
+    import docker
+
+    from sandbox import labels
+
+    client = docker.DockerClient(base_url=str(described.get("engine")), timeout=10)
+    run = f"{labels.RUN_ID}={described.get('run_id')}"
+    try:
+        found = client.api.containers(filters={"label": [labels.LABEL_FILTER, run, f"{labels.ROLE}=call"]})
+    finally:
+        client.close()
+    return {str(summary["Id"]) for summary in found}
+
+
+def _cpuacct_usage_file(container_id: str) -> Path | None:
+    for candidate in (
+        Path(f"/sys/fs/cgroup/cpuacct/docker/{container_id}/cpuacct.usage"),
+        Path(f"/sys/fs/cgroup/cpu,cpuacct/docker/{container_id}/cpuacct.usage"),
+    ):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _read_ns(path: Path) -> int:
+    return int(path.read_text())
 
 
 async def memory(ctx: AuditContext) -> Finding:
@@ -201,7 +295,12 @@ report(mounts=out, written=written, error=error, files=made, inode_error=inode_e
     # kernel memory that each file costs.
     loose = [p for p, m in mounts.items() if not m.get("inodes") or m["inodes"] > MANY_INODES]
     if loose:
-        return Finding(Verdict.WEAK, f"size held at {mib(written)}; inodes not limited on {loose}", evidence)
+        # gVisor (runsc) ignores nr_inodes, but its tmpfs lives in the sentry's own memory, which
+        # the container's memory limit covers: files are charged to the call, not to nobody.
+        where = " (gVisor: bounded by the memory limit instead)" if ctx.runtime == "runsc" else ""
+        return Finding(
+            Verdict.WEAK, f"size held at {mib(written)}; inodes not limited on {loose}{where}", evidence
+        )
     return Finding(Verdict.HELD, f"stopped at {mib(written)} (ENOSPC); inodes limited", evidence)
 
 
@@ -237,10 +336,14 @@ report(**out)
 
 async def output_cap(ctx: AuditContext) -> Finding:
     cap = ctx.limits.output_bytes
+    # Every byte really written: a pipe write may be short (gVisor's often are), and a probe
+    # that ignored that would print less than it claims.
     body = (
         "import os\n"
+        "def put(fd, data):\n    view = memoryview(data)\n"
+        "    while view:\n        view = view[os.write(fd, view):]\n"
         f"block = b'o' * 65536\nfor _ in range({3 * cap // 65536 + 1}):\n"
-        "    os.write(1, block)\n    os.write(2, block)\n"
+        "    put(1, block)\n    put(2, block)\n"
     )
     result, _ = await run_probe(ctx, body, timeout=30)
     sizes = (len(result.stdout.encode()), len(result.stderr.encode()))

@@ -40,6 +40,8 @@ class AuditContext:
     # The image the sandbox was opened with (the SIGKILL check opens its own controller on it).
     image: str | None = None
     runtime: str | None = None
+    # The engine socket the sandbox's containers run on (the SIGKILL check's controller uses it).
+    engine: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -1,8 +1,14 @@
 """The typer applications every command module registers on."""
 
 import atexit
+import importlib.metadata
+from typing import Annotated
 
 import typer
+
+from agent.cli import help_types
+
+help_types.install()
 
 app = typer.Typer(
     name="proctor",
@@ -24,8 +30,27 @@ score_app = typer.Typer(help="Deterministic scorers.", no_args_is_help=True)
 SWEEP_JOIN_S = 3.0
 
 
+def proctor_version() -> str:
+    """The installed distribution's version (package metadata), or say it is not installed."""
+    try:
+        return importlib.metadata.version("proctor")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"proctor {proctor_version()}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def sweep_leftovers() -> None:
+def sweep_leftovers(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_print_version, help="Print the version and exit."),
+    ] = False,
+) -> None:
     """Every command first removes, in the background, sandbox containers that stopped after
     their controlling process was killed (sandbox/cleanup.py: never a live run's)."""
     from sandbox.cleanup import start_background_sweep

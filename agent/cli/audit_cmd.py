@@ -20,9 +20,9 @@ from agent.config import SandboxConfig
 from agent.errors import UserError
 from agent.run_config_loader import format_validation_error, parse_size, read_config_file
 from sandbox import Limits, Sandbox, SandboxUnavailable, open_sandbox
+from sandbox.runtimes import RUNTIMES
 
 AUDIT_BACKENDS = ("auto", "docker", "local")
-RUNTIMES = ("runc", "runsc")
 EXIT_BROKEN = 1
 
 
@@ -45,36 +45,35 @@ def limits_from_config(path: Path) -> tuple[SandboxConfig, Limits]:
     return config, Limits(memory_bytes=memory, cpus=config.cpus)
 
 
-def check_runtime(runtime: str | None, backend: str) -> None:
-    """Refuse, in one line, a runtime this engine lacks or this Proctor cannot select."""
-    if runtime is None:
-        return
-    if runtime not in RUNTIMES:
+def check_runtime(runtime: str | None, backend: str, docker_host: str | None = None) -> None:
+    """Refuse, in one line, a runtime this Proctor does not know or a backend that has none.
+
+    Whether an engine offers it is settled when the sandbox opens (one line too).
+    """
+    if runtime is not None and runtime not in RUNTIMES:
         raise UserError(f"--runtime: {runtime!r} is not one of {', '.join(RUNTIMES)}")
-    if backend == "local":
-        raise UserError("--runtime: applies to the docker backend only")
-    from sandbox.docker_backend import connect_engine
-
-    try:
-        info = connect_engine().info()
-    except SandboxUnavailable as exc:
-        raise UserError(f"--runtime {runtime}: {exc}") from None
-    available = sorted((info.get("Runtimes") or {}).keys())
-    if runtime not in available:
-        raise UserError(
-            f"--runtime {runtime}: the engine has no such runtime (it has: {', '.join(available)})"
-        )
-    default = info.get("DefaultRuntime")
-    if runtime != default:
-        raise UserError(
-            f"--runtime {runtime}: the sandbox cannot select a runtime yet; it would run under the "
-            f"engine's default ({default}), so auditing it as {runtime} would be untrue"
-        )
+    if backend == "local" and (runtime is not None or docker_host is not None):
+        flag = "--runtime" if runtime is not None else "--docker-host"
+        raise UserError(f"{flag}: applies to the docker backend only")
 
 
-async def open_audited_sandbox(backend: str, image: str | None, pool_size: int, limits: Limits) -> Sandbox:
+async def open_audited_sandbox(
+    backend: str,
+    image: str | None,
+    pool_size: int,
+    limits: Limits,
+    runtime: str | None = None,
+    docker_host: str | None = None,
+) -> Sandbox:
     """The sandbox under audit, opened as an eval opens it. Tests swap this for weakened ones."""
-    return await open_sandbox(backend, image=image, pool_size=pool_size, default_limits=limits)
+    return await open_sandbox(
+        backend,
+        image=image,
+        pool_size=pool_size,
+        default_limits=limits,
+        runtime=runtime,
+        docker_host=docker_host,
+    )
 
 
 async def _audit(
@@ -85,11 +84,15 @@ async def _audit(
     quick: bool,
     runtime: str | None,
     only: list[str] | None,
+    docker_host: str | None = None,
 ) -> AuditReport:
     try:
-        sandbox = await open_audited_sandbox(backend, image, pool_size, limits)
+        if runtime or docker_host:
+            sandbox = await open_audited_sandbox(backend, image, pool_size, limits, runtime, docker_host)
+        else:
+            sandbox = await open_audited_sandbox(backend, image, pool_size, limits)
     except SandboxUnavailable as exc:
-        raise UserError(f"--backend {backend}: {exc}") from None
+        raise UserError(f"--{'runtime' if runtime else 'backend'} {runtime or backend}: {exc}") from None
     total: dict[str, int] = {"done": 0}
 
     def progress(row: Row) -> None:
@@ -106,7 +109,10 @@ async def _audit(
 def audit_command(
     backend: Annotated[str, typer.Option(help="auto, docker or local.")] = "auto",
     runtime: Annotated[
-        str | None, typer.Option(help="Container runtime expected (runc or runsc); recorded in the report.")
+        str | None, typer.Option(help="Container runtime to audit: runc (default) or runsc.")
+    ] = None,
+    docker_host: Annotated[
+        str | None, typer.Option(help="Docker engine socket (default: the environment's).")
     ] = None,
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
     limits_from: Annotated[
@@ -132,12 +138,15 @@ def audit_command(
         config, limits = limits_from_config(limits_from)
         image = image or config.image
         pool_size = config.pool_size or 2
-    check_runtime(runtime, backend)
+        if config.runtime != "runc" and runtime is None:
+            runtime = config.runtime
+        docker_host = docker_host or config.docker_host
+    check_runtime(runtime, backend, docker_host)
     for flag, path in (("--json", json_file), ("--html", html_file)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{flag}: {path.parent} is not a directory")
     logging.getLogger("sandbox.factory").setLevel(logging.ERROR)
-    report = asyncio.run(_audit(backend, image, pool_size, limits, quick, runtime, only))
+    report = asyncio.run(_audit(backend, image, pool_size, limits, quick, runtime, only, docker_host))
     console = Console() if sys.stdout.isatty() else Console(width=200)
     print_table(report, console)
     if json_file is not None:

@@ -14,8 +14,10 @@ from agent.cli.app import app
 from agent.config import RunConfig
 from agent.error_policy import DEFAULT_ERROR_POLICY, ErrorPolicy
 from agent.errors import UserError
+from agent.model.efforts import REASONING_EFFORTS
 from agent.progress import RunProgress, print_final
-from agent.run_config_loader import RunFlags, load_run_config, read_config_file
+from agent.run_config_loader import RunFlags, load_run_config, read_config_file, split_task_ids
+from agent.run_plan import build_plan, render_plan
 from agent.runner import RunResult, execute_run
 from agent.store import RUN_HEADER, SAMPLES, read_json
 from sandbox import SandboxError
@@ -28,6 +30,8 @@ EXIT_INTERRUPTED = 130
 EXIT_FAILED = 1
 # The run finished, but its error outcomes crossed --fail-on-error: its numbers are not to be trusted.
 EXIT_TOO_MANY_ERRORS = 3
+# An endpoint refused for good (credentials, quota): the run stopped early (agent/run_guard.py).
+EXIT_STOPPED = 4
 
 
 AUDIT_MODES = ("quick", "full")
@@ -39,6 +43,8 @@ def run_and_report(
     config_file: Path | None = None,
     audit: str | None = None,
     error_policy: ErrorPolicy = DEFAULT_ERROR_POLICY,
+    preflight: bool = True,
+    allow_endpoint_change: bool = False,
 ) -> None:
     """Run, print the summary and where the run is, and exit with the run's status."""
     console = Console()
@@ -48,7 +54,14 @@ def run_and_report(
     progress = RunProgress(console)
     try:
         result: RunResult = asyncio.run(
-            execute_run(config, progress=progress, config_file=config_file, audit=audit)
+            execute_run(
+                config,
+                progress=progress,
+                config_file=config_file,
+                audit=audit,
+                preflight=preflight,
+                allow_endpoint_change=allow_endpoint_change,
+            )
         )
     except SandboxError as exc:
         raise UserError(f"sandbox: {exc}") from None
@@ -74,6 +87,16 @@ def run_and_report(
         )
     if result.status == "failed":
         raise typer.Exit(EXIT_FAILED)
+    if result.stop is not None:
+        console.print(
+            f"proctor: {result.stop.status}: {result.stop.describe()}; {result.finished} of "
+            f"{result.planned} samples finished and are kept; after fixing the cause, {resume_hint} "
+            "runs the rest and the errors again",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(EXIT_STOPPED)
     overall = result.summary.get("overall") or {}
     error_counts = overall.get("errors") or {}
     errors = int(error_counts.get("total", 0))
@@ -127,12 +150,73 @@ def run_command(
     ray_address: Annotated[
         str | None, typer.Option(help="Ray cluster for --backend ray (host:port of its head).")
     ] = None,
-    reasoning_effort: Annotated[str | None, typer.Option(help="Reasoning effort for every model.")] = None,
+    runtime: Annotated[
+        str | None, typer.Option(help="Container runtime of the docker backend: runc (default) or runsc.")
+    ] = None,
+    docker_host: Annotated[
+        str | None, typer.Option(help="Docker engine socket, e.g. unix:///run/proctor-gvisor/docker.sock.")
+    ] = None,
+    reasoning_effort: Annotated[
+        str | None,
+        typer.Option(
+            metavar="EFFORT", help=f"Reasoning effort for every model: {', '.join(REASONING_EFFORTS)}."
+        ),
+    ] = None,
     token_cap: Annotated[int | None, typer.Option(help="Token cap per sample (default 1,000,000).")] = None,
     force_submit_at: Annotated[
         int | None, typer.Option(help="Force submit_answer from this many tokens (default 660,000).")
     ] = None,
-    limit_tasks: Annotated[int | None, typer.Option(help="Run only the first N tasks.")] = None,
+    limit_tasks: Annotated[
+        str | None,
+        typer.Option(
+            "--limit",
+            "--limit-tasks",
+            metavar="N|A-B",
+            help="Run only the first N selected tasks, or the A-th to B-th (1-based, inclusive).",
+        ),
+    ] = None,
+    task_id: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--task-id",
+            metavar="ID",
+            help="Run only tasks whose id matches (glob: * ? [..]); repeatable or comma-separated.",
+        ),
+    ] = None,
+    task_filter: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--filter",
+            metavar="FIELD=VALUE",
+            help="Run only tasks whose field holds VALUE (subject=physics, metadata.level=3); repeatable.",
+        ),
+    ] = None,
+    model_setting: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-M",
+            "--model-setting",
+            metavar="KEY=VALUE",
+            help="Set a model setting on every --model: temperature, top_p, seed, reasoning_effort, "
+            "base_url, api_key_env, max_tokens, ... (docs/runs.md); repeatable.",
+        ),
+    ] = None,
+    judge_setting: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--judge-setting",
+            metavar="KEY=VALUE",
+            help="Set a setting of the judge (the keys of -M but max_tokens); repeatable.",
+        ),
+    ] = None,
+    dry_run: Annotated[
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="Print the plan (samples, models, judge, backend, budget, maximum tokens) "
+            "and exit: nothing is sent, run or written.",
+        ),
+    ] = False,
     audit: Annotated[
         str | None,
         typer.Option(help="Audit the sandbox first (quick or full); refuse to start if anything is broken."),
@@ -157,6 +241,20 @@ def run_command(
             "default: more than half."
         ),
     ] = None,
+    preflight: Annotated[
+        bool,
+        typer.Option(
+            "--preflight/--no-preflight",
+            help="Send one tiny request to every model and judge endpoint before the run (default).",
+        ),
+    ] = True,
+    allow_endpoint_change: Annotated[
+        bool,
+        typer.Option(
+            "--allow-endpoint-change",
+            help="Let --resume continue against another base URL (recorded in run.json).",
+        ),
+    ] = False,
 ) -> None:
     """Run an eval: every model x task x trial, appended to DIR/samples.jsonl as each finishes."""
     if audit is not None and audit not in AUDIT_MODES:
@@ -173,19 +271,35 @@ def run_command(
         resume=resume,
         backend=backend,
         ray_address=ray_address,
+        runtime=runtime,
+        docker_host=docker_host,
         max_sandbox_concurrency=max_sandbox_concurrency,
         reasoning_effort=reasoning_effort,
         token_cap=token_cap,
         force_submit_at=force_submit_at,
         limit_tasks=limit_tasks,
         protocol=protocol,
+        task_ids=split_task_ids(task_id or []),
+        filters=list(task_filter or []),
+        model_settings=list(model_setting or []),
+        judge_settings=list(judge_setting or []),
     )
     base = _resume_base(flags) if config_file is None else None
     source = str(flags.out / RUN_HEADER) if base is not None and flags.out is not None else None
     config = load_run_config(config_file, flags, base=base, source=source)
     if config.resume and config.out is None:
         raise UserError("--resume: give --out DIR, the run directory to continue")
-    run_and_report(config, config_file=config_file, audit=audit, error_policy=error_policy)
+    if dry_run:
+        print(render_plan(build_plan(config)))
+        return
+    run_and_report(
+        config,
+        config_file=config_file,
+        audit=audit,
+        error_policy=error_policy,
+        preflight=preflight,
+        allow_endpoint_change=allow_endpoint_change,
+    )
 
 
 def quickstart_config(model: str | None, out: Path | None, backend: str | None) -> RunConfig:
@@ -197,6 +311,9 @@ def quickstart_config(model: str | None, out: Path | None, backend: str | None) 
         if provider == "openai" and not os.environ.get("OPENAI_API_KEY"):
             raise UserError(f"--model {model}: set OPENAI_API_KEY (and OPENAI_BASE_URL for other endpoints)")
         flags.models = [model]
+        # The shipped entry is tuned for the local server (1 connection, 1 retry); a model named
+        # here replaces it instead of inheriting those settings.
+        data.pop("models", None)
         if provider != "local":
             # A frontier model gets the benchmark's own limits, not the tiny local-model ones,
             # and runs the three tasks at once (the local server has a single slot).

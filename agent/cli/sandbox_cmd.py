@@ -25,6 +25,7 @@ from sandbox import (
     open_sandbox,
 )
 from sandbox.factory import BACKENDS
+from sandbox.runtimes import RUNTIMES
 from sandbox.sizes import parse_size
 
 
@@ -88,8 +89,24 @@ def _read_file(file: str) -> str:
         raise UserError(f"{file}: cannot read ({exc.strerror})") from None
 
 
+def check_runtime_flags(backend: str, runtime: str | None, docker_host: str | None) -> None:
+    """One line for a runtime we do not know, or runtime flags given to the local or ray backend."""
+    if runtime is not None and runtime not in RUNTIMES:
+        raise UserError(f"--runtime: {runtime!r} is not one of {', '.join(RUNTIMES)}")
+    if backend in ("local", "ray") and (runtime is not None or docker_host is not None):
+        flag = "--runtime" if runtime is not None else "--docker-host"
+        raise UserError(f"{flag}: applies to the docker backend only")
+
+
 async def _run_once(
-    backend: str, image: str | None, code: str, timeout: float, limits: Limits, ray_address: str | None = None
+    backend: str,
+    image: str | None,
+    code: str,
+    timeout: float,
+    limits: Limits,
+    runtime: str | None = None,
+    docker_host: str | None = None,
+    ray_address: str | None = None,
 ) -> ExecResult:
     # One call: a warm pool would only start containers nobody uses.
     try:
@@ -99,6 +116,8 @@ async def _run_once(
             pool_size=0,
             default_limits=limits,
             probe_libraries=False,
+            runtime=runtime,
+            docker_host=docker_host,
             ray_address=ray_address,
         )
     except SandboxUnavailable as exc:
@@ -165,6 +184,10 @@ def exec_program(
     memory: Annotated[str | None, typer.Option(help="Memory limit, e.g. 512m or 2g (default 1g).")] = None,
     cpus: Annotated[str | None, typer.Option(help="CPU quota in CPUs (default 1).")] = None,
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
+    runtime: Annotated[str | None, typer.Option(help="Container runtime: runc (default) or runsc.")] = None,
+    docker_host: Annotated[
+        str | None, typer.Option(help="Docker engine socket (default: the environment's).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the ExecResult as one JSON object.")] = False,
 ) -> None:
     """Run one Python program in a fresh sandbox and print what it did.
@@ -176,10 +199,13 @@ def exec_program(
     timeout = parse_number("--timeout", timeout_text)
     if not 0 < timeout <= 24 * 3600:
         raise UserError(f"--timeout: {timeout} must be a positive number of seconds (at most a day)")
+    check_runtime_flags(backend, runtime, docker_host)
     limits = parse_exec_limits(memory, cpus)
     code = read_program(file)
     try:
-        result = asyncio.run(_run_once(backend, image, code, timeout, limits, ray_address))
+        result = asyncio.run(
+            _run_once(backend, image, code, timeout, limits, runtime, docker_host, ray_address)
+        )
     except InvalidProgram as exc:
         raise UserError(f"{file}: {exc}") from None
     except SandboxError as exc:
@@ -199,7 +225,12 @@ def cleanup(
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as one JSON object.")] = False,
 ) -> None:
     """Remove sandbox containers (and local-backend cgroups) left behind by crashed runs."""
-    from sandbox.cleanup import background_sweep_result, cleanup_containers, cleanup_local_cgroups
+    from sandbox.cleanup import (
+        background_sweep_result,
+        cleanup_containers,
+        cleanup_local_cgroups,
+        cleanup_other_engines,
+    )
     from sandbox.docker_backend import connect_engine
 
     # The sweep every command starts may have removed some of the same leftovers: count them.
@@ -210,6 +241,11 @@ def cleanup(
     except SandboxUnavailable as exc:
         outcome.update(engine=False, engine_error=str(exc), removed=swept, kept_live=[], failed=[])
     else:
+        # gVisor's separate engine too, when it is set up (its containers would be missed otherwise).
+        for extra in cleanup_other_engines(everything):
+            report.removed += extra.removed
+            report.kept_live += extra.kept_live
+            report.failed += extra.failed
         removed = swept + [cid for cid in report.removed if cid not in swept]
         outcome.update(removed=removed, kept_live=report.kept_live, failed=report.failed)
     outcome["cgroups_removed"] = cleanup_local_cgroups(everything=everything)
@@ -298,6 +334,16 @@ def bench_sandbox(
     calls_text: Annotated[str, typer.Option("--calls", help="Timed calls per way (after a warm-up).")] = "30",
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as one JSON object.")] = False,
+    runtimes_text: Annotated[
+        str | None,
+        typer.Option(
+            "--runtimes",
+            help="Compare container runtimes in one interleaved run instead, e.g. runc,runsc.",
+        ),
+    ] = None,
+    runtime: Annotated[
+        str | None, typer.Option(help="Compare this runtime with runc (same as --runtimes runc,R).")
+    ] = None,
     backend: Annotated[
         str, typer.Option(help="docker (every local way) or ray (overhead and throughput by nodes).")
     ] = "docker",
@@ -313,6 +359,9 @@ def bench_sandbox(
         raise UserError(f"--backend: {backend!r} is not one of docker, ray")
     if backend == "ray":
         _bench_ray(int(calls), ray_address, image, as_json)
+        return
+    if runtimes_text is not None or runtime is not None:
+        _bench_runtimes(runtimes_text, runtime, int(calls), image, as_json)
         return
     try:
         report = asyncio.run(run_benchmark(calls=int(calls), image=image))
@@ -335,3 +384,26 @@ def _bench_ray(calls: int, ray_address: str | None, image: str | None, as_json: 
         print(json.dumps(report, sort_keys=True))
     else:
         print_ray_report(report)
+
+
+def _bench_runtimes(
+    runtimes_text: str | None, runtime: str | None, calls: int, image: str | None, as_json: bool
+) -> None:
+    from sandbox.bench_runtimes import print_comparison, run_runtime_comparison
+
+    flag = "--runtimes" if runtimes_text is not None else "--runtime"
+    names = [name.strip() for name in (runtimes_text or f"runc,{runtime}").split(",") if name.strip()]
+    names = list(dict.fromkeys(names))
+    for name in names:
+        if name not in RUNTIMES:
+            raise UserError(f"{flag}: {name!r} is not one of {', '.join(RUNTIMES)}")
+    if not names:
+        raise UserError(f"{flag}: name at least one runtime, e.g. runc,runsc")
+    try:
+        report = asyncio.run(run_runtime_comparison(names, calls=calls, image=image))
+    except SandboxUnavailable as exc:
+        raise UserError(f"{flag}: {exc}") from None
+    if as_json:
+        print(json.dumps(report, sort_keys=True))
+    else:
+        print_comparison(report)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agent.capped_text import capped, text_sha256
 from agent.judge.caller import JudgeResult, ask_judge
 from agent.judge.precheck import PrecheckResult, precheck
 from agent.judge.prompts import fill_template
@@ -30,11 +31,17 @@ class Grade:
 NO_JUDGE = "no judge model configured (set `judge:` in the run config)"
 
 
-def _judge_record(result: JudgeResult[BinaryVerdict] | JudgeResult[PointsVerdict], model: str) -> JudgeRecord:
+def _judge_record(
+    result: JudgeResult[BinaryVerdict] | JudgeResult[PointsVerdict], model: str, prompt: str
+) -> JudgeRecord:
     return JudgeRecord(
         decided_by="judge",
         model=model,
-        replies=list(result.replies),
+        prompt=capped(prompt),
+        prompt_chars=len(prompt),
+        prompt_sha256=text_sha256(prompt),
+        # Every reply, parsed or not, bounded like the prompt (a reply can be megabytes long).
+        replies=[capped(reply) for reply in result.replies],
         parse_error="; ".join(result.parse_errors) or None,
         input_tokens=sum(u.input_tokens for u in result.usage),
         output_tokens=sum(u.output_tokens for u in result.usage),
@@ -69,7 +76,7 @@ async def grade_olympiad(
         return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, NO_JUDGE)
     prompt = fill_template(template, {"problem": problem, "reference answer": reference, "answer": answer})
     result = await ask_judge(judge, prompt, parse_binary_verdict, parse_retries=parse_retries)
-    record = _judge_record(result, judge.model)
+    record = _judge_record(result, judge.model, prompt)
     record.precheck = note
     if result.verdict is None:
         return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, result.error)
@@ -120,7 +127,7 @@ async def grade_research(
         return parse_points_verdict(reply, max_points=max_points)
 
     result = await ask_judge(judge, prompt, parse, parse_retries=parse_retries)
-    record = _judge_record(result, judge.model)
+    record = _judge_record(result, judge.model, prompt)
     if result.verdict is None:
         return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, result.error)
     points = result.verdict.points

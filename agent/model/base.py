@@ -5,9 +5,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+# Where an assistant message (Chat Completions form) carries its reply's Responses API output
+# layout, reasoning items included, to the next request (agent/model/reasoning_items.py). Only
+# the Responses client reads it; records keep the size-capped ``reasoning_items`` instead.
+REPLAY_KEY = "responses_output"
+
 
 class ModelError(RuntimeError):
     """The endpoint failed for good: auth or quota errors, or retries exhausted."""
+
+
+class EndpointRefused(ModelError):
+    """The endpoint refuses every request until a person acts: credentials refused (``auth``)
+    or the quota spent (``quota``). Waiting cannot fix it, so a run stops instead of going on."""
+
+    def __init__(self, message: str, *, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 @dataclass
@@ -51,16 +65,35 @@ class ChatResponse:
     refusal: str | None = None
     # Where the reply left the OpenAI shape (content not text, no choices, ...), for the record.
     deviations: list[str] = field(default_factory=list)
+    # Responses API: the output's order with the reasoning items to send back next turn
+    # (opaque provider data, never interpreted); empty when there are none to send.
+    replay: list[dict[str, Any]] = field(default_factory=list)
+    # Every reasoning item of the reply, size-capped, for the record (audit only).
+    reasoning_items: list[dict[str, Any]] = field(default_factory=list)
 
     def as_message(self) -> dict[str, Any]:
-        """The assistant message in Chat Completions form, ready to append to history."""
+        """The assistant message in Chat Completions form, ready to append to history.
+
+        It carries ``REPLAY_KEY`` when the reply has reasoning items to send back; use
+        ``record_message`` for the copy a transcript keeps.
+        """
         message: dict[str, Any] = {"role": "assistant", "content": self.content}
         if self.tool_calls:
             message["tool_calls"] = [
                 {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
                 for c in self.tool_calls
             ]
+        if self.replay:
+            message[REPLAY_KEY] = self.replay
         return message
+
+
+def record_message(message: dict[str, Any]) -> dict[str, Any]:
+    """``message`` as a transcript keeps it: without the full reasoning items (their capped
+    copies are in ``reply_notes``), which may run to megabytes of encrypted text."""
+    if REPLAY_KEY not in message:
+        return message
+    return {key: value for key, value in message.items() if key != REPLAY_KEY}
 
 
 def reply_notes(response: ChatResponse) -> dict[str, Any]:
@@ -70,6 +103,8 @@ def reply_notes(response: ChatResponse) -> dict[str, Any]:
         notes["refusal"] = response.refusal
     if response.deviations:
         notes["reply_deviations"] = list(response.deviations)
+    if response.reasoning_items:
+        notes["reasoning_items"] = list(response.reasoning_items)
     return notes
 
 

@@ -6,7 +6,7 @@ import asyncio
 import os
 import weakref
 from dataclasses import dataclass
-from urllib.parse import urlparse
+from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 import openai
 
@@ -19,6 +19,11 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 PROVIDER_PREFIXES = ("openai/", "local/")
 # A local llama.cpp server accepts any key; the SDK just insists on having one.
 PLACEHOLDER_KEY = "no-key-needed"
+# The key variable a model reads unless it names another. Only this one may be unset (for
+# self-hosted endpoints); a variable a config names on purpose is meant to hold a key.
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+# What run.json records for a local model: Proctor's own llama.cpp server, on a new port each time.
+LOCAL_SERVER_URL = "local llama.cpp server (started by proctor)"
 
 # One semaphore per (event loop, endpoint): asyncio primitives belong to one loop, and tests run
 # many loops in one process. Weak keys let a finished loop's semaphores go with it.
@@ -43,6 +48,47 @@ def _is_loopback(url: str) -> bool:
     return host in {"127.0.0.1", "localhost", "::1"} or host.startswith("127.")
 
 
+def configured_base_url(cfg: ModelConfig) -> str:
+    """The base URL ``cfg`` talks to, after the environment: its ``base_url``, else
+    ``OPENAI_BASE_URL``, else OpenAI's. Local models without a URL get their own server."""
+    if cfg.base_url:
+        return cfg.base_url.rstrip("/")
+    if is_local_model(cfg.name):
+        return LOCAL_SERVER_URL
+    return (os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+
+
+# Query parameters that carry credentials in proxies' URLs (``?api_key=``, ``?token=``, ``?sig=``).
+_SECRET_QUERY_NAMES = ("key", "token", "secret", "sig", "auth", "password", "credential")
+REDACTED = "REDACTED"
+
+
+def without_secrets(url: str) -> str:
+    """``url`` fit for a record: user:password dropped, credential-like query values replaced.
+
+    Other query parameters (``api-version``) stay: they say which endpoint was used.
+    """
+    parts = urlparse(url)
+    if not parts.scheme or not parts.netloc:
+        return url
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is not None:
+        netloc += f":{port}"
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    query = urlencode(
+        [
+            (name, REDACTED if any(word in name.lower() for word in _SECRET_QUERY_NAMES) else value)
+            for name, value in pairs
+        ]
+    )
+    return urlunparse((parts.scheme, netloc, parts.path, parts.params, query, ""))
+
+
 @dataclass(frozen=True)
 class Endpoint:
     base_url: str
@@ -51,8 +97,13 @@ class Endpoint:
     timeout_s: float
 
     @classmethod
-    def from_config(cls, cfg: ModelConfig, base_url_override: str | None = None) -> Endpoint:
-        """Resolve base URL (override, config, OPENAI_BASE_URL, OpenAI) and key (cfg.api_key_env)."""
+    def from_config(
+        cls, cfg: ModelConfig, base_url_override: str | None = None, *, role: str = "model"
+    ) -> Endpoint:
+        """Resolve base URL (override, config, OPENAI_BASE_URL, OpenAI) and key (cfg.api_key_env).
+
+        ``role`` ("model", "judge") names the entry in the one-line error a missing key gives.
+        """
         base_url = base_url_override or cfg.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         if is_local_model(cfg.name) and not (base_url_override or cfg.base_url):
             raise UserError(
@@ -60,13 +111,17 @@ class Endpoint:
             )
         api_key = os.environ.get(cfg.api_key_env)
         if not api_key:
-            # Self-hosted and local servers usually need no key; OpenAI itself always does.
-            if is_local_model(cfg.name) or _is_loopback(base_url) or base_url_override or cfg.base_url:
+            named = cfg.api_key_env != DEFAULT_KEY_ENV
+            # Self-hosted and local servers usually need no key; OpenAI itself always does, and
+            # a variable the config names on purpose is meant to hold one.
+            keyless = is_local_model(cfg.name) or _is_loopback(base_url) or base_url_override or cfg.base_url
+            if keyless and not named:
                 api_key = PLACEHOLDER_KEY
             else:
+                hint = "" if named else " (or give the model a base_url)"
                 raise UserError(
-                    f"model {cfg.name!r}: set {cfg.api_key_env} to an API key for {base_url} "
-                    "(or give the model a base_url)"
+                    f"{role} {cfg.name!r}: the key variable {cfg.api_key_env} is not set; "
+                    f"set it to the API key for {without_secrets(base_url)}{hint}"
                 )
         return cls(base_url.rstrip("/"), api_key, cfg.max_connections, cfg.request_timeout_s)
 

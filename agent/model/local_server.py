@@ -83,6 +83,11 @@ def _die_with_parent() -> None:
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
+# The context window the server is started with; the local-model budget defaults in
+# agent/config.py (LOCAL_TOKEN_CAP) stay under it.
+CONTEXT_TOKENS = 8192
+
+
 class LocalLlamaServer:
     """Async context manager around one llama.cpp server process; yields its /v1 base URL."""
 
@@ -91,7 +96,7 @@ class LocalLlamaServer:
         model: str = DEFAULT_MODEL,
         *,
         model_path: Path | None = None,
-        n_ctx: int = 8192,
+        n_ctx: int = CONTEXT_TOKENS,
         chat_format: str = BOUNDED_FORMAT,
         startup_timeout_s: float = 120.0,
         stop_timeout_s: float = 10.0,

@@ -9,7 +9,7 @@ from openai.types.chat import ChatCompletion
 
 from agent import tokens
 from agent.config import ModelConfig
-from agent.model.base import ChatResponse, Usage
+from agent.model.base import ChatResponse, Usage, record_message
 from agent.model.endpoint import api_model_name, is_local_model
 from agent.model.reply_shapes import (
     RawCall,
@@ -84,7 +84,10 @@ class OpenAIChatClient(SdkClient):
         tool_choice: str | dict[str, Any] | None,
         max_output_tokens: int | None,
     ) -> dict[str, Any]:
-        request: dict[str, Any] = {"model": api_model_name(self.cfg.name), "messages": messages}
+        # Chat Completions has no field for Responses reasoning items: a message never carries
+        # them here (a history is one API's), and if one did they would stay behind.
+        sent = [record_message(m) for m in messages]
+        request: dict[str, Any] = {"model": api_model_name(self.cfg.name), "messages": sent}
         if tools:
             request["tools"] = tools
         if tool_choice is not None:

@@ -4,22 +4,25 @@ The loop speaks Chat Completions messages; this module translates them to Respon
 items (``function_call`` / ``function_call_output``), tools and tool_choice to their flat
 Responses form, and the output items back to a ChatResponse.
 
-Requests are stateless (the whole history is sent each turn). Reasoning items are not carried
-across turns: the shared message format has no place for them, so the model re-reasons from
-the visible transcript, as it does under Chat Completions.
+Requests are stateless (the whole history is sent each turn, ``store: false``). A reasoning
+model's reasoning items are carried to the next request encrypted, each in its original place
+before the message or function call it preceded (``reasoning_items.py``): the assistant
+message holds the reply's output layout under ``REPLAY_KEY``, which only this client reads.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from openai.types.responses import Response
 
 from agent import tokens
-from agent.model.base import ChatResponse
+from agent.model.base import REPLAY_KEY, ChatResponse, ModelError
 from agent.model.endpoint import api_model_name
 from agent.model.openai_client import raw_dump, usage_from_counts
+from agent.model.reasoning_items import ENCRYPTED_REASONING, layout_of, replay_input
 from agent.model.reply_shapes import (
     RawCall,
     as_list,
@@ -30,6 +33,11 @@ from agent.model.reply_shapes import (
     text_or_none,
 )
 from agent.model.sdk_client import SdkClient
+
+# A 4xx naming the include or the reasoning items: the model or server does not take them.
+_REFUSES_REASONING = re.compile(
+    r"rejected the request \(HTTP 4\d\d\).*(encrypted|\binclude\b|reasoning)", re.I | re.S
+)
 
 
 def _text_of(content: Any) -> str:
@@ -42,8 +50,8 @@ def _text_of(content: Any) -> str:
     return json.dumps(content, default=str)
 
 
-def messages_to_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Chat Completions messages -> Responses input items."""
+def messages_to_input(messages: list[dict[str, Any]], *, with_reasoning: bool = True) -> list[dict[str, Any]]:
+    """Chat Completions messages -> Responses input items (reasoning items where carried)."""
     items: list[dict[str, Any]] = []
     for message in messages:
         role = message.get("role")
@@ -57,19 +65,18 @@ def messages_to_input(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             )
             continue
         if role == "assistant":
+            calls = [
+                {
+                    "type": "function_call",
+                    "call_id": call.get("id", ""),
+                    "name": call.get("function", {}).get("name", ""),
+                    "arguments": call.get("function", {}).get("arguments", ""),
+                }
+                for call in message.get("tool_calls") or ()
+            ]
+            # The reply's reasoning items go back where they were, between text and calls.
             text = _text_of(message.get("content"))
-            if text:
-                items.append({"role": "assistant", "content": text})
-            for call in message.get("tool_calls") or ():
-                function = call.get("function", {})
-                items.append(
-                    {
-                        "type": "function_call",
-                        "call_id": call.get("id", ""),
-                        "name": function.get("name", ""),
-                        "arguments": function.get("arguments", ""),
-                    }
-                )
+            items.extend(replay_input(message.get(REPLAY_KEY), text, calls, with_reasoning=with_reasoning))
             continue
         # system / developer / user: the Responses API takes these roles as plain messages.
         items.append({"role": role, "content": message.get("content") or ""})
@@ -110,6 +117,42 @@ class OpenAIResponsesClient(SdkClient):
     path = "/responses"
     reply_type = Response
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Ask for and send back reasoning until the endpoint refuses either.
+        self.carry_reasoning = True
+        # store: true in extra_body keeps responses server-side: items are then found by id.
+        self.stored = self.cfg.extra_body.get("store") is True
+
+    async def complete(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        tool_choice: str | dict[str, Any] | None = None,
+        max_output_tokens: int | None = None,
+    ) -> ChatResponse:
+        kwargs: dict[str, Any] = {
+            "tools": tools,
+            "tool_choice": tool_choice,
+            "max_output_tokens": max_output_tokens,
+        }
+        try:
+            return await super().complete(messages, **kwargs)
+        except ModelError as exc:
+            if not (self.carry_reasoning and _REFUSES_REASONING.search(str(exc))):
+                raise
+            refusal = str(exc)
+        # Not a reasoning model (OpenAI refuses the include for those), a server without it,
+        # or items it will not take back: carry on without, for good, and say so.
+        self.carry_reasoning = False
+        response = await super().complete(messages, **kwargs)
+        response.deviations.append(
+            f"the endpoint refused reasoning carried across turns ({refusal[:300]}); asked again "
+            f"without include [{ENCRYPTED_REASONING}] or reasoning items, and carries none from now on"
+        )
+        return response
+
     def _request(
         self,
         messages: list[dict[str, Any]],
@@ -119,7 +162,7 @@ class OpenAIResponsesClient(SdkClient):
     ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": api_model_name(self.cfg.name),
-            "input": messages_to_input(messages),
+            "input": messages_to_input(messages, with_reasoning=self.carry_reasoning),
             # Stateless: the whole history goes with each request, so nothing needs keeping
             # server-side, and eval transcripts should not be retained by the provider.
             "store": False,
@@ -139,6 +182,13 @@ class OpenAIResponsesClient(SdkClient):
         if self.cfg.seed is not None:
             request["seed"] = self.cfg.seed
         request.update(self.cfg.extra_body)
+        include = request.get("include")
+        wanted = self.carry_reasoning and not self.stored
+        if wanted and (include is None or isinstance(include, list)):
+            include = list(include or [])
+            if ENCRYPTED_REASONING not in include:
+                include.append(ENCRYPTED_REASONING)
+            request["include"] = include
         return request
 
     def _to_response(
@@ -152,6 +202,8 @@ class OpenAIResponsesClient(SdkClient):
         output = field_of(response, "output")
         if output is not None and not isinstance(output, list):
             deviations.append(f"output was {json_type(output)}, not a list; ignored")
+        layout = layout_of(as_list(output), stored=self.stored)
+        deviations.extend(layout.deviations)
         for item in as_list(output):
             kind = field_of(item, "type")
             if kind == "message":
@@ -201,6 +253,8 @@ class OpenAIResponsesClient(SdkClient):
             raw=raw_dump(response),
             refusal="\n".join(refusals) if refusals else None,
             deviations=deviations,
+            replay=layout.replay,
+            reasoning_items=layout.record,
         )
 
 

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import openai
 
-from agent.model.base import ModelError
+from agent.model.base import EndpointRefused, ModelError
 
 T = TypeVar("T")
 RetryCallback = Callable[[str], None]
@@ -111,12 +111,13 @@ def classify(error: BaseException, endpoint: str, key_env: str = "the API key va
     status = error.status_code
     message = _server_message(error)
     if status in (401, 403):
-        raise ModelError(
-            f"{endpoint} refused the credentials (HTTP {status}): {message}. Check {key_env}."
+        raise EndpointRefused(
+            f"{endpoint} refused the credentials (HTTP {status}): {message}. Check {key_env}.", kind="auth"
         ) from error
     if status == 429 and "insufficient_quota" in (_error_field(error, "code"), _error_field(error, "type")):
-        raise ModelError(
-            f"{endpoint} reports the quota is exhausted (HTTP 429 insufficient_quota): {message}"
+        raise EndpointRefused(
+            f"{endpoint} reports the quota is exhausted (HTTP 429 insufficient_quota): {message}",
+            kind="quota",
         ) from error
     if status in RETRYABLE_STATUS or status >= 500:
         label = "rate limited (429)" if status == 429 else f"HTTP {status}"

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from agent.config import ModelConfig
 from agent.encodable import Replacements, make_encodable
 from agent.model.base import ChatResponse, ModelError
-from agent.model.endpoint import Endpoint
+from agent.model.endpoint import Endpoint, without_secrets
 from agent.model.retry import RetryCallback, RetryPolicy, call_with_retries
 
 
@@ -31,6 +31,8 @@ class SdkClient(ABC):
         self.cfg = cfg
         self.model = cfg.name
         self.endpoint = Endpoint.from_config(cfg, base_url_override)
+        # The URL as errors (and so records) name it: never with user:password or a key in it.
+        self.shown_url = without_secrets(self.endpoint.base_url)
         self.on_retry = on_retry
         self.retry_policy = retry_policy or RetryPolicy(max_retries=cfg.max_retries)
         self._sdk = self.endpoint.sdk_client()
@@ -68,15 +70,14 @@ class SdkClient(ABC):
             except json.JSONDecodeError as exc:
                 # The endpoint answered 200 with a body that is not JSON: its failure, not ours.
                 raise ModelError(
-                    f"{self.endpoint.base_url}: the reply is not valid JSON "
-                    f"({exc.msg} at character {exc.pos})"
+                    f"{self.shown_url}: the reply is not valid JSON ({exc.msg} at character {exc.pos})"
                 ) from exc
             except RecursionError as exc:
-                raise ModelError(f"{self.endpoint.base_url}: the reply is nested too deeply to read") from exc
+                raise ModelError(f"{self.shown_url}: the reply is nested too deeply to read") from exc
             except ValueError as exc:
                 # JSON Python will not hold (integers of more than 4,300 digits), bytes not UTF-8.
                 reason = str(exc).split(";")[0][:300]
-                raise ModelError(f"{self.endpoint.base_url}: the reply cannot be read ({reason})") from exc
+                raise ModelError(f"{self.shown_url}: the reply cannot be read ({reason})") from exc
 
         async def post() -> Any:
             nonlocal body
@@ -97,7 +98,7 @@ class SdkClient(ABC):
         reply, retries = await call_with_retries(
             attempt,
             policy=self.retry_policy,
-            endpoint=self.endpoint.base_url,
+            endpoint=self.shown_url,
             key_env=self.cfg.api_key_env,
             on_retry=self.on_retry,
         )

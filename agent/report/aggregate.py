@@ -14,7 +14,7 @@ from typing import Any
 
 from agent.records import ERROR_OUTCOMES, Outcome, SampleRecord
 from agent.report.stats import Estimate
-from agent.summary import NO_EFFORT, NO_SUBJECT, Prices, summarize_group
+from agent.summary import NO_EFFORT, NO_SUBJECT, JudgePrices, Prices, summarize_group
 
 # Display order for outcomes: good, bad, then the error kinds.
 OUTCOME_ORDER: tuple[Outcome, ...] = (
@@ -51,6 +51,12 @@ class GroupRow:
     total_tokens: int = 0
     cost_usd: float | None = None
     sample_time_s: float = 0.0
+    judge_tokens: int = 0
+    judge_cost_usd: float | None = None
+    # Answering models' plus judge's cost, over whichever are priced; None when neither is.
+    total_cost_usd: float | None = None
+    # k -> (mean pass@k over tasks, tasks with an estimate); errors excluded from n.
+    pass_at_k: dict[int, tuple[float, int]] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -65,28 +71,41 @@ def is_scored(sample: SampleRecord) -> bool:
 
 
 def summarise(
-    samples: list[SampleRecord], key: Callable[[SampleRecord], GroupKey], prices: Prices
+    samples: list[SampleRecord],
+    key: Callable[[SampleRecord], GroupKey],
+    prices: Prices,
+    judge_prices: JudgePrices | None = None,
 ) -> list[GroupRow]:
     groups: dict[GroupKey, list[SampleRecord]] = defaultdict(list)
     for sample in samples:
         groups[key(sample)].append(sample)
     ordered = sorted(groups.items(), key=lambda item: tuple(str(p) for p in item[0]))
-    return [_row(group_key, members, prices) for group_key, members in ordered]
+    return [_row(group_key, members, prices, judge_prices) for group_key, members in ordered]
 
 
-def overall_rows(samples: list[SampleRecord], prices: Prices) -> list[GroupRow]:
-    return summarise(samples, lambda s: (s.track, s.model, None, None), prices)
+def overall_rows(
+    samples: list[SampleRecord], prices: Prices, judge_prices: JudgePrices | None = None
+) -> list[GroupRow]:
+    return summarise(samples, lambda s: (s.track, s.model, None, None), prices, judge_prices)
 
 
-def subject_rows(samples: list[SampleRecord], prices: Prices) -> list[GroupRow]:
-    return summarise(samples, lambda s: (s.track, s.model, s.subject or NO_SUBJECT, None), prices)
+def subject_rows(
+    samples: list[SampleRecord], prices: Prices, judge_prices: JudgePrices | None = None
+) -> list[GroupRow]:
+    return summarise(
+        samples, lambda s: (s.track, s.model, s.subject or NO_SUBJECT, None), prices, judge_prices
+    )
 
 
-def effort_rows(samples: list[SampleRecord], prices: Prices) -> list[GroupRow]:
+def effort_rows(
+    samples: list[SampleRecord], prices: Prices, judge_prices: JudgePrices | None = None
+) -> list[GroupRow]:
     """Per reasoning effort, only when a run actually varied it."""
     if len({s.reasoning_effort for s in samples}) <= 1:
         return []
-    return summarise(samples, lambda s: (s.track, s.model, None, s.reasoning_effort or NO_EFFORT), prices)
+    return summarise(
+        samples, lambda s: (s.track, s.model, None, s.reasoning_effort or NO_EFFORT), prices, judge_prices
+    )
 
 
 def outcome_counts(samples: Iterable[SampleRecord]) -> Counter[str]:
@@ -97,9 +116,11 @@ def _mean_of(estimate: dict[str, Any] | None) -> float | None:
     return None if not estimate else float(estimate["mean"])
 
 
-def _row(group_key: GroupKey, members: list[SampleRecord], prices: Prices) -> GroupRow:
+def _row(
+    group_key: GroupKey, members: list[SampleRecord], prices: Prices, judge_prices: JudgePrices | None
+) -> GroupRow:
     track, model, subject, effort = group_key
-    group = summarize_group(members, prices=prices)
+    group = summarize_group(members, prices=prices, judge_prices=judge_prices)
     return GroupRow(
         track=track,
         model=model,
@@ -116,4 +137,8 @@ def _row(group_key: GroupKey, members: list[SampleRecord], prices: Prices) -> Gr
         total_tokens=group["tokens"]["total"],
         cost_usd=group["cost_usd"],
         sample_time_s=group["sample_seconds"],
+        judge_tokens=group["judge"]["total_tokens"],
+        judge_cost_usd=group["judge"]["cost_usd"],
+        total_cost_usd=group["total_cost_usd"],
+        pass_at_k={int(k): (float(v["mean"]), int(v["tasks"])) for k, v in group["pass_at_k"]["k"].items()},
     )

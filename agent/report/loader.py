@@ -8,6 +8,7 @@ deserves a report. Every problem is reported as a :class:`UserError` naming file
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -97,6 +98,31 @@ class RunData:
                     None if output_price is None else float(output_price),
                 )
         return prices
+
+    @property
+    def judge(self) -> dict[str, Any] | None:
+        """The judge as configured (name, effort, prices), else as the records name it; None without one."""
+        configured = self.config.get("judge")
+        if isinstance(configured, dict) and configured.get("name"):
+            return {
+                "name": str(configured["name"]),
+                "reasoning_effort": configured.get("reasoning_effort"),
+                "prices": _prices_of(configured),
+            }
+        named = sorted({s.judge.model for s in self.samples if s.judge is not None and s.judge.model})
+        if named:
+            return {"name": ", ".join(named), "reasoning_effort": None, "prices": None}
+        return None
+
+    @property
+    def judge_prices(self) -> tuple[float | None, float | None] | None:
+        judge = self.judge
+        return None if judge is None else judge["prices"]
+
+    @property
+    def is_agentic(self) -> bool:
+        """Whether the FrontierMath token budget applies (it is that track's protocol only)."""
+        return "frontiermath" in self.tracks
 
     @property
     def isolates_less(self) -> bool:
@@ -231,6 +257,20 @@ def _first_backend(sample: SampleRecord) -> str | None:
         backend = sample.submission.answer_exec.get("backend")
         return str(backend) if backend else None
     return None
+
+
+def _prices_of(model: dict[str, Any]) -> tuple[float | None, float | None] | None:
+    """A model config's (input, output) USD per million tokens; None when it sets neither or
+    sets something that is not a number (run.json may have been edited by anyone)."""
+    values = []
+    for key in ("input_price_per_mtok", "output_price_per_mtok"):
+        value = model.get(key)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+        ):
+            return None
+        values.append(None if value is None else float(value))
+    return None if values == [None, None] else (values[0], values[1])
 
 
 def _positive_int(value: Any, default: int) -> int:

@@ -16,7 +16,8 @@ from typing import Any
 
 from agent.encodable import safe_text
 from agent.hardware import hardware_summary
-from agent.records import SampleRecord
+from agent.passk import TaskTrials, grid_by_model, shown_ks, task_grid
+from agent.records import ERROR_OUTCOMES, SampleRecord
 from agent.report import plots
 from agent.report.aggregate import (
     OUTCOME_ORDER,
@@ -48,7 +49,9 @@ def json_for_script(data: Any) -> str:
     Control characters are escaped by JSON itself; a lone surrogate keeps its \\uXXXX escape.
     """
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
-    return safe_text(text).replace("<", "\\u003c")
+    # U+2028/2029 are legal in JSON but end a line in older JavaScript; escaped, they cannot
+    # matter to any parser.
+    return safe_text(text).replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
 def asset(name: str) -> str:
@@ -65,12 +68,13 @@ def render_report(run: RunData) -> str:
         "<main>",
         *(f'<div class="banner warn">{esc(w)}</div>' for w in _warnings(run)),
         _summary_section(samples, prices, run),
+        _passk_section(run),
         _plots_section(run, force_at, cap),
         _samples_section(samples),
         "</main>",
         f"<footer>Generated {esc(datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC'))} by proctor view from "
         f"{esc(run.run_dir)}. Works offline: nothing on this page is fetched.</footer>",
-        _data_blocks(samples, force_at, cap),
+        _data_blocks(samples, force_at, cap, agentic=run.is_agentic),
         f"<script>{asset('report.js')}</script>",
     ]
     return (
@@ -131,10 +135,18 @@ def _header(run: RunData) -> str:
         ("run", run.run_id),
         ("track", ", ".join(run.tracks) or "—"),
         ("model", ", ".join(run.models) or "—"),
+    ]
+    if run.judge is not None:
+        facts.append(("judge", _judge_text(run.judge)))
+    facts += [
         ("sandbox", sandbox_text),
         ("sandbox audit", _audit_text(run.header.get("audit"))),
         ("hardware", hardware_summary(run.header.get("hardware"))),
-        ("budget", f"force submit at {force_at:,} · cap {cap:,} tokens"),
+    ]
+    if run.is_agentic:
+        # The token budget is the FrontierMath protocol's; judged tracks ask once and have none.
+        facts.append(("budget", f"force submit at {force_at:,} · cap {cap:,} tokens"))
+    facts += [
         ("started", run.started_at or "—"),
         ("ended", run.ended_at or "—"),
         ("wall time", _duration(wall) if wall is not None else "—"),
@@ -148,6 +160,21 @@ def _header(run: RunData) -> str:
         )
         + "</div></header>"
     )
+
+
+def _judge_text(judge: dict[str, Any]) -> str:
+    text = str(judge["name"])
+    if judge.get("reasoning_effort"):
+        text += f" (effort {judge['reasoning_effort']})"
+    prices = judge.get("prices")
+    if prices:
+        text += f" · ${prices[0] or 0:g} in / ${prices[1] or 0:g} out per M tokens"
+    return text
+
+
+def _money(value: float) -> str:
+    # Judge calls cost fractions of a cent; two decimals would show them as $0.00.
+    return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
 
 
 def _duration(seconds: float) -> str:
@@ -165,12 +192,14 @@ def _pct(value: float) -> str:
 def _accuracy_table(rows: list[GroupRow], first_column: str) -> str:
     show_points = any(r.mean_points is not None for r in rows)
     show_eed = any(r.mean_eed is not None for r in rows)
-    show_cost = any(r.cost_usd is not None for r in rows)
+    show_cost = any(r.total_cost_usd is not None for r in rows)
+    show_judge = any(r.judge_tokens for r in rows)
     head = ["Track", "Model", first_column, "Samples", "Tasks", "Accuracy", "± SE", "95% CI"]
     head += ["Mean points"] if show_points else []
     head += ["Mean EED"] if show_eed else []
     head += (
         ["Errors (not scored)", "Judge errors", "Tokens"]
+        + (["Judge tokens"] if show_judge else [])
         + (["Cost (USD)"] if show_cost else [])
         + ["Sample time"]
     )
@@ -195,8 +224,10 @@ def _accuracy_table(rows: list[GroupRow], first_column: str) -> str:
         if show_eed:
             cells.append(("—" if row.mean_eed is None else f"{row.mean_eed:.1f}", "num"))
         cells += [(row.error_samples, "num"), (row.judge_errors, "num"), (f"{row.total_tokens:,}", "num")]
+        if show_judge:
+            cells.append((f"{row.judge_tokens:,}", "num"))
         if show_cost:
-            cells.append(("—" if row.cost_usd is None else f"${row.cost_usd:,.2f}", "num"))
+            cells.append(("—" if row.total_cost_usd is None else _money(row.total_cost_usd), "num"))
         cells.append((_duration(row.sample_time_s), "num"))
         out.append("<tr>" + "".join(f'<td class="{c}">{esc(v)}</td>' for v, c in cells) + "</tr>")
     out.append("</tbody></table></div>")
@@ -225,7 +256,7 @@ def _outcome_table(samples: list[SampleRecord]) -> str:
 
 def _totals(samples: list[SampleRecord], prices: Prices, run: RunData) -> str:
     """One line of run-wide totals: what finished, how long it took, what it used and cost."""
-    group = summarize_group(samples, prices=prices)
+    group = summarize_group(samples, prices=prices, judge_prices=run.judge_prices)
     planned = run.header.get("samples_planned")
     facts = [
         f"{len(samples):,} of {planned:,} planned samples"
@@ -237,10 +268,25 @@ def _totals(samples: list[SampleRecord], prices: Prices, run: RunData) -> str:
     facts.append(f"{group['tokens']['total']:,} tokens")
     if group["tokens"]["estimated_samples"]:
         facts.append(f"{group['tokens']['estimated_samples']} samples with estimated token counts")
-    if group["cost_usd"] is not None:
-        facts.append(f"cost ${group['cost_usd']:,.2f}")
-    facts.append(f"{group['sandbox_calls']:,} sandbox calls ({_duration(group['sandbox_seconds'])})")
-    facts.append(f"{group['forced_submissions']} forced submissions, {group['cap_reached']} reached the cap")
+    judge = group["judge"]
+    if judge["samples_judged"]:
+        facts.append(
+            f"judge {judge['total_tokens']:,} tokens ({judge['input_tokens']:,} in, "
+            f"{judge['output_tokens']:,} out) over {judge['attempts']} attempts"
+        )
+    if group["total_cost_usd"] is not None:
+        split = []
+        if group["cost_usd"] is not None:
+            split.append(f"models {_money(group['cost_usd'])}")
+        if judge["cost_usd"] is not None:
+            split.append(f"judge {_money(judge['cost_usd'])}")
+        facts.append(f"cost {_money(group['total_cost_usd'])} ({' + '.join(split)})")
+    if group["sandbox_calls"] or run.is_agentic:
+        facts.append(f"{group['sandbox_calls']:,} sandbox calls ({_duration(group['sandbox_seconds'])})")
+    if run.is_agentic:
+        facts.append(
+            f"{group['forced_submissions']} forced submissions, {group['cap_reached']} reached the cap"
+        )
     if group["model_retries"]:
         facts.append(f"{group['model_retries']} model retries")
     return '<p class="totals">' + " · ".join(esc(f) for f in facts) + "</p>"
@@ -251,10 +297,13 @@ def _summary_section(samples: list[SampleRecord], prices: Prices, run: RunData) 
     if not samples:
         parts.append('<p class="muted">This run has no finished samples yet.</p></section>')
         return "".join(parts)
+    judge_prices = run.judge_prices
     parts.append(_totals(samples, prices, run))
-    parts.append(_accuracy_table(overall_rows(samples, prices), "Group"))
-    parts.append("<h3>By subject</h3>" + _accuracy_table(subject_rows(samples, prices), "Subject"))
-    efforts = effort_rows(samples, prices)
+    parts.append(_accuracy_table(overall_rows(samples, prices, judge_prices), "Group"))
+    parts.append(
+        "<h3>By subject</h3>" + _accuracy_table(subject_rows(samples, prices, judge_prices), "Subject")
+    )
+    efforts = effort_rows(samples, prices, judge_prices)
     if efforts:
         parts.append("<h3>By reasoning effort</h3>" + _accuracy_table(efforts, "Effort"))
     parts.append("<h3>Outcomes</h3>" + _outcome_table(samples))
@@ -264,10 +313,112 @@ def _summary_section(samples: list[SampleRecord], prices: Prices, run: RunData) 
         "SE and the 95% percentile bootstrap CI are taken over per-task means, since trials of one task "
         "are correlated."
     )
-    if not prices:
+    if not prices and not judge_prices:
         note += " No prices are configured for these models, so no cost is shown."
+    elif not judge_prices and run.judge is not None:
+        note += " The judge has no prices configured, so cost covers the answering models only."
+    elif not prices:
+        note += " The answering models have no prices configured, so cost covers the judge only."
     parts.append(f'<p class="muted">{esc(note)}</p></section>')
     return "".join(parts)
+
+
+# Grids with more rows than this start folded: a 500-task run should not push the plots away.
+GRID_OPEN_ROWS = 40
+TRIAL_MARK = {"correct": "✓", "error": "E", "other": "✗"}
+
+
+def _passk_section(run: RunData) -> str:
+    """pass@k per model and the trials x task grid, from the functions summary.json uses."""
+    samples = run.samples
+    if not samples:
+        return ""
+    by_model = grid_by_model(samples)
+    k_max = max((len(block["pass_at_k"]["k"]) for block in by_model.values()), default=0)
+    parts = [
+        '<section class="card" id="passk"><h2>Per task: trials and pass@k</h2>',
+        '<div class="table-wrap"><table class="passk"><thead><tr><th>Model</th><th class="num">Tasks</th>',
+        *(f'<th class="num">pass@{k}</th>' for k in range(1, k_max + 1)),
+        "</tr></thead><tbody>",
+    ]
+    for model, block in by_model.items():
+        values = block["pass_at_k"]["k"]
+        parts.append(
+            f'<tr data-model="{esc(model)}"><td>{esc(model)}</td><td class="num">{len(block["grid"])}</td>'
+        )
+        for k in range(1, k_max + 1):
+            value = values.get(str(k))
+            if value is None:
+                parts.append('<td class="num">—</td>')
+                continue
+            se = "" if value["se"] is None else f" ± {value['se']:.1%} SE"
+            title = f"mean over {value['tasks']} tasks with at least {k} scored trials{se}"
+            parts.append(
+                f'<td class="num" data-k="{k}" data-pass="{value["mean"]:.6f}" title="{esc(title)}">'
+                f"{esc(_pct(value['mean']))}</td>"
+            )
+        parts.append("</tr>")
+    parts.append("</tbody></table></div>")
+    parts.append(
+        '<p class="muted">'
+        + esc(
+            "pass@k is the unbiased estimate 1 − C(n−c, k)/C(n, k) per task, n its scored trials and c "
+            "the successful ones, averaged over tasks. Error outcomes (judge, model, verifier, harness "
+            "errors) are left out of n exactly as accuracy leaves them out, so pass@1 is the accuracy of "
+            "a one-model slice; a task with fewer than k scored trials has no pass@k and is left out of "
+            "that column's mean (hover a value for its task count). Each model's trials of a task are "
+            "kept apart."
+        )
+        + "</p>"
+    )
+    position = {(s.model, s.task_id, s.trial): i for i, s in enumerate(samples)}
+    for model in by_model:
+        parts.append(_grid_table(model, task_grid([s for s in samples if s.model == model]), position, k_max))
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _grid_table(
+    model: str, rows: list[TaskTrials], position: dict[tuple[str, str, int], int], k_max: int
+) -> str:
+    trials = sorted({t for row in rows for t in row.outcomes})
+    errors = {o.value for o in ERROR_OUTCOMES}
+    ks = shown_ks(k_max)
+    some_ks = (
+        "" if len(ks) == k_max else f"; pass@k for k = {', '.join(map(str, ks))}, every k in summary.json"
+    )
+    out = [
+        f'<details class="grid"{" open" if len(rows) <= GRID_OPEN_ROWS else ""}>'
+        f"<summary>Trials × task: {esc(model)} ({len(rows)} tasks × {len(trials)} trials; "
+        f"✓ correct, ✗ not, E error; click a cell to open that sample{some_ks})</summary>"
+        f'<div class="table-wrap"><table class="grid" data-model="{esc(model)}"><thead><tr>'
+        "<th>Task</th><th>Subject</th>",
+        *(f'<th class="trial">{t}</th>' for t in trials),
+        '<th class="num">Correct / scored</th>',
+        *(f'<th class="num">pass@{k}</th>' for k in ks),
+        "</tr></thead><tbody>",
+    ]
+    for row in rows:
+        out.append(f'<tr data-task="{esc(row.task_id)}"><td class="mono">{esc(row.task_id)}</td>')
+        out.append(f"<td>{esc(row.subject or '')}</td>")
+        for trial in trials:
+            outcome = row.outcomes.get(trial)
+            if outcome is None:
+                out.append('<td class="trial"></td>')
+                continue
+            kind = "correct" if outcome == "correct" else "error" if outcome in errors else "other"
+            index = position[(row.model, row.task_id, trial)]
+            out.append(
+                f'<td class="trial t-{kind}" data-sample="{index}" data-outcome="{esc(outcome)}" '
+                f'title="trial {trial}: {esc(outcome.replace("_", " "))}">{TRIAL_MARK[kind]}</td>'
+            )
+        out.append(f'<td class="num">{row.c} / {row.n}</td>')
+        for k in ks:
+            value = row.pass_at(k)
+            out.append(f'<td class="num">{"—" if value is None else esc(_pct(value))}</td>')
+        out.append("</tr>")
+    out.append("</tbody></table></div></details>")
+    return "".join(out)
 
 
 def _plots_section(run: RunData, force_at: int, cap: int) -> str:
@@ -275,23 +426,35 @@ def _plots_section(run: RunData, force_at: int, cap: int) -> str:
     executions = [c for s in samples for c in s.tool_calls if c.ran_in_sandbox]
     durations = [c.duration_s for c in executions]
     timed_out = sum(1 for c in executions if c.sandbox and c.sandbox.get("timed_out"))
+    token_caption = (
+        "Cumulative tokens after each turn, one line per sample, coloured by outcome; click a line to "
+        "open its transcript. Scaled to the data: the dashed force-submit and cap lines of the run's "
+        f"budget appear when within {plots.LIMIT_REACH:g}x of the largest sample, else a note names them."
+        if run.is_agentic
+        else "Tokens per sample (cumulative per turn), coloured by outcome; click a line to open its "
+        "transcript."
+    )
     figures = [
         (
             plots.accuracy_by_subject(subject_rows(samples, run.prices)),
             "Accuracy per subject (and model); bars are means, whiskers the 95% bootstrap CI.",
         ),
         (
-            plots.token_curves(samples, force_at, cap),
-            "Cumulative tokens after each turn, one line per sample, coloured by outcome; "
-            "click a line to open "
-            "its transcript. Dashed: the force-submit threshold and the hard cap from the run's budget.",
+            plots.token_curves(
+                samples, force_at if run.is_agentic else None, cap if run.is_agentic else None
+            ),
+            token_caption,
         ),
         (plots.outcome_breakdown(samples), "How samples ended."),
-        (
-            plots.duration_histogram(durations, timed_out),
-            "Wall time of the model's sandbox (python tool) calls, log-spaced bins.",
-        ),
     ]
+    if executions:
+        # A run without sandbox calls (a judged track) would show an empty histogram.
+        figures.append(
+            (
+                plots.duration_histogram(durations, timed_out),
+                "Wall time of the model's sandbox (python tool) calls, log-spaced bins.",
+            )
+        )
     return (
         '<section class="card" id="plots"><h2>Plots</h2><div class="plots">'
         + "".join(
@@ -381,8 +544,8 @@ def embedded_record(sample: SampleRecord) -> dict[str, Any]:
     return record
 
 
-def _data_blocks(samples: list[SampleRecord], force_at: int, cap: int) -> str:
-    meta = {"force_submit_at": force_at, "token_cap": cap}
+def _data_blocks(samples: list[SampleRecord], force_at: int, cap: int, *, agentic: bool = True) -> str:
+    meta = {"force_submit_at": force_at, "token_cap": cap, "agentic": agentic}
     index = [
         {
             "i": i,

@@ -95,12 +95,37 @@ def accuracy_by_subject(rows: list[GroupRow]) -> str:
     return "".join(parts) + "</svg>"
 
 
-def token_curves(samples: list[SampleRecord], force_submit_at: int, token_cap: int) -> str:
-    """Cumulative tokens per turn, one line per sample, with the force-submit and cap lines."""
+# A limit line is drawn when it is within this factor of the data's largest value; farther out
+# it would squash every curve into the bottom of the plot, so it is named in a note instead.
+LIMIT_REACH = 2.0
+
+
+def limits_in_reach(data_max: float, limits: list[tuple[str, int, str]]) -> list[tuple[str, int, str]]:
+    """The (css, value, label) limits near enough to the data to draw; none without data."""
+    if data_max <= 0:
+        return []
+    return [limit for limit in limits if limit[1] <= LIMIT_REACH * data_max]
+
+
+def token_curves(samples: list[SampleRecord], force_submit_at: int | None, token_cap: int | None) -> str:
+    """Cumulative tokens per turn, one line per sample, scaled to the data.
+
+    The force-submit and cap lines (None: the run has no such budget) appear when within
+    ``LIMIT_REACH`` of the largest cumulative count; otherwise a note names them.
+    """
     left, right, top, bottom = _frame()
     max_turn = max((t.turn for s in samples for t in s.turns), default=1)
     max_tokens = max((t.cumulative_tokens for s in samples for t in s.turns), default=0)
-    y_top = max(token_cap, max_tokens) * 1.06
+    limits = [
+        (css, value, label)
+        for css, value, label in (
+            ("limit-force", force_submit_at, "force submit"),
+            ("limit-cap", token_cap, "cap"),
+        )
+        if value is not None
+    ]
+    drawn = limits_in_reach(max_tokens, limits)
+    y_top = max(max_tokens, *(value for _, value, _ in drawn), 1) * 1.06
     x = LinearScale(0.0, float(max(1, max_turn)), left, right)
     y = LinearScale(0.0, y_top, bottom, top)
     parts = [
@@ -142,10 +167,7 @@ def token_curves(samples: list[SampleRecord], force_submit_at: int, token_cap: i
         )
         parts.append(text(lx + 18, ly + 4, label, css="legend"))
         lx += width
-    for css, value, label in (
-        ("limit-force", force_submit_at, "force submit"),
-        ("limit-cap", token_cap, "cap"),
-    ):
+    for css, value, label in drawn:
         ly = y(value)
         parts.append(
             f'<line class="limit {css}" data-tokens="{value}" x1="{left}" x2="{right}" '
@@ -154,6 +176,12 @@ def token_curves(samples: list[SampleRecord], force_submit_at: int, token_cap: i
         parts.append(
             text(right - 4, ly - 4, f"{label} {format_tokens(value)}", anchor="end", css=f"limit-label {css}")
         )
+    off_scale = [f"{limit[2]} {format_tokens(limit[1])}" for limit in limits if limit not in drawn]
+    if off_scale and max_tokens > 0:
+        note = f"off scale: {', '.join(off_scale)} (largest sample {format_tokens(max_tokens)})"
+        parts.append(text(right - 4, top + 10, note, anchor="end", css="limit-note"))
+    if not samples:
+        parts.append(text((left + right) / 2, (top + bottom) / 2, "no samples", anchor="middle", css="empty"))
     return "".join(parts) + "</svg>"
 
 

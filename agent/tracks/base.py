@@ -14,12 +14,21 @@ from sandbox import Sandbox
 
 
 class RunEvents(Protocol):
-    """Live signals for the progress display; a track calls these as things happen."""
+    """Live signals for the progress display; a track calls these as things happen.
+
+    The runner gives each sample its own view, so ``model_call_started`` and
+    ``turn_finished`` say where that sample is: a long conversation shows its turns and
+    tokens while it runs, not only when it ends.
+    """
 
     def sandbox_call_started(self) -> None: ...
     def sandbox_call_finished(self, duration_s: float) -> None: ...
     def model_retry(self, reason: str) -> None: ...
     def tokens_used(self, count: int) -> None: ...
+    # The sample sent its request for ``turn`` (1-based) and waits for the model.
+    def model_call_started(self, turn: int) -> None: ...
+    # The model answered ``turn``; ``tokens`` is the sample's running total (input + output).
+    def turn_finished(self, turn: int, tokens: int) -> None: ...
 
 
 class NullEvents:
@@ -33,6 +42,12 @@ class NullEvents:
         pass
 
     def tokens_used(self, count: int) -> None:
+        pass
+
+    def model_call_started(self, turn: int) -> None:
+        pass
+
+    def turn_finished(self, turn: int, tokens: int) -> None:
         pass
 
 
@@ -57,6 +72,8 @@ class Track(ABC):
     name: ClassVar[str]
     # Whether samples of this track need a sandbox at all (olympiad without tools does not).
     needs_sandbox: ClassVar[bool] = True
+    # Whether a judge model grades this track's answers: a run without one is refused up front.
+    needs_judge: ClassVar[bool] = False
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = dict(options or {})

@@ -13,14 +13,17 @@ from typing import Any, ClassVar
 from agent.config import RunConfig
 from agent.judge.grading import grade_olympiad
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, OLYMPIAD_PLACEHOLDERS, load_template
+from agent.model.base import ModelClient
 from agent.records import Outcome, SampleRecord
 from agent.tracks.base import SampleContext, Track
 from agent.tracks.science_common import (
     ModelFailed,
     SampleLog,
+    Verdict,
     ask_model_once,
     final_answer_of,
     paper_protocol_settings,
+    reference_of,
     render_answer_prompt,
 )
 from agent.tracks.science_options import OlympiadOptions, parse_options
@@ -30,6 +33,7 @@ from agent.tracks.science_tasks import ScienceTask, load_science_tasks
 class OlympiadTrack(Track):
     name: ClassVar[str] = "olympiad"
     needs_sandbox: ClassVar[bool] = False
+    needs_judge: ClassVar[bool] = True
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -66,17 +70,21 @@ class OlympiadTrack(Track):
         return await ask_model_once(log, self.answer_prompt(task, log.ctx))
 
     async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
-        log = SampleLog(self.name, task.id, trial, task.subject, ctx)
+        log = SampleLog(self.name, task.id, trial, task.subject, ctx, reference_of("answer", task.answer))
         try:
             response = await self._answer(log, task)
         except ModelFailed as exc:
             return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
+        return log.finish_with(await self.grade_response(task, response, ctx.judge))
+
+    async def grade_response(self, task: ScienceTask, response: str, judge: ModelClient | None) -> Verdict:
+        """Grade the model's final response (also used by ``proctor rescore``)."""
         if not response.strip():
-            return log.finish(Outcome.NO_SUBMISSION, error="the model's final response is empty")
+            return Verdict(Outcome.NO_SUBMISSION, error="the model's final response is empty")
         final_answer = final_answer_of(response)
         for_judge = final_answer if self.settings.judge_answer == "final" and final_answer else response
         grade = await grade_olympiad(
-            judge=ctx.judge,
+            judge=judge,
             template=self.judge_template,
             problem=task.question,
             reference=task.answer,
@@ -87,6 +95,4 @@ class OlympiadTrack(Track):
             symbolic_timeout_s=self.settings.precheck_timeout_s,
             parse_retries=self.settings.judge_retries,
         )
-        return log.finish(
-            grade.outcome, score=grade.score, success=grade.success, error=grade.error, judge=grade.judge
-        )
+        return Verdict(grade.outcome, grade.score, grade.success, grade.error, grade.judge)

@@ -23,7 +23,14 @@ from agent.scoring.eed import (
     published_pair_budget_s,
 )
 from agent.tracks.base import SampleContext, Track
-from agent.tracks.science_common import ModelFailed, SampleLog, ask_model_once, render_answer_prompt
+from agent.tracks.science_common import (
+    ModelFailed,
+    SampleLog,
+    Verdict,
+    ask_model_once,
+    reference_of,
+    render_answer_prompt,
+)
 from agent.tracks.science_options import PhybenchOptions, parse_options
 from agent.tracks.science_tasks import ScienceTask, load_science_tasks
 
@@ -71,15 +78,19 @@ class PhybenchTrack(Track):
         return extract_boxed(response)
 
     async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
-        log = SampleLog(self.name, task.id, trial, task.subject, ctx)
+        log = SampleLog(self.name, task.id, trial, task.subject, ctx, reference_of("answer", task.answer))
         try:
             prompt = render_answer_prompt(task.question, self.answer_template, ctx)
             response = await ask_model_once(log, prompt)
         except ModelFailed as exc:
             return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
+        return log.finish_with(await self.grade_response(task, response))
+
+    async def grade_response(self, task: ScienceTask, response: str) -> Verdict:
+        """Score the final response's boxed answer by EED (also used by ``proctor rescore``)."""
         boxed = self._boxed_answer(response)
         if boxed is None or not boxed.strip():
-            return log.finish(
+            return Verdict(
                 Outcome.NO_SUBMISSION,
                 error="no \\boxed{...} answer in the final response",
                 eed=EEDRecord(score=0.0, status="no_boxed_answer", extracted_answer=boxed),
@@ -98,9 +109,9 @@ class PhybenchTrack(Track):
         )
         error = None if result.status in SCORED_STATUSES else f"EED {result.status}: {result.detail or '-'}"
         if result.status == TIMEOUT_STATUS:
-            return log.finish(Outcome.SCORER_TIMEOUT, error=error, eed=eed)
+            return Verdict(Outcome.SCORER_TIMEOUT, error=error, eed=eed)
         equivalent = result.score >= 100.0
-        return log.finish(
+        return Verdict(
             Outcome.CORRECT if equivalent else Outcome.INCORRECT,
             score=result.score,
             success=equivalent,

@@ -12,13 +12,16 @@ from typing import Any, ClassVar
 from agent.config import RunConfig
 from agent.judge.grading import grade_research
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, RESEARCH_PLACEHOLDERS, load_template
+from agent.model.base import ModelClient
 from agent.records import Outcome, SampleRecord
 from agent.tracks.base import SampleContext, Track
 from agent.tracks.science_common import (
     ModelFailed,
     SampleLog,
+    Verdict,
     ask_model_once,
     paper_protocol_settings,
+    reference_of,
     render_answer_prompt,
 )
 from agent.tracks.science_options import ResearchOptions, parse_options
@@ -28,6 +31,7 @@ from agent.tracks.science_tasks import ScienceTask, load_science_tasks
 class ResearchTrack(Track):
     name: ClassVar[str] = "research"
     needs_sandbox: ClassVar[bool] = False
+    needs_judge: ClassVar[bool] = True
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -49,15 +53,19 @@ class ResearchTrack(Track):
         return render_answer_prompt(task.question, self.answer_template, ctx)
 
     async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
-        log = SampleLog(self.name, task.id, trial, task.subject, ctx)
+        log = SampleLog(self.name, task.id, trial, task.subject, ctx, reference_of("rubric", task.answer))
         try:
             response = await ask_model_once(log, self.answer_prompt(task, ctx))
         except ModelFailed as exc:
             return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
+        return log.finish_with(await self.grade_response(task, response, ctx.judge))
+
+    async def grade_response(self, task: ScienceTask, response: str, judge: ModelClient | None) -> Verdict:
+        """Grade the model's response against the rubric (also used by ``proctor rescore``)."""
         if not response.strip():
-            return log.finish(Outcome.NO_SUBMISSION, error="the model's final response is empty")
+            return Verdict(Outcome.NO_SUBMISSION, error="the model's final response is empty")
         grade = await grade_research(
-            judge=ctx.judge,
+            judge=judge,
             template=self.judge_template,
             problem=task.question,
             rubric=task.rubric,
@@ -65,6 +73,4 @@ class ResearchTrack(Track):
             success_threshold=self.settings.success_threshold,
             parse_retries=self.settings.judge_retries,
         )
-        return log.finish(
-            grade.outcome, score=grade.score, success=grade.success, error=grade.error, judge=grade.judge
-        )
+        return Verdict(grade.outcome, grade.score, grade.success, grade.error, grade.judge)

@@ -16,10 +16,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from agent.capped_text import capped
 from agent.config import PAPER_ANSWER_EFFORT, PAPER_JUDGE, PAPER_JUDGE_EFFORT, PAPER_TRIALS, RunConfig
 from agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
-from agent.model.base import ChatResponse, ModelError, Usage, reply_notes
-from agent.records import EEDRecord, JudgeRecord, Outcome, SampleRecord, ToolCallRecord, TurnUsage
+from agent.model.base import ChatResponse, ModelError, Usage, record_message, reply_notes
+from agent.records import (
+    EEDRecord,
+    JudgeRecord,
+    Outcome,
+    ReferenceRecord,
+    SampleRecord,
+    ToolCallRecord,
+    TurnUsage,
+)
 from agent.tracks.base import SampleContext
 
 # No two adjacent parts may match the same text, or the regex backtracks: with ``\s*\**\s*`` a
@@ -85,6 +94,21 @@ def final_answer_of(response: str | None) -> str | None:
     return marked
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """How a final response was graded: what ``SampleLog.finish`` records beside the conversation.
+
+    Produced from the response alone (and the task), so ``proctor rescore`` grades a stored
+    response exactly as the run did."""
+
+    outcome: Outcome
+    score: float = 0.0
+    success: bool = False
+    error: str | None = None
+    judge: JudgeRecord | None = None
+    eed: EEDRecord | None = None
+
+
 @dataclass
 class SampleLog:
     """Everything one sample produces before it is graded."""
@@ -94,6 +118,8 @@ class SampleLog:
     trial: int
     subject: str | None
     ctx: SampleContext
+    # What the answer is graded against; every outcome's record carries it, for the reader.
+    reference: ReferenceRecord | None = None
     transcript: list[dict[str, Any]] = field(default_factory=list)
     turns: list[TurnUsage] = field(default_factory=list)
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
@@ -120,7 +146,7 @@ class SampleLog:
                 forced_submission=forced,
             )
         )
-        message = response.as_message()
+        message = record_message(response.as_message())
         if response.reasoning:
             message["reasoning"] = response.reasoning
         if response.finish_reason:
@@ -129,6 +155,17 @@ class SampleLog:
         self.transcript.append(message)
         # Retries reach the progress display through the client's own on_retry callback.
         self.ctx.events.tokens_used(usage.total)
+        self.ctx.events.turn_finished(len(self.turns), self.total_tokens)
+
+    def finish_with(self, verdict: Verdict) -> SampleRecord:
+        return self.finish(
+            verdict.outcome,
+            score=verdict.score,
+            success=verdict.success,
+            error=verdict.error,
+            judge=verdict.judge,
+            eed=verdict.eed,
+        )
 
     def finish(
         self,
@@ -162,12 +199,18 @@ class SampleLog:
             tool_calls=self.tool_calls,
             judge=judge,
             eed=eed,
+            reference=self.reference,
             sandbox_image=self.sandbox_image,
             retries=self.retries,
             started_at=self.started_at,
             finished_at=datetime.now(UTC).isoformat(),
             duration_s=time.monotonic() - self.started_monotonic,
         )
+
+
+def reference_of(kind: str, text: str) -> ReferenceRecord:
+    """The reference answer or rubric as the record keeps it (capped like the judge prompt)."""
+    return ReferenceRecord(kind=kind, text=capped(text))
 
 
 class ModelFailed(Exception):
@@ -181,6 +224,7 @@ async def ask_model_once(log: SampleLog, prompt: str) -> str:
     """
     messages: list[dict[str, Any]] = [{"role": "user", "content": prompt}]
     log.transcript.extend(messages)
+    log.ctx.events.model_call_started(len(log.turns) + 1)
     try:
         response = await log.ctx.model.complete(
             messages, max_output_tokens=log.ctx.config.budget.max_output_tokens

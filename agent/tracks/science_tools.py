@@ -40,6 +40,7 @@ async def answer_with_python_tool(log: SampleLog, prompt: str, max_turns: int) -
     content = ""
     for turn in range(1, max_turns + 1):
         last_turn = turn == max_turns or log.total_tokens >= config.budget.token_cap
+        log.ctx.events.model_call_started(len(log.turns) + 1)
         try:
             response = await log.ctx.model.complete(
                 messages,

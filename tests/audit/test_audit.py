@@ -19,6 +19,7 @@ import pytest
 from agent.audit.battery import ALL_CHECKS, select_checks
 from agent.audit.model import escape_text
 from agent.report.page import _audit_text
+from tests.sandbox.conftest import RUNSC_INSTALLED
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -161,10 +162,42 @@ def test_the_engine_default_runtime_is_accepted_and_recorded(tmp_path: Path) -> 
 
 @pytest.mark.docker
 def test_runtime_the_engine_lacks_is_refused_in_one_line() -> None:
-    result = proctor("sandbox", "audit", "--backend", "docker", "--runtime", "runsc", timeout=60)
+    # The main engine never has runsc registered (gVisor gets an engine of its own); naming it
+    # leaves no other engine to try.
+    result = proctor(
+        "sandbox",
+        "audit",
+        *("--backend", "docker", "--runtime", "runsc", "--docker-host", "unix:///var/run/docker.sock"),
+        timeout=60,
+    )
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1
-    assert "--runtime runsc:" in result.stderr
+    assert "--runtime runsc:" in result.stderr and "no Docker engine offers it" in result.stderr
+    assert "unix:///var/run/docker.sock offers only" in result.stderr
+
+
+@pytest.mark.docker
+@pytest.mark.runsc
+@pytest.mark.skipif(not RUNSC_INSTALLED, reason="gVisor (runsc) is not installed: bash .ci/setup-gvisor.sh")
+def test_full_audit_under_gvisor_passes_and_records_the_runtime(tmp_path: Path) -> None:
+    report = tmp_path / "runsc.json"
+    result = proctor("sandbox", "audit", "--backend", "docker", "--runtime", "runsc", "--json", str(report))
+    rows = rows_of(report)
+    assert set(rows) == {check.id for check in ALL_CHECKS}
+    broken = {name for name, row in rows.items() if row["verdict"] == "broken"}
+    assert not broken, {name: rows[name]["evidence"] for name in broken}
+    assert result.returncode == 0, result.stderr[-2000:]
+    # The two rows gVisor cannot make hold, each weak with its reason (docs/sandbox.md):
+    # nr_inodes is ignored (the memory limit bounds the tmpfs instead), and another uid's
+    # environment is readable (it holds only the program's own variables).
+    weak = {name for name, row in rows.items() if row["verdict"] == "weak"}
+    assert weak <= {"limits.tmpfs", "enforce.read"}, {name: rows[name]["observed"] for name in weak}
+    for name in ("enforce.controller_killed", "enforce.fork_bomb", "priv.mount_unshare", "priv.capabilities"):
+        assert rows[name]["verdict"] == "held", rows[name]
+    data = json.loads(report.read_text())
+    assert data["runtime"] == "runsc"
+    assert str(data["sandbox"]["runtime_version"]).startswith("runsc version")
+    assert "runtime runsc" in result.stdout
 
 
 # -- weakened docker sandboxes: each must be called broken, with the evidence ----------------

@@ -21,6 +21,8 @@ class RecordingEvents:
         self.sandbox_finished: list[float] = []
         self.tokens: list[int] = []
         self.retries: list[str] = []
+        self.calls_started: list[int] = []
+        self.turns_finished: list[tuple[int, int]] = []
         self.in_flight = 0
         self.max_in_flight = 0
 
@@ -38,6 +40,12 @@ class RecordingEvents:
 
     def tokens_used(self, count: int) -> None:
         self.tokens.append(count)
+
+    def model_call_started(self, turn: int) -> None:
+        self.calls_started.append(turn)
+
+    def turn_finished(self, turn: int, tokens: int) -> None:
+        self.turns_finished.append((turn, tokens))
 
 
 def run_config(

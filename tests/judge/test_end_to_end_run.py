@@ -33,7 +33,9 @@ def write_config(tmp_path: Path, track: str, tasks: Path, model_url: str, judge_
 
 def run_proctor(config: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     done = subprocess.run(
-        [sys.executable, "-c", "from agent.cli import main; main()", "run", str(config)],
+        # The scripts answer the tracks' prompts only; the preflight has its own tests
+        # (tests/runner/test_failure_policy.py).
+        [sys.executable, "-c", "from agent.cli import main; main()", "run", str(config), "--no-preflight"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -41,7 +43,8 @@ def run_proctor(config: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     run_dir = config.parent / "run"
-    records = [json.loads(line) for line in (run_dir / "samples.jsonl").read_text().splitlines() if line]
+    text = (run_dir / "samples.jsonl").read_text(encoding="utf-8")
+    records = [json.loads(line) for line in text.split("\n") if line]
     return records, json.loads((run_dir / "summary.json").read_text())
 
 

@@ -17,10 +17,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from agent.capped_text import text_sha256
 from agent.records import (
     EEDRecord,
     JudgeRecord,
     Outcome,
+    ReferenceRecord,
     SampleRecord,
     SubmissionRecord,
     ToolCallRecord,
@@ -28,6 +30,10 @@ from agent.records import (
 )
 
 XSS_TEXT = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"> </script><!--'
+VERIFY_CODE = (
+    "def verify(a):\n    # a hostile task file may say anything: " + XSS_TEXT + "\n    return a == 1854\n"
+)
+JUDGE_TEMPLATE = "Problem: {problem}\nAttempted answer: {answer}\nReference answer: {reference}\nGrade it."
 SUBJECTS = ("number theory", "combinatorics", "algebra", "finite fields", "p-adics")
 IMAGE_ID = "sha256:3f1c0ffee0ddba11"
 START = datetime(2026, 11, 30, 1, 0, 0, tzinfo=UTC)
@@ -252,6 +258,11 @@ def make_frontiermath_sample(
             verify_exec=_exec(rng, "True" if outcome == Outcome.CORRECT else "False"),
             verification=verification,
         )
+    reference = (
+        ReferenceRecord(kind="verify", text=VERIFY_CODE)
+        if index % 5
+        else ReferenceRecord(kind="expected", text="1854 + 0", tolerance=None)
+    )
     last = turns[-1]
     started = START + timedelta(seconds=index * 7)
     duration = round(rng.uniform(20, 900), 2)
@@ -276,6 +287,7 @@ def make_frontiermath_sample(
         transcript=transcript,
         tool_calls=tool_calls,
         submission=submission,
+        reference=reference,
         sandbox_image=IMAGE_ID,
         started_at=started.isoformat(),
         finished_at=(started + timedelta(seconds=duration)).isoformat(),
@@ -298,6 +310,10 @@ def make_judged_sample(
         replies = ["The attempted answer differs by a factor of 2.\nVERDICT: INCORRECT"]
     total = rng.randint(800, 5000)
     started = START + timedelta(seconds=index * 3)
+    problem = "A block of mass 2 kg slides ... What energy is dissipated?"
+    answer = f"The dissipated energy is \\(3.2\\,\\mathrm{{J}}\\). {XSS_TEXT}"
+    reference = f"3.2\\,\\mathrm{{J}} {XSS_TEXT}"
+    prompt = JUDGE_TEMPLATE.format(problem=problem, answer=answer, reference=reference)
     return SampleRecord(
         run_id=run_id,
         track=track,
@@ -316,16 +332,16 @@ def make_judged_sample(
                 turn=1, input_tokens=total // 3, output_tokens=total - total // 3, cumulative_tokens=total
             )
         ],
-        transcript=[
-            {"role": "user", "content": "A block of mass 2 kg slides ... What energy is dissipated?"},
-            {
-                "role": "assistant",
-                "content": f"The dissipated energy is \\(3.2\\,\\mathrm{{J}}\\). {XSS_TEXT}",
-            },
-        ],
+        transcript=[{"role": "user", "content": problem}, {"role": "assistant", "content": answer}],
+        reference=ReferenceRecord(kind="answer", text=reference),
         judge=JudgeRecord(
             decided_by="judge",
             model="openai/judge",
+            prompt=prompt,
+            prompt_chars=len(prompt),
+            prompt_sha256=text_sha256(prompt),
+            input_tokens=len(prompt) // 4 * len(replies),
+            output_tokens=40 * len(replies),
             replies=replies,
             verdict=verdict,
             parse_error=parse_error,
@@ -354,6 +370,7 @@ def header(
     backend: str,
     samples: list[SampleRecord],
     prices: bool = True,
+    judge: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A run.json laid out as agent.runner writes it."""
     model_configs = []
@@ -391,6 +408,7 @@ def header(
             "trials": 2,
             "budget": {"token_cap": cap, "force_submit_at": force_at},
             "sandbox": {"backend": backend},
+            "judge": judge,
         },
         "models": [
             {"label": name, "name": name, "reasoning_effort": "high", "api": "chat"} for name in models
@@ -473,6 +491,7 @@ def make_judged_run(run_dir: Path, n_samples: int, *, seed: int = 11, run_id: st
             backend="local",
             samples=samples,
             prices=False,
+            judge={"name": "openai/judge", "reasoning_effort": "high"},
         ),
     )
 

@@ -167,3 +167,100 @@ def test_thousand_sample_report_opens_in_under_three_seconds(browser: Chromium, 
     )
     print(f"1,000-sample report ({page.stat().st_size / 1e6:.0f} MB): opened in {timings} ms")
     assert min(timings) < 3000, timings
+
+
+def _hostile_run(tmp_path: Path) -> tuple[Path, list]:
+    """The render tests' hostile samples, plus a judged sample whose answer is one long formula."""
+    from tests.report.test_report_questions import _hostile_samples, _run
+
+    samples = _hostile_samples()
+    formula = "\\frac{" + "a_{1}+" * 600 + "b}{c}"
+    long = samples[0].model_copy(
+        update={
+            "task_id": "long-formula",
+            "transcript": [
+                {"role": "user", "content": "Give the formula."},
+                {"role": "assistant", "content": f"FINAL ANSWER: ${formula}$"},
+            ],
+        }
+    )
+    samples.append(long)
+    # Record text used as a lookup key must not reach Object's own members.
+    samples.append(
+        samples[0].model_copy(
+            update={
+                "task_id": "proto-keys",
+                "reference": samples[0].reference.model_copy(update={"kind": "constructor"}),
+                "transcript": [{"role": "user", "kind": "__proto__", "content": "hi"}],
+            }
+        )
+    )
+    return _run(tmp_path, samples, track="olympiad", judge={"name": "openai/judge"}), samples
+
+
+def _text(browser: Chromium, selector: str) -> str:
+    return browser.evaluate(f"document.querySelector({json.dumps(selector)}).textContent")
+
+
+def test_hostile_audit_trail_is_shown_verbatim_and_inert(browser: Chromium, tmp_path: Path) -> None:
+    from tests.report.test_report_questions import HOSTILE
+
+    run_dir, samples = _hostile_run(tmp_path)
+    page = _open(browser, run_dir, "browser-hostile")
+    for index in range(len(samples)):
+        browser.evaluate(f"window.__proctorReport.open({index})")
+    judged, fm = '.detail[data-sample="0"]', '.detail[data-sample="1"]'
+    # The reference, the exact judge prompt and the reply reach the reader character for character.
+    assert _text(browser, f"{judged} .panel.reference pre") == f"reference {HOSTILE}"
+    browser.evaluate(f"document.querySelector('{judged} details.judge-prompt').open = true")
+    assert _text(browser, f"{judged} details.judge-prompt pre") == f"prompt {HOSTILE}"
+    assert HOSTILE in _text(browser, f"{judged} .panel.judge")
+    assert "stored whole" in _text(browser, f"{judged} details.judge-prompt summary")
+    # FrontierMath: the verify() source, highlighted as code.
+    assert _text(browser, f"{fm} .panel.reference h4").startswith("verify() source")
+    assert HOSTILE in _text(browser, f"{fm} .panel.reference pre.code")
+    proto = f'.detail[data-sample="{len(samples) - 1}"]'
+    assert _text(browser, f"{proto} .panel.reference h4") == "Reference (constructor)"
+    assert _text(browser, f"{proto} .msg.user .role") == "user"
+    # Nothing ran, nothing links anywhere, nothing was fetched.
+    assert browser.evaluate("typeof window.__pwned") == "undefined"
+    active = "[href],[src],[onerror],[onload],[onclick],iframe,object,embed,a"
+    assert _count(browser, f"body {active}") == 0
+    assert _count(browser, "script:not([type='application/json'])") == 1
+    _assert_offline_and_clean(browser, page)
+
+
+def test_latex_prose_wraps_instead_of_overflowing(browser: Chromium, tmp_path: Path) -> None:
+    run_dir, samples = _hostile_run(tmp_path)
+    _open(browser, run_dir, "browser-latex")
+    index = next(i for i, s in enumerate(samples) if s.task_id == "long-formula")
+    browser.evaluate(f"window.__proctorReport.open({index})")
+    detail = f'.detail[data-sample="{index}"]'
+    overflowing = browser.evaluate(
+        f"Array.from(document.querySelectorAll('{detail} pre.prose'))"
+        ".filter(p => p.scrollWidth > p.clientWidth + 1).length"
+    )
+    assert overflowing == 0
+    assert (
+        browser.evaluate("getComputedStyle(document.querySelector('pre.prose')).fontFamily").find("Mono") >= 0
+    )
+    assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    # Nor does hostile or long text in names widen the sample list past its frame.
+    assert browser.evaluate(
+        "var t = document.querySelector('table.samples'); t.scrollWidth <= t.parentNode.clientWidth"
+    )
+    browser.evaluate(f"document.querySelector('{detail}').scrollIntoView()")
+    browser.screenshot(ARTIFACTS / "report-latex.png")
+
+
+def test_grid_cells_open_their_sample_and_passk_shows(browser: Chromium, small_run: Path) -> None:
+    _open(browser, small_run, "browser-grid")
+    assert _count(browser, "table.passk td[data-k]") >= 2
+    cell = browser.evaluate(
+        "var c = document.querySelectorAll('table.grid td[data-sample]')[7];"
+        "c.click(); c.getAttribute('data-sample')"
+    )
+    assert _count(browser, f'.detail[data-sample="{cell}"]') == 1
+    outcome = browser.evaluate(f"document.querySelector('#row-{cell} .outcome').textContent")
+    expected = browser.evaluate("document.querySelectorAll('table.grid td[data-sample]')[7].dataset.outcome")
+    assert outcome == expected.replace("_", " ")

@@ -108,7 +108,7 @@ def test_every_sample_is_embedded_and_round_trips(small_run: Path) -> None:
         assert embedded == embedded_record(sample)
         assert embedded["transcript"] == sample.model_dump(mode="json")["transcript"]
     meta = json.loads(blocks["report-meta"])
-    assert meta == {"force_submit_at": SMALL_FORCE_AT, "token_cap": SMALL_CAP}
+    assert meta == {"force_submit_at": SMALL_FORCE_AT, "token_cap": SMALL_CAP, "agentic": True}
 
 
 def test_model_text_cannot_break_out_of_the_page(small_run: Path, judged_run: Path) -> None:
@@ -288,7 +288,9 @@ def test_a_run_with_no_finished_samples_still_renders(tmp_path: Path) -> None:
     html = _render(run_dir)
     assert "no finished samples yet" in html
     assert "did not finish" in html
-    for css in ("plot-accuracy", "plot-tokens", "plot-outcomes", "plot-durations"):
+    for css in ("plot-accuracy", "plot-tokens", "plot-outcomes"):
         assert _svg(html, css)
+    # No sandbox calls: no empty histogram.
+    assert "plot-durations" not in html
     blocks = dict(JSON_BLOCK.findall(html))
     assert json.loads(blocks["sample-index"]) == []

@@ -68,9 +68,10 @@ def _run(tmp_path: Path, base_url: str, *extra: str) -> subprocess.CompletedProc
 
 
 def test_a_run_whose_samples_all_failed_exits_3_and_keeps_them(tmp_path: Path) -> None:
-    # An auth error is never retried: every sample ends as model_error at once.
-    with ScriptedServer(lambda request, index: HttpError(401, "bad key")) as server:
-        result = _run(tmp_path, server.base_url)
+    # A rejected request is never retried and, unlike a refused key, does not stop the run:
+    # every sample ends as model_error at once (the preflight would catch it before any).
+    with ScriptedServer(lambda request, index: HttpError(400, "bad request")) as server:
+        result = _run(tmp_path, server.base_url, "--no-preflight")
     assert result.returncode == 3, result.stdout + result.stderr
     assert "3 of 3 samples ended in errors (model_error 3)" in result.stdout
     assert "--resume" in result.stdout
@@ -81,7 +82,7 @@ def test_a_clean_run_exits_0_and_a_strict_threshold_can_still_fail_it(tmp_path: 
     with ScriptedServer(lambda request, index: Reply(content="a")) as server:
         assert _run(tmp_path, server.base_url).returncode == 0
     with ScriptedServer(
-        lambda request, index: HttpError(401, "bad key") if index == 0 else Reply(content="a")
+        lambda request, index: HttpError(400, "bad request") if index == 0 else Reply(content="a")
     ) as server:
-        strict = _run(tmp_path / "strict", server.base_url, "--fail-on-error", "1")
+        strict = _run(tmp_path / "strict", server.base_url, "--fail-on-error", "1", "--no-preflight")
     assert strict.returncode == 3 and "1 of 3 samples ended in errors" in strict.stdout

@@ -252,8 +252,15 @@ async def test_resume_reruns_error_outcomes_once_the_endpoint_is_fixed(
     with ScriptedServer(lambda request, index: HttpError(401, "bad key")) as broken:
         await run(make_config(tasks, out, broken.base_url))
     assert {r["outcome"] for r in read_lines(out / "samples.jsonl")} == {"model_error"}
-    result = await run(make_config(tasks, out, echo_server.base_url, resume=True))
+    # The fixed endpoint is another server here: a resume there must be allowed explicitly.
+    result = await execute_run(
+        make_config(tasks, out, echo_server.base_url, resume=True),
+        progress=quiet_progress(),
+        handle_signals=False,
+        allow_endpoint_change=True,
+    )
     assert result.ran_now == 2
+    assert json.loads((out / "run.json").read_text())["events"][0]["to"] == echo_server.base_url
     loaded = load_samples(out / "samples.jsonl")
     assert {r.outcome.value for r in loaded.records} == {"correct"} and loaded.duplicates == []
     assert result.summary["overall"]["errors"]["model_error"] == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -29,22 +30,60 @@ def sandbox_image() -> Iterator[str]:
     yield info.tag
 
 
+# runsc cases are skipped only where gVisor is genuinely not installed. Where it is (CI runs
+# .ci/setup.sh, which runs .ci/setup-gvisor.sh), an engine that does not serve it is a failure.
+RUNSC_INSTALLED = shutil.which("runsc") is not None
+runsc = [
+    pytest.mark.docker,
+    pytest.mark.runsc,
+    pytest.mark.skipif(
+        not RUNSC_INSTALLED, reason="gVisor (runsc) is not installed: bash .ci/setup-gvisor.sh"
+    ),
+]
+# Every docker case runs under both container runtimes.
+DOCKER_RUNTIMES = [pytest.param("runc", marks=pytest.mark.docker), pytest.param("runsc", marks=runsc)]
+
+
 @pytest.fixture(
     scope="session",
-    params=[pytest.param("docker", marks=pytest.mark.docker), "local"],
+    params=[
+        pytest.param(("docker", "runc"), marks=pytest.mark.docker, id="docker"),
+        pytest.param(("docker", "runsc"), marks=runsc, id="docker-runsc"),
+        pytest.param(("local", None), id="local"),
+    ],
 )
-def backend_name(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+def backend_spec(request: pytest.FixtureRequest) -> tuple[str, str | None]:
+    backend, runtime = request.param
+    return str(backend), runtime
+
+
+@pytest.fixture(scope="session")
+def backend_name(backend_spec: tuple[str, str | None]) -> str:
+    return backend_spec[0]
+
+
+@pytest.fixture(scope="session")
+def sandbox_runtime(backend_spec: tuple[str, str | None]) -> str | None:
+    """The container runtime of the docker cases (runc or runsc); None for the local backend."""
+    return backend_spec[1]
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
-async def sandbox(backend_name: str, request: pytest.FixtureRequest) -> AsyncIterator[Sandbox]:
+async def sandbox(
+    backend_name: str, sandbox_runtime: str | None, request: pytest.FixtureRequest
+) -> AsyncIterator[Sandbox]:
     image = request.getfixturevalue("sandbox_image") if backend_name == "docker" else None
     # The conformance cases never read describe()["libraries"]: skip the local import probe.
     opened = await open_sandbox(
-        backend_name, image=image, pool_size=2, default_limits=TEST_LIMITS, probe_libraries=False
+        backend_name,
+        image=image,
+        pool_size=2,
+        default_limits=TEST_LIMITS,
+        probe_libraries=False,
+        runtime=sandbox_runtime,
     )
     assert opened.backend == backend_name
+    assert opened.describe().get("runtime") == sandbox_runtime
     try:
         yield opened
     finally:
@@ -62,3 +101,30 @@ def run_proctor(
         timeout=timeout,
         env={**os.environ, **(env or {})},
     )
+
+
+def host_processes_of_container(container_id: str) -> list[int]:
+    """Host PIDs serving a container (gVisor's sentry and gofer, the shim): their command lines
+    carry its ID. Under runsc the program's own processes live inside the sentry and never
+    appear in the host's /proc, so the sentry's end is theirs."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if container_id.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def container_processes_gone(container_id: str, within_s: float) -> bool:
+    import time
+
+    deadline = time.monotonic() + within_s
+    while host_processes_of_container(container_id):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True

@@ -26,8 +26,14 @@ import pytest_asyncio
 from sandbox import Sandbox, open_sandbox
 from sandbox import labels as sandbox_labels
 from sandbox.containers import BACKSTOP_GRACE_S
-from tests.sandbox.conftest import TEST_LIMITS, run_proctor
-from tests.sandbox.test_conformance import host_processes_with
+from tests.sandbox.conftest import (
+    DOCKER_RUNTIMES,
+    TEST_LIMITS,
+    container_processes_gone,
+    host_processes_of_container,
+    run_proctor,
+)
+from tests.sandbox.test_conformance import assert_call_left_nothing, host_processes_with
 
 pytestmark = pytest.mark.docker
 
@@ -38,6 +44,7 @@ import ctypes, errno, json, os, resource, signal
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 targets = {'launcher': os.getppid(), 'init': 1}
+OWN_ENVIRONMENT = set(open('/proc/self/environ', 'rb').read().split(b'\0'))
 found = {}
 def attempt(name, action):
     try:
@@ -57,8 +64,20 @@ for who, pid in targets.items():
         return ctypes_call(libc.syscall(424, fd, signal.SIGKILL, None, 0))
     attempt(f'pidfd_send_signal {who}', pidfd_kill)
     attempt(f'read mem {who}', lambda: open(f'/proc/{pid}/mem', 'rb').read(1))
-    attempt(f'read environ {who}', lambda: open(f'/proc/{pid}/environ', 'rb').read())
+    # gVisor lets any uid read another's environ: there it must hold nothing but the program's own.
+    attempt(f'read environ {who}', lambda: 'own environment only'
+            if set(open(f'/proc/{pid}/environ', 'rb').read().split(b'\0')) <= OWN_ENVIRONMENT else 'READ')
     attempt(f'list fd {who}', lambda: os.listdir(f'/proc/{pid}/fd'))
+    def open_fds(pid=pid):
+        refused = None
+        for n in range(3):
+            try:
+                os.close(os.open(f'/proc/{pid}/fd/{n}', os.O_RDONLY | os.O_NONBLOCK))
+                return f'opened fd {n}'
+            except OSError as exc:
+                refused = exc
+        raise refused
+    attempt(f'open fds {who}', open_fds)
     attempt(f'list root {who}', lambda: os.listdir(f'/proc/{pid}/root/'))
     attempt(f'prlimit {who}', lambda: resource.prlimit(pid, resource.RLIMIT_NOFILE, (0, 0)) and None)
 attempt('kill -1 SIGSTOP', lambda: os.kill(-1, signal.SIGSTOP))
@@ -71,16 +90,25 @@ except (OSError, ValueError):
 # A user namespace would give it every capability there (useless outside, and refused here).
 found['unshare user namespace'] = ctypes_call(libc.unshare(0x10000000))
 status = dict(l.split(':', 1) for l in open('/proc/self/status').read().splitlines())
-found['self'] = {k: status[k].strip() for k in ('CapEff', 'CapPrm', 'CapBnd', 'CapAmb', 'NoNewPrivs')}
+shown = ('CapEff', 'CapPrm', 'CapBnd', 'CapAmb', 'NoNewPrivs')
+found['self'] = {k: status.get(k, 'absent').strip() for k in shown}
+found['self']['no_new_privs (prctl)'] = libc.prctl(39, 0, 0, 0, 0)
 found['self']['uid'] = os.getresuid()
 found['self']['groups'] = os.getgroups()
 print(json.dumps(found))
 """
 
 
+@pytest.fixture(scope="module", params=DOCKER_RUNTIMES)
+def runtime(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def docker_sandbox(sandbox_image: str) -> AsyncIterator[Sandbox]:
-    opened = await open_sandbox("docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS)
+async def docker_sandbox(sandbox_image: str, runtime: str) -> AsyncIterator[Sandbox]:
+    opened = await open_sandbox(
+        "docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, runtime=runtime
+    )
     try:
         yield opened
     finally:
@@ -88,7 +116,9 @@ async def docker_sandbox(sandbox_image: str) -> AsyncIterator[Sandbox]:
 
 
 @pytest.mark.asyncio(loop_scope="module")
-async def test_program_cannot_signal_trace_or_read_the_launcher_or_init(docker_sandbox: Sandbox) -> None:
+async def test_program_cannot_signal_trace_or_read_the_launcher_or_init(
+    docker_sandbox: Sandbox, runtime: str
+) -> None:
     result = await docker_sandbox.exec(ATTACKS + "raise SystemExit(5)\n", timeout=20)
     assert result.exit_code == 5 and not result.timed_out, result
     found = json.loads(result.stdout)
@@ -97,20 +127,32 @@ async def test_program_cannot_signal_trace_or_read_the_launcher_or_init(docker_s
             assert found[f"kill {who} {name}"] == "EPERM", found
         assert found[f"ptrace attach {who}"] == "EPERM", found
         assert found[f"ptrace seize {who}"] == "EPERM", found
-        assert found[f"pidfd_send_signal {who}"] == "EPERM", found
-        for name in ("read mem", "read environ", "list fd", "list root", "prlimit"):
-            assert found[f"{name} {who}"] in ("EACCES", "EPERM"), (name, who, found)
+        # gVisor has no pidfd_open (ENOSYS): the route does not exist there at all.
+        assert found[f"pidfd_send_signal {who}"] in ("EPERM", *(("ENOSYS",) if runtime == "runsc" else ())), (
+            found
+        )
+        # gVisor lists another uid's descriptors; opening any of them is what matters.
+        listed = ("list fd",) if runtime == "runsc" else ()
+        for name in ("read mem", "list fd", "open fds", "list root", "prlimit"):
+            if name not in listed:
+                assert found[f"{name} {who}"] in ("EACCES", "EPERM"), (name, who, found)
+        # Under gVisor the environment is readable, and holds only what the program has itself.
+        readable = ("own environment only",) if runtime == "runsc" else ()
+        assert found[f"read environ {who}"] in ("EACCES", "EPERM", *readable), (who, found)
     # kill(-1) reaches only the program's own processes (it has none): nothing else to stop.
     assert found["kill -1 SIGSTOP"] in ("ok", "ESRCH"), found
     assert found["setuid 0"] == "EPERM", found
     assert found["raise core limit"] == "refused", found
     assert found["unshare user namespace"] in ("EPERM", "EINVAL", "ENOSPC"), found
+    # gVisor's /proc/self/status has no CapAmb or NoNewPrivs line; prctl is what is enforced.
+    absent_under_gvisor = "absent" if runtime == "runsc" else None
     assert found["self"] == {
         "CapEff": "0000000000000000",
         "CapPrm": "0000000000000000",
         "CapBnd": "0000000000000000",
-        "CapAmb": "0000000000000000",
-        "NoNewPrivs": "1",
+        "CapAmb": absent_under_gvisor or "0000000000000000",
+        "NoNewPrivs": absent_under_gvisor or "1",
+        "no_new_privs (prctl)": 1,
         "uid": [10001, 10001, 10001],
         "groups": [],
     }
@@ -167,6 +209,7 @@ async def test_late_writers_and_daemons_die_with_the_call(docker_sandbox: Sandbo
     assert result.exit_code == 0 and result.stdout == "parent done\n", result
     await asyncio.sleep(2)  # past the grandchild's late write
     assert not host_processes_with(token)
+    await assert_call_left_nothing(result)
 
 
 # -- the controller SIGKILLed: nobody reads, nobody cleans up -----------------------------
@@ -174,15 +217,19 @@ async def test_late_writers_and_daemons_die_with_the_call(docker_sandbox: Sandbo
 TIMEOUT_S = 2
 
 
-def _container_of(owner_pid: int) -> list[dict[str, object]]:
-    import docker
+def _container_of(owner_pid: int, runtime: str = "runc") -> list[dict[str, object]]:
+    from sandbox.runtimes import connect_engine_for
 
-    return list(
-        docker.from_env().api.containers(
-            all=True,
-            filters={"label": [sandbox_labels.LABEL_FILTER, f"{sandbox_labels.OWNER_PID}={owner_pid}"]},
+    engine = connect_engine_for(runtime)
+    try:
+        return list(
+            engine.client.api.containers(
+                all=True,
+                filters={"label": [sandbox_labels.LABEL_FILTER, f"{sandbox_labels.OWNER_PID}={owner_pid}"]},
+            )
         )
-    )
+    finally:
+        engine.client.close()
 
 
 def _wait_for(predicate: Callable[[], object], within_s: float) -> bool:
@@ -228,9 +275,10 @@ HOSTILE_PROGRAMS = {
 }
 
 
+@pytest.mark.parametrize("runtime", DOCKER_RUNTIMES)
 @pytest.mark.parametrize("name", sorted(HOSTILE_PROGRAMS))
 def test_killed_controller_container_stops_by_its_deadline_and_is_swept(
-    name: str, sandbox_image: str, tmp_path: Path
+    name: str, runtime: str, sandbox_image: str, tmp_path: Path
 ) -> None:
     token = f"hostile-{uuid.uuid4().hex}"
     program = tmp_path / "hostile.py"
@@ -238,13 +286,25 @@ def test_killed_controller_container_stops_by_its_deadline_and_is_swept(
     controller = subprocess.Popen(
         [
             *("proctor", "sandbox", "exec", "--backend", "docker", "--image", sandbox_image),
-            *("--timeout", str(TIMEOUT_S), "--memory", "256m", str(program)),
+            *("--runtime", runtime, "--timeout", str(TIMEOUT_S), "--memory", "256m", str(program)),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    container_ids: list[str] = []
     try:
-        assert _wait_for(lambda: host_processes_with(token), 60), "the hostile program never started"
+        if runtime == "runsc":
+            # gVisor's processes never show in the host's /proc: the program has been handed
+            # over once its container runs (the launcher is ready a moment after).
+            def running() -> bool:
+                found = [c for c in _container_of(controller.pid, runtime) if c.get("State") == "running"]
+                container_ids[:] = [str(c["Id"]) for c in found]
+                return bool(found)
+
+            assert _wait_for(running, 60), "the hostile program's container never started"
+            time.sleep(1.5)
+        else:
+            assert _wait_for(lambda: host_processes_with(token), 60), "the hostile program never started"
         started = time.monotonic()
         time.sleep(0.3)  # let it launch its attack
     finally:
@@ -254,14 +314,19 @@ def test_killed_controller_container_stops_by_its_deadline_and_is_swept(
     # over (a little before we saw it), with headroom for a loaded two-core machine.
     bound_s = math.ceil(TIMEOUT_S + BACKSTOP_GRACE_S) + 6
     assert _wait_for(
-        lambda: all(c.get("State") != "running" for c in _container_of(controller.pid)), bound_s
-    ), f"the container of {name} outlived its deadline: {_container_of(controller.pid)}"
+        lambda: all(c.get("State") != "running" for c in _container_of(controller.pid, runtime)), bound_s
+    ), f"the container of {name} outlived its deadline: {_container_of(controller.pid, runtime)}"
     assert time.monotonic() - started <= bound_s + 1
     assert not host_processes_with(token)
-    # Any later proctor command removes the stopped leftover (no cleanup command run).
+    for container_id in container_ids:  # runsc: the sentry, and so every process in it, is gone
+        assert container_processes_gone(container_id, 15), host_processes_of_container(container_id)
+    # Any later proctor command removes the stopped leftover (no cleanup command run), on
+    # gVisor's engine too.
     completed = run_proctor("sandbox", "exec", str(tmp_path / "absent.py"))
     assert completed.returncode == 2, completed
-    assert _wait_for(lambda: not _container_of(controller.pid), 10), _container_of(controller.pid)
+    assert _wait_for(lambda: not _container_of(controller.pid, runtime), 10), _container_of(
+        controller.pid, runtime
+    )
 
 
 def test_the_sweep_removes_a_stopped_orphan_and_keeps_a_live_owners_container(sandbox_image: str) -> None:

@@ -19,6 +19,10 @@ Steps:
   ``choices``); ``RawReply(raw=b"...")`` sends those bytes verbatim (invalid JSON escapes).
 - Any step takes ``delay_s`` (wait before answering) to simulate slow replies.
 
+``/v1/responses`` checks reasoning items sent back as input the way OpenAI does: with
+``store`` false each needs its ``encrypted_content``, which must be the one this server
+issued with that id, and must be followed by another item; otherwise HTTP 400.
+
 Every request body is recorded in ``server.requests`` (path, parsed JSON, headers; only the
 newest N with ``keep_last=N``), ``server.call_count`` counts them, and
 ``server.max_in_flight`` is the most requests the server was handling at once.
@@ -85,6 +89,9 @@ class Reply:
     usage: ReportedUsage | None = field(default_factory=ReportedUsage)
     finish_reason: str | None = None  # default: "tool_calls" when there are tool calls, else "stop"
     reasoning: str | None = None  # Responses API: sent as a reasoning summary item
+    # Responses API: the reasoning item's encrypted_content, sent (as OpenAI does) only when
+    # the request's ``include`` asks for "reasoning.encrypted_content".
+    encrypted_reasoning: str | None = None
     delay_s: float = 0.0
 
 
@@ -151,6 +158,8 @@ class ScriptedServer:
         self._id_counter = itertools.count(1)
         self._in_flight = 0
         self.max_in_flight = 0
+        # encrypted_content of every reasoning item issued, by id, to check what comes back.
+        self.issued_reasoning: dict[str, str] = {}
         self.requests: list[RecordedRequest] = []
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -276,16 +285,38 @@ class ScriptedServer:
             }
         return body
 
+    def responses_input_problem(self, request: dict[str, Any]) -> str | None:
+        """Why OpenAI would refuse the reasoning items in this request's input, or None."""
+        items = request.get("input")
+        if not isinstance(items, list):
+            return None
+        stored = request.get("store") is True
+        for position, item in enumerate(items):
+            if not isinstance(item, dict) or item.get("type") != "reasoning":
+                continue
+            item_id = item.get("id")
+            if position + 1 == len(items):
+                return f"Item '{item_id}' of type 'reasoning' was provided without its following item."
+            encrypted = item.get("encrypted_content")
+            if encrypted is None and not stored:
+                return f"Item with id '{item_id}' not found: items are not persisted when store is false."
+            with self._lock:
+                issued = self.issued_reasoning.get(str(item_id))
+            if encrypted is not None and encrypted != issued:
+                return f"The encrypted content for item {item_id} could not be verified."
+        return None
+
     def _responses_body(self, step: Reply, request: dict[str, Any]) -> dict[str, Any]:
         output: list[dict[str, Any]] = []
-        if step.reasoning is not None:
-            output.append(
-                {
-                    "type": "reasoning",
-                    "id": self._next_id("rs"),
-                    "summary": [{"type": "summary_text", "text": step.reasoning}],
-                }
-            )
+        if step.reasoning is not None or step.encrypted_reasoning is not None:
+            summary = [] if step.reasoning is None else [{"type": "summary_text", "text": step.reasoning}]
+            item: dict[str, Any] = {"type": "reasoning", "id": self._next_id("rs"), "summary": summary}
+            include = request.get("include")
+            if step.encrypted_reasoning is not None and "reasoning.encrypted_content" in (include or ()):
+                item["encrypted_content"] = step.encrypted_reasoning
+                with self._lock:
+                    self.issued_reasoning[item["id"]] = step.encrypted_reasoning
+            output.append(item)
         if step.content is not None:
             output.append(
                 {
@@ -424,6 +455,12 @@ def _make_handler(server: ScriptedServer) -> type[BaseHTTPRequestHandler]:
                 self._send_json(step.status, _error_body(step), headers)
                 return
             if path.endswith("/responses"):
+                problem = server.responses_input_problem(request)
+                if problem is not None:
+                    self._send_json(
+                        400, {"error": {"message": problem, "type": "invalid_request_error", "code": None}}
+                    )
+                    return
                 self._send_json(200, server._responses_body(step, request))
             else:
                 self._send_json(200, server._chat_body(step, request))

@@ -4,6 +4,7 @@
   "use strict";
   var PAGE_SIZE = 50;
   var LONG_TEXT = 6000;
+  var LIMIT_REACH = 2;
 
   function readJson(id) {
     var node = document.getElementById(id);
@@ -123,6 +124,11 @@
     return JSON.stringify(content, null, 2);
   }
 
+  /* A lookup keyed by record text: "constructor" or "__proto__" must not reach Object's own members. */
+  function ownValue(table, key) {
+    return typeof key === "string" && Object.prototype.hasOwnProperty.call(table, key) ? table[key] : null;
+  }
+
   function badge(text, cls) { return el("span", { cls: "badge " + (cls || ""), text: text }); }
 
   function execSummary(exec) {
@@ -143,7 +149,14 @@
     if (turns.length < 2 && rec.forced_submission_turn === null) return null;
     var W = 420, H = 150, L = 48, R = 10, T = 10, B = 24;
     var maxTurn = Math.max(1, turns[turns.length - 1].turn);
-    var maxTok = Math.max(meta.token_cap, turns[turns.length - 1].cumulative_tokens) * 1.06;
+    var dataMax = turns[turns.length - 1].cumulative_tokens;
+    /* Scaled to this sample: a limit line shows only within LIMIT_REACH of its tokens (and only
+       where the run has a token budget at all); otherwise the curve would hug the axis. */
+    var limits = !meta.agentic ? [] : [[meta.force_submit_at, "limit-force", "force submit "],
+      [meta.token_cap, "limit-cap", "cap "]].filter(function (line) {
+        return dataMax > 0 && line[0] <= LIMIT_REACH * dataMax;
+      });
+    var maxTok = Math.max.apply(null, [dataMax, 1].concat(limits.map(function (l) { return l[0]; }))) * 1.06;
     function sx(v) { return L + (v / maxTurn) * (W - L - R); }
     function sy(v) { return H - B - (v / maxTok) * (H - T - B); }
     var ns = "http://www.w3.org/2000/svg";
@@ -156,8 +169,7 @@
       role: "img", "aria-label": "cumulative tokens per turn" });
     var points = ["" + sx(0) + "," + sy(0)];
     turns.forEach(function (t) { points.push(sx(t.turn).toFixed(1) + "," + sy(t.cumulative_tokens).toFixed(1)); });
-    [[meta.force_submit_at, "limit-force", "force submit "], [meta.token_cap, "limit-cap", "cap "]]
-      .forEach(function (line) {
+    limits.forEach(function (line) {
         var y = sy(line[0]).toFixed(1);
         svg.appendChild(s("line", { "class": "limit " + line[1], x1: L, x2: W - R, y1: y, y2: y }));
         var label = s("text", { "class": "limit-label " + line[1], x: W - R - 2, y: y - 3, "text-anchor": "end" });
@@ -287,7 +299,7 @@
         if (role === "system") {
           wrap.appendChild(el("details", { cls: "msg system" }, el("summary", { text: "system prompt" }), content));
         } else {
-          var label = USER_KINDS[msg.kind] || role;
+          var label = ownValue(USER_KINDS, msg.kind) || role;
           wrap.appendChild(el("div", { cls: "msg " + role + (msg.kind ? " kind-" + msg.kind : "") },
             el("div", { cls: "msg-head" }, el("span", { cls: "role", text: label })), content));
         }
@@ -318,6 +330,32 @@
     return box;
   }
 
+  var REFERENCE_TITLES = { answer: "Reference answer", rubric: "Grading rubric",
+    verify: "verify() source (checks the submitted value)", expected: "Expected value (compared by type)" };
+
+  function renderReference(ref) {
+    var box = el("section", { cls: "panel reference" },
+      el("h4", { text: ownValue(REFERENCE_TITLES, ref.kind) || ("Reference (" + ref.kind + ")") }));
+    if (ref.kind === "verify" || ref.kind === "expected") box.appendChild(codeBlock(ref.text || "", "python"));
+    else box.appendChild(textBlock(ref.text, "text prose reference-text"));
+    if (ref.tolerance !== null && ref.tolerance !== undefined) {
+      box.appendChild(el("div", { cls: "fields" }, field("tolerance", ref.tolerance, "mono")));
+    }
+    return box;
+  }
+
+  function renderJudgePrompt(judge) {
+    var note = "prompt sent to the judge (the same on every attempt)";
+    if (judge.prompt_chars !== null && judge.prompt_chars !== undefined) {
+      note += " · " + judge.prompt_chars.toLocaleString() + " characters" +
+        (judge.prompt_chars > judge.prompt.length ? ", stored capped: head and tail kept" : ", stored whole");
+    }
+    var details = el("details", { cls: "judge-prompt" }, el("summary", { text: note }));
+    if (judge.prompt_sha256) details.appendChild(el("div", { cls: "mono muted", text: "sha256 " + judge.prompt_sha256 }));
+    details.appendChild(textBlock(judge.prompt, "text prose"));
+    return details;
+  }
+
   function renderJudge(judge) {
     var box = el("section", { cls: "panel judge" }, el("h4", { text: "Judge" }),
       el("div", { cls: "fields" }, field("decided by", judge.decided_by), field("judge model", judge.model),
@@ -329,6 +367,7 @@
     if (!(judge.replies || []).length && judge.decided_by === "precheck") {
       box.appendChild(el("div", { cls: "muted", text: "Settled by the deterministic pre-check; the judge was not asked." }));
     }
+    if (typeof judge.prompt === "string") box.appendChild(renderJudgePrompt(judge));
     (judge.replies || []).forEach(function (reply, i) {
       box.appendChild(el("div", { cls: "label", text: "reply " + (i + 1) + " of " + judge.replies.length }));
       box.appendChild(textBlock(reply, "text prose"));
@@ -363,6 +402,7 @@
     var chart = tokenChart(rec, meta);
     if (chart) detail.appendChild(chart);
     var panels = el("div", { cls: "panels" });
+    if (rec.reference) panels.appendChild(renderReference(rec.reference));
     if (rec.submission) panels.appendChild(renderSubmission(rec.submission));
     if (rec.judge) panels.appendChild(renderJudge(rec.judge));
     if (rec.eed) panels.appendChild(renderEed(rec.eed));
@@ -545,6 +585,13 @@
         if (target) openSample(Number(target.getAttribute("data-sample")));
       });
     }
+    /* A cell of a trials x task grid opens its sample. */
+    Array.prototype.forEach.call(document.querySelectorAll("table.grid"), function (grid) {
+      grid.addEventListener("click", function (ev) {
+        var target = ev.target.closest ? ev.target.closest("[data-sample]") : null;
+        if (target) openSample(Number(target.getAttribute("data-sample")));
+      });
+    });
     var hash = /^#sample-(\d+)$/.exec(window.location.hash);
     render();
     if (hash) openSample(Number(hash[1]));

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.budget import RequestPlan, TokenBudget
-from agent.model.base import ChatResponse, ModelError, reply_notes
+from agent.model.base import ChatResponse, ModelError, record_message, reply_notes
 from agent.records import Outcome, SubmissionRecord, ToolCallRecord
 from agent.tokens import estimate_message_tokens, estimate_tools_tokens
 from agent.tracks.base import SampleContext
@@ -99,7 +99,8 @@ class Conversation:
 
     def _append(self, message: dict[str, Any], *, turn: int, count: bool = True, **extra: Any) -> None:
         self.messages.append(message)
-        self.transcript.append({**message, "turn": turn, **extra})
+        # The record keeps reasoning items size-capped (``extra``), not as sent.
+        self.transcript.append({**record_message(message), "turn": turn, **extra})
         if count:
             # Incremental: only the new message is tokenised, never the history.
             self.budget.add_message_tokens(self.count_message(message))
@@ -142,11 +143,13 @@ class Conversation:
             plan = self.budget.plan_request()
             if not plan.send:
                 return self._no_answer(plan.stop_reason or "token cap reached", rejected)
+            self.ctx.events.model_call_started(turn)
             try:
                 response = await self._complete(plan)
             except ModelError as exc:
                 return self._finish(Outcome.MODEL_ERROR, f"model error: {exc}")
             self._record_reply(response, turn, plan.force_submission)
+            self.ctx.events.turn_finished(turn, self.budget.used)
             if self.budget.exhausted:
                 # At the cap the conversation ends at once; this reply's tool calls are not run.
                 return self._no_answer(self.budget.stop_reason or "token cap reached", rejected)
@@ -211,7 +214,9 @@ class Conversation:
         if message["content"] is None:
             # Some OpenAI-compatible servers (llama.cpp's) refuse a null content in the history.
             message["content"] = ""
-        # The reply's size is already in the provider's count: not re-estimated.
+        # The reply's size is already in the provider's count: not re-estimated. Its
+        # reasoning items, when it has any, go back with it next turn; the provider counts
+        # them in that request's input tokens.
         self._append(message, turn=turn, count=False, **extra)
 
     async def _run_tool_calls(self, response: ChatResponse, turn: int) -> _TurnResult:

@@ -7,8 +7,9 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
+from agent.capped_text import capped
 from agent.errors import UserError
-from agent.records import Outcome, SampleRecord
+from agent.records import Outcome, ReferenceRecord, SampleRecord
 from agent.tracks.base import SampleContext, Track
 from agent.tracks.frontiermath.loop import DEFAULT_MAX_TURNS, Conversation
 from agent.tracks.frontiermath.profiles import get_profile
@@ -90,12 +91,20 @@ class FrontierMathTrack(Track):
             transcript=result.transcript,
             tool_calls=result.tool_calls,
             submission=result.submission,
+            reference=reference_of(task),
             sandbox_image=_image_of(ctx),
             retries=result.retries,
             started_at=started_at,
             finished_at=_now(),
             duration_s=time.monotonic() - started,
         )
+
+
+def reference_of(task: FrontierMathTask) -> ReferenceRecord:
+    """What a submission is checked against: the verify() source, or the expected value's."""
+    if task.verification_code is not None:
+        return ReferenceRecord(kind="verify", text=capped(task.verification_code))
+    return ReferenceRecord(kind="expected", text=capped(task.answer or ""), tolerance=task.tolerance)
 
 
 def _libraries_of(ctx: SampleContext) -> dict[str, str] | None:

@@ -1,0 +1,1 @@
+"""Writing a run in other tools' formats (`proctor export`)."""

@@ -1,0 +1,435 @@
+"""Re-score a stored run into a new run directory, resumably; the original is only ever read.
+
+Each planned sample is one stored record. Records that hold an answer are graded again with
+the track's own grading code (judge, EED, or the FrontierMath submission pipeline in the
+sandbox); the others are carried over as they were, marked as not re-scored. Every finished
+record goes through the store's writer (one write, flush, fsync), so an interrupted re-score
+loses nothing finished, and ``--resume`` grades only what is left or ended in an error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.config import RunConfig
+from agent.errors import UserError
+from agent.model.base import ModelClient
+from agent.progress import RunProgress
+from agent.records import RERUN_ON_RESUME, Outcome, RescoreNote, SampleRecord
+from agent.rescore.regrade import NotRescored, RegradeContext, Regrader, regrader_for
+from agent.rescore.settings import describe_changes, judge_endpoint
+from agent.rescore.stored_run import StoredRun, StoredSample
+from agent.run_config_loader import check_run_dir, parse_size
+from agent.run_guard import RunGuard
+from agent.runner import describe_exception, environment_info, model_labels, open_clients, utc_now
+from agent.store import RunStore, SampleKey, SampleWriter, file_sha256, sample_key
+from agent.summary import prices_from_config, summarize
+from agent.tracks.registry import make_track
+from sandbox import Limits, Sandbox, execution_caller, open_sandbox
+
+
+@dataclass(frozen=True)
+class PlannedRegrade:
+    stored: StoredSample
+    task: Any
+    answer: Any  # the stored answer, or NotRescored
+
+    @property
+    def key(self) -> SampleKey:
+        return sample_key(self.stored.record)
+
+
+@dataclass
+class RescoreResult:
+    run_dir: Path
+    status: str  # finished | interrupted | failed
+    summary: dict[str, Any]
+    planned: int
+    finished: int
+    rescored_now: int
+    harness_errors: list[str] = field(default_factory=list)
+
+
+def default_out(source: Path, now: dt.datetime | None = None) -> Path:
+    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
+    return source.parent / f"{source.name}-rescore-{stamp}"
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    """Whether ``path`` is ``directory`` or lies below it (symlinks and ``..`` resolved)."""
+    try:
+        return path.resolve().is_relative_to(directory.resolve())
+    except OSError:
+        return False
+
+
+def _note(record: SampleRecord, *, rescored: bool, reason: str | None = None) -> RescoreNote:
+    return RescoreNote(
+        rescored=rescored,
+        reason=reason,
+        previous_outcome=record.outcome,
+        previous_score=record.score,
+        previous_success=record.success,
+        previous_error=record.error,
+        previous_judge_model=record.judge.model if record.judge is not None else None,
+    )
+
+
+def plan_regrades(stored: StoredRun, regrader: Regrader, tasks: dict[str, Any]) -> list[PlannedRegrade]:
+    """Validate every stored record before anything is graded: bad data stops the run here."""
+    planned: list[PlannedRegrade] = []
+    for sample in stored.samples:
+        answer = regrader.stored_answer(sample.record, stored.samples_path, sample.line)
+        task = tasks.get(sample.record.task_id)
+        if task is None and not isinstance(answer, NotRescored):
+            raise UserError(
+                f"{stored.samples_path}: line {sample.line}: field 'task_id': "
+                f"{sample.record.task_id!r} is not in the tasks file (give --tasks FILE)"
+            )
+        planned.append(PlannedRegrade(sample, task, answer))
+    return planned
+
+
+class Rescorer:
+    """One invocation of `proctor rescore`: fresh or resumed, ends with a summary either way."""
+
+    def __init__(
+        self,
+        stored: StoredRun,
+        config: RunConfig,
+        out: Path,
+        *,
+        resume: bool,
+        progress: RunProgress,
+        config_file: Path | None = None,
+        handle_signals: bool = True,
+    ) -> None:
+        self.stored = stored
+        self.config = config
+        self.out = out
+        self.resume = resume
+        self.progress = progress
+        # Retries are counted per sample, and a judge that refuses the key or is out of quota
+        # stops the re-score at once, as it stops a run.
+        self.guard = RunGuard(on_any_retry=progress.model_retry)
+        self.config_file = config_file
+        self.handle_signals = handle_signals
+        self.interrupted = False
+        self.harness_errors: list[str] = []
+        self._workers: list[asyncio.Task[None]] = []
+        self.run_id = out.name
+
+    def _header(self, track_settings: dict[str, Any], tasks_sha256: str, selected: int) -> dict[str, Any]:
+        stored, config = self.stored, self.config
+        return {
+            "run_id": self.out.name,
+            "track": stored.track,
+            "status": "running",
+            "created_at": utc_now(),
+            "config": config.model_dump(mode="json"),
+            "config_file": str(self.config_file) if self.config_file else None,
+            "tasks_file": {"path": str(config.tasks), "sha256": tasks_sha256, "selected_tasks": selected},
+            "prompt_template_sha256": stored.header.get("prompt_template_sha256"),
+            "protocol": stored.header.get("protocol"),
+            "models": stored.header.get("models"),
+            "track_settings": track_settings,
+            "defaults_applied": config.defaults_applied,
+            "rescored_from": {
+                "path": str(stored.directory.resolve()),
+                "run_id": stored.run_id,
+                "samples_sha256": file_sha256(stored.samples_path),
+                "tasks_sha256": (stored.header.get("tasks_file") or {}).get("sha256"),
+            },
+            "rescore": {
+                "changes": describe_changes(stored, config, tasks_sha256),
+                "judge": None if config.judge is None else config.judge.name,
+                "judge_endpoint": judge_endpoint(config),
+                "torn_bytes_ignored": stored.torn_bytes,
+            },
+            "sessions": [],
+            **environment_info(),
+        }
+
+    def _prepare_store(self, header: dict[str, Any]) -> tuple[RunStore, dict[str, Any]]:
+        store = RunStore(self.out)
+        if self.resume and store.header_path.exists():
+            previous = store.read_header()
+            conflicts = self._resume_conflicts(previous, header)
+            if conflicts:
+                raise UserError(f"{store.header_path}: cannot resume this re-score: " + "; ".join(conflicts))
+            header = {
+                **header,
+                "run_id": previous["run_id"],
+                "created_at": previous.get("created_at"),
+                "sessions": [s for s in previous.get("sessions") or [] if isinstance(s, dict)]
+                if isinstance(previous.get("sessions"), list)
+                else [],
+                "sandbox": previous.get("sandbox"),
+                "sandbox_isolates_less": previous.get("sandbox_isolates_less"),
+            }
+        elif self.resume and store.holds_samples():
+            raise UserError(
+                f"{self.out}: holds samples.jsonl but no run.json; cannot check it is the same re-score"
+            )
+        elif store.holds_samples():
+            raise UserError(
+                f"{self.out}: already holds a run; pass --resume to continue it or choose another --out"
+            )
+        return store, header
+
+    @staticmethod
+    def _resume_conflicts(previous: dict[str, Any], current: dict[str, Any]) -> list[str]:
+        old_from = previous.get("rescored_from")
+        if not isinstance(old_from, dict):
+            return ["it is not a re-scored run (no rescored_from in run.json)"]
+        conflicts: list[str] = []
+        new_from = current["rescored_from"]
+        for name in ("run_id", "samples_sha256"):
+            if old_from.get(name) != new_from[name]:
+                conflicts.append(f"rescored_from.{name} was {old_from.get(name)!r}, now {new_from[name]!r}")
+        old_config, new_config = previous.get("config") or {}, current["config"]
+        for name in ("track_options", "judge"):
+            if (old_config or {}).get(name) != new_config.get(name):
+                conflicts.append(f"{name} changed")
+        if (previous.get("tasks_file") or {}).get("sha256") != current["tasks_file"]["sha256"]:
+            conflicts.append("the tasks file changed")
+        return conflicts
+
+    async def run(self) -> RescoreResult:
+        config, stored = self.config, self.stored
+        if _inside(self.out, stored.directory):
+            raise UserError(
+                f"--out {self.out}: lies in the run being re-scored; the original is never modified"
+            )
+        check_run_dir(self.out, "--out")
+        track = make_track(stored.track, config.track_options)
+        regrader = regrader_for(track)
+        tasks = {str(task.id): task for task in track.load_tasks(config.tasks)}
+        planned = plan_regrades(stored, regrader, tasks)
+        header = self._header(track.effective_settings(config), file_sha256(config.tasks), len(tasks))
+        store, header = self._prepare_store(header)
+        self.run_id = str(header["run_id"])
+
+        loaded = store.load(repair=True)
+        done = {
+            sample_key(r)
+            for r in loaded.records
+            if r.outcome not in RERUN_ON_RESUME or (r.rescore is not None and not r.rescore.rescored)
+        }
+        planned_keys = {p.key for p in planned}
+        pending = [p for p in planned if p.key not in done]
+        already = [r for r in loaded.records if sample_key(r) in planned_keys and sample_key(r) in done]
+        session: dict[str, Any] = {
+            "started_at": utc_now(),
+            "ended_at": None,
+            "status": "running",
+            "resumed": bool(self.resume and loaded.records),
+            "planned_samples": len(planned),
+            "already_done": len(already),
+            "torn_bytes_removed": loaded.torn_bytes,
+        }
+        header["sessions"].append(session)
+        header.update(status="running", started_at=session["started_at"], ended_at=None)
+        header["samples_planned"] = len(planned)
+        grading = [p for p in pending if not isinstance(p.answer, NotRescored)]
+
+        regraded = 0
+        header_written = False
+        failure: BaseException | None = None
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                sandbox = await self._open_sandbox(regrader, grading, header, stack)
+                judge = await self._open_judge(regrader, grading, stack)
+                store.write_header(header)
+                header_written = True
+                writer = store.open_writer()
+                stack.callback(store.close)
+                self.progress.begin(total=len(planned), already_done=already, run_dir=str(self.out))
+                stack.callback(self.progress.end)
+                context = RegradeContext(judge, sandbox, config.sandbox, self.progress)
+                regraded = await self._run_pending(regrader, pending, context, writer)
+        except BaseException as exc:  # finished samples still get their header and summary
+            if not header_written:
+                raise
+            failure = exc
+            if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+                self.interrupted = True
+        stop = self.guard.stop
+        if self.interrupted:
+            status = "interrupted"
+        elif failure is not None:
+            status = "failed"
+        elif stop is not None:
+            status = stop.status
+        else:
+            status = "finished"
+        records = [r for r in store.load(repair=False).records if sample_key(r) in planned_keys]
+        header["rescore"]["rescored"] = sum(
+            1 for r in records if r.rescore is not None and r.rescore.rescored
+        )
+        header["rescore"]["carried_over"] = sum(
+            1 for r in records if r.rescore is not None and not r.rescore.rescored
+        )
+        session.update(
+            ended_at=utc_now(), status=status, rescored=regraded, harness_errors=self.harness_errors[:50]
+        )
+        if failure is not None and not self.interrupted:
+            session["error"] = describe_exception(failure)
+        if stop is not None:
+            session["stopped"] = stop.as_json()
+        header.update(status=status, ended_at=session["ended_at"])
+        store.write_header(header)
+        prices = prices_from_config(zip(model_labels(config.models), config.models, strict=True))
+        summary = summarize(records, header=header, prices=prices, planned_samples=len(planned))
+        store.write_summary(summary)
+        if failure is not None and not isinstance(failure, asyncio.CancelledError | KeyboardInterrupt):
+            raise failure
+        return RescoreResult(
+            self.out, status, summary, len(planned), len(records), regraded, self.harness_errors
+        )
+
+    async def _open_sandbox(
+        self,
+        regrader: Regrader,
+        grading: list[PlannedRegrade],
+        header: dict[str, Any],
+        stack: contextlib.AsyncExitStack,
+    ) -> Sandbox | None:
+        if not regrader.needs_sandbox or not grading:
+            header.setdefault("sandbox", None)
+            return None
+        box = self.config.sandbox
+        limits = Limits(memory_bytes=parse_size(box.memory), cpus=box.cpus)
+        sandbox = await open_sandbox(
+            box.backend,
+            image=box.image,
+            pool_size=box.pool_size,
+            default_limits=limits,
+            max_concurrent_executions=box.max_concurrent_executions,
+        )
+        stack.push_async_callback(sandbox.aclose)
+        described = sandbox.describe()
+        header.update(
+            sandbox=described,
+            sandbox_isolates_less=bool(described.get("isolates_less", sandbox.backend != "docker")),
+        )
+        header["sessions"][-1].update(
+            sandbox_backend=sandbox.backend, sandbox_image_id=described.get("image_id")
+        )
+        if described.get("warning"):
+            print(f"proctor: {described['warning']}", file=sys.stderr, flush=True)
+        return sandbox
+
+    async def _open_judge(
+        self, regrader: Regrader, grading: list[PlannedRegrade], stack: contextlib.AsyncExitStack
+    ) -> ModelClient | None:
+        """Only the judge is opened: the answering models are never called."""
+        if not regrader.needs_judge or not grading or self.config.judge is None:
+            return None
+        _, judge = await open_clients(stack, [], self.config.judge, self.guard)
+        return judge
+
+    async def _run_pending(
+        self, regrader: Regrader, pending: list[PlannedRegrade], context: RegradeContext, writer: SampleWriter
+    ) -> int:
+        queue: Iterator[PlannedRegrade] = iter(pending)
+        regraded = 0
+        writes: set[asyncio.Future[Any]] = set()
+
+        async def worker() -> None:
+            nonlocal regraded
+            for item in queue:
+                if self.guard.stopped:
+                    return
+                self.progress.sample_started()
+                record = await self._regrade_one(regrader, item, context)
+                stored = await _write(writer, record, writes)
+                regraded += 1 if record.rescore is not None and record.rescore.rescored else 0
+                self.progress.sample_finished(stored)
+
+        loop = asyncio.get_running_loop()
+        self._workers = [
+            asyncio.create_task(worker())
+            for _ in range(min(self.config.max_concurrency, max(len(pending), 1)))
+        ]
+        handled: list[int] = []
+        if self.handle_signals:
+            for signum in (int(signal.SIGINT), int(signal.SIGTERM)):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.add_signal_handler(signum, self._interrupt, signum)
+                    handled.append(signum)
+        try:
+            results = await asyncio.gather(*self._workers, return_exceptions=True)
+            await asyncio.gather(*writes, return_exceptions=True)
+        finally:
+            for signum in handled:
+                loop.remove_signal_handler(signum)
+        for outcome in results:
+            if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+                raise outcome
+        return regraded
+
+    async def _regrade_one(
+        self, regrader: Regrader, item: PlannedRegrade, context: RegradeContext
+    ) -> SampleRecord:
+        original = item.stored.record
+        if isinstance(item.answer, NotRescored):
+            note = _note(original, rescored=False, reason=item.answer.reason)
+            return original.model_copy(update={"run_id": self.run_id, "rescore": note})
+        started = time.monotonic()
+        try:
+            with execution_caller(object()):
+                update = await regrader.regrade(item.task, item.answer, context)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # Proctor failed on this sample: recorded apart, and --resume grades it again.
+            what = f"{original.model} {original.task_id}#{original.trial}"
+            self.harness_errors.append(f"{what}: {describe_exception(exc)}")
+            update = {
+                "outcome": Outcome.HARNESS_ERROR,
+                "score": 0.0,
+                "success": False,
+                "error": describe_exception(exc),
+            }
+        note = _note(original, rescored=True)
+        # The conversation's own time stays; the grading's time is added to it.
+        return original.model_copy(
+            update={
+                "run_id": self.run_id,
+                "harness_traceback": None,
+                **update,
+                "rescore": note,
+                "duration_s": original.duration_s + (time.monotonic() - started),
+                "finished_at": utc_now(),
+            }
+        )
+
+    def _interrupt(self, signum: int) -> None:
+        self.interrupted = True
+        asyncio.get_running_loop().remove_signal_handler(signum)
+        for task in self._workers:
+            task.cancel()
+
+
+async def _write(
+    writer: SampleWriter, record: SampleRecord, writes: set[asyncio.Future[Any]]
+) -> SampleRecord:
+    # Shielded, as in the runner: a graded record is never left unwritten by Ctrl-C.
+    write = asyncio.ensure_future(asyncio.to_thread(writer.append, record))
+    writes.add(write)
+    try:
+        stored: SampleRecord = await asyncio.shield(write)
+    finally:
+        if write.done():
+            writes.discard(write)
+    return stored

@@ -1,0 +1,205 @@
+"""Container runtimes (runc, gVisor's runsc) and the Docker engine that serves each.
+
+runc is the default and is served by the engine the environment names (``DOCKER_HOST`` or the
+standard socket). runsc is opt-in. Registering it with the main engine would change that
+engine's configuration for everyone, so ``.ci/setup-gvisor.sh`` runs it under a second engine
+with its own socket, :data:`GVISOR_ENGINE`. Asking for runsc therefore tries the default engine
+first (someone may have registered runsc there) and then that socket; an explicit
+``docker_host`` is the only engine tried. No engine offering the runtime is one line naming the
+fix, never a silent fall back to runc.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+import docker
+from docker.errors import DockerException
+
+from sandbox.api import Limits, SandboxUnavailable
+
+RUNC = "runc"
+RUNSC = "runsc"
+RUNTIMES: tuple[str, ...] = (RUNC, RUNSC)
+GVISOR_ENGINE = "unix:///run/proctor-gvisor/docker.sock"
+GVISOR_SETUP = "bash .ci/setup-gvisor.sh"
+_DEFAULT_ENGINE = "unix:///var/run/docker.sock"
+_API_TIMEOUT_S = 60
+_MAX_CONNECTIONS = 32
+
+# gVisor's own threads count against the container's pids cgroup: about 55 idle (init
+# included) and 5-6 per program process (measured: 98 sleeping processes took 580 host pids).
+# The program's process count is bounded inside the sandbox instead, by RLIMIT_NPROC, which
+# gVisor's kernel enforces per container (threads count too); the cgroup is sized so that the
+# program at its limit never reaches it. Reaching it panics the sentry: exit 2, output lost.
+GVISOR_BASE_PIDS = 128
+GVISOR_PIDS_PER_TASK = 8
+
+
+# Each process inside gVisor costs about 4 MiB of the container's memory even when it only
+# sleeps (measured: 100 forked python3 children took 400 MiB), against tens of KiB under runc.
+# Without a tighter bound a fork bomb would end in an OOM kill of the whole call rather than in
+# EAGAIN for the program, so the program gets at most one process per 6 MiB of its memory limit.
+GVISOR_BYTES_PER_PROCESS = 6 * 1024 * 1024
+# docker-init and the launcher are counted by the pids limit under runc; keep the same budget.
+_INFRASTRUCTURE_PROCESSES = 2
+
+
+def program_process_limit(runtime: str, limits: Limits) -> int | None:
+    """RLIMIT_NPROC for the program under ``runtime``; None where the pids cgroup is the bound.
+
+    Under runc RLIMIT_NPROC would count the sandbox uid's processes in every container on the
+    host, coupling calls; under runsc gVisor's kernel counts them per container (threads too).
+    """
+    if runtime != RUNSC:
+        return None
+    by_pids = limits.pids - _INFRASTRUCTURE_PROCESSES
+    by_memory = limits.memory_bytes // GVISOR_BYTES_PER_PROCESS
+    return max(1, min(by_pids, by_memory))
+
+
+def host_pids_limit(runtime: str, limits: Limits) -> int:
+    """The container's pids cgroup limit: ``limits.pids`` under runc; under runsc, room for
+    gVisor's own threads beside the program at its process limit."""
+    nproc = program_process_limit(runtime, limits)
+    if nproc is None:
+        return limits.pids
+    return GVISOR_BASE_PIDS + GVISOR_PIDS_PER_TASK * nproc
+
+
+# Syscalls a runsc container refuses (EPERM), enforced inside gVisor (the engine registers runsc
+# with --oci-seccomp). Docker's default profile would do, but this gVisor build ignores its
+# errnoRet, so the profile's "clone3 -> ENOSYS" became EPERM and glibc could not start a single
+# thread. This build has no clone3 at all (ENOSYS, so glibc falls back to clone, whose flags
+# are checked below); the rest is what lets a program build namespaces, mount, or reach kernel
+# facilities a sandboxed program never needs.
+_GVISOR_DENIED = (
+    "unshare", "setns", "mount", "umount2", "pivot_root", "bpf", "keyctl", "add_key", "request_key",
+    "perf_event_open", "userfaultfd", "open_by_handle_at", "name_to_handle_at", "kexec_load",
+    "init_module", "finit_module", "delete_module", "acct", "swapon", "swapoff", "reboot",
+    "quotactl", "fsopen", "fsmount", "fsconfig", "fspick", "open_tree", "move_mount", "mount_setattr",
+)  # fmt: skip
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET: each refused in clone's flags.
+_CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
+
+
+def gvisor_seccomp_profile() -> str:
+    """The seccomp profile (Docker's JSON format) every runsc container gets."""
+    rules: list[dict[str, Any]] = [{"names": list(_GVISOR_DENIED), "action": "SCMP_ACT_ERRNO"}]
+    rules += [
+        {
+            "names": ["clone"],
+            "action": "SCMP_ACT_ERRNO",
+            "args": [{"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}],
+        }
+        for flag in _CLONE_NAMESPACE_FLAGS
+    ]
+    return json.dumps({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": rules}, separators=(",", ":"))
+
+
+def security_options(runtime: str) -> list[str]:
+    """Docker ``security_opt`` for a sandbox container under ``runtime``."""
+    options = ["no-new-privileges"]
+    if runtime == RUNSC:
+        options.append(f"seccomp={gvisor_seccomp_profile()}")
+    return options
+
+
+def check_runtime_name(runtime: str) -> None:
+    if runtime not in RUNTIMES:
+        raise ValueError(f"unknown container runtime {runtime!r}: choose one of {', '.join(RUNTIMES)}")
+
+
+@dataclass
+class Engine:
+    """A connected engine that offers ``runtime``."""
+
+    client: docker.DockerClient
+    url: str
+    runtime: str
+    runtime_path: str | None
+
+    def runtime_version(self) -> str | None:
+        """``runsc --version``'s first line, when the engine runs on this host; else None."""
+        return runtime_version(self.runtime, self.runtime_path, self.url)
+
+    def describe(self) -> dict[str, Any]:
+        return {"runtime": self.runtime, "engine": self.url, "runtime_version": self.runtime_version()}
+
+
+def default_engine_url() -> str:
+    return os.environ.get("DOCKER_HOST") or _DEFAULT_ENGINE
+
+
+def connect_engine_for(runtime: str = RUNC, docker_host: str | None = None) -> Engine:
+    """The first answering engine offering ``runtime``; :class:`SandboxUnavailable` otherwise."""
+    check_runtime_name(runtime)
+    # None: the engine the environment names, through docker.from_env (TLS settings included).
+    candidates: list[str | None] = [docker_host] if docker_host else [None]
+    if runtime == RUNSC and not docker_host and default_engine_url() != GVISOR_ENGINE:
+        candidates.append(GVISOR_ENGINE)
+    failures = []
+    for candidate in candidates:
+        url = candidate or default_engine_url()
+        try:
+            client = _connect(candidate)
+        except SandboxUnavailable as exc:
+            if runtime == RUNC:
+                raise  # the message every command already gives when no engine answers
+            failures.append(f"{url}: {exc}")
+            continue
+        runtimes = _engine_runtimes(client)
+        if runtime in runtimes:
+            path = runtimes[runtime].get("path") if isinstance(runtimes[runtime], dict) else None
+            return Engine(client, url, runtime, str(path) if path else None)
+        client.close()
+        failures.append(f"{url} offers only {', '.join(sorted(runtimes)) or 'no runtime'}")
+    fix = "" if docker_host else f"; run `{GVISOR_SETUP}` (as root) or pass --docker-host"
+    raise SandboxUnavailable(f"runtime {runtime}: no Docker engine offers it ({'; '.join(failures)}){fix}")
+
+
+def _connect(url: str | None) -> docker.DockerClient:
+    try:
+        if url is None:
+            client = docker.from_env(timeout=_API_TIMEOUT_S, max_pool_size=_MAX_CONNECTIONS)
+        else:
+            client = docker.DockerClient(base_url=url, timeout=_API_TIMEOUT_S, max_pool_size=_MAX_CONNECTIONS)
+        client.ping()
+    except DockerException as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SandboxUnavailable(f"no Docker engine answers ({reason})") from None
+    return client
+
+
+def _engine_runtimes(client: docker.DockerClient) -> dict[str, Any]:
+    try:
+        runtimes = client.info().get("Runtimes") or {}
+    except DockerException:
+        return {}
+    return runtimes if isinstance(runtimes, dict) else {}
+
+
+def runtime_version(runtime: str, path: str | None, engine_url: str) -> str | None:
+    """The runtime binary's version line, read on this host (only for an engine on a local socket)."""
+    if runtime != RUNSC or not path or not engine_url.startswith("unix://"):
+        return None
+    try:
+        completed = subprocess.run(
+            [path, "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = completed.stdout.strip().splitlines()
+    return lines[0] if completed.returncode == 0 and lines else None
+
+
+def known_engine_urls() -> list[str]:
+    """Every engine Proctor may have put containers on: the default and, if set up, gVisor's."""
+    urls = [default_engine_url()]
+    if os.path.exists(GVISOR_ENGINE.removeprefix("unix://")) and GVISOR_ENGINE not in urls:
+        urls.append(GVISOR_ENGINE)
+    return urls

@@ -1,0 +1,150 @@
+"""`proctor export RUN --format inspect`: a real run, written with inspect_ai's own writer, read
+back with ``inspect_ai.log.read_eval_log``: samples, scores, messages and model names survive.
+
+Attacks: transcript entries an edited file could hold (content that is not text, tool-call
+arguments that are not JSON or not an object, missing ids) still convert; without inspect_ai
+the command says in one line how to get it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent.errors import UserError
+from agent.export.inspect_log import chat_messages, export_inspect
+from tests.rescore.conftest import StoredResearchRun, read_lines
+
+inspect_log = pytest.importorskip("inspect_ai.log", reason="pip install 'proctor[inspect]'")
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_research_run_reads_back_from_its_inspect_log(
+    research_run: StoredResearchRun, tmp_path: Path
+) -> None:
+    records = read_lines(research_run.directory / "samples.jsonl")
+    (path,) = export_inspect(research_run.directory, tmp_path / "run.eval")
+    log = inspect_log.read_eval_log(str(path))
+
+    assert log.status == "success"
+    assert log.eval.model == "openai/student"
+    assert log.eval.task == "proctor/research"
+    assert log.eval.model_roles is not None and log.eval.model_roles["grader"].model == "openai/judge-a"
+    assert log.samples is not None and len(log.samples) == len(records) == 6
+    samples = {(s.id, s.epoch): s for s in log.samples}
+    for record in records:
+        sample = samples[(record["task_id"], record["trial"] + 1)]
+        assert [m.role for m in sample.messages] == [m["role"] for m in record["transcript"]]
+        assert sample.messages[0].text == record["transcript"][0]["content"]
+        assert sample.output.completion == record["transcript"][-1]["content"]
+        assert sample.target == "Up to 10 points."
+        assert sample.model_usage["openai/student"].input_tokens == record["input_tokens"]
+        assert sample.metadata["outcome"] == record["outcome"]
+        if record["outcome"] == "judge_error":
+            # An error says nothing about the model: no score, the error instead.
+            assert sample.scores is None and sample.error is not None
+            assert record["error"] in sample.error.message
+        else:
+            score = sample.scores["proctor"]
+            assert score.value == ("C" if record["success"] else "I")
+            assert score.metadata["score"] == record["score"]
+            assert score.explanation == record["judge"]["replies"][-1]
+    scores = log.results.scores[0]
+    assert scores.scored_samples == 4 and scores.unscored_samples == 2
+    assert scores.metrics["accuracy"].value == 0.5
+
+
+def test_hostile_transcript_entries_still_convert() -> None:
+    messages = chat_messages(
+        [
+            {"role": "user", "content": {"not": "text"}},
+            {
+                "role": "assistant",
+                "content": None,
+                "reasoning": "thinking",
+                "tool_calls": [
+                    {"id": "a", "function": {"name": "python", "arguments": "{not json"}},
+                    {"function": {"name": "python", "arguments": "[1, 2]"}},
+                    "not a call",
+                    {"id": "c", "function": {"name": "submit_answer", "arguments": '{"code": "x"}'}},
+                ],
+            },
+            {"role": "tool", "content": 42, "tool_call_id": None, "name": "python"},
+            {"role": "moderator", "content": "who?"},
+        ],
+        "openai/m",
+    )
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "user"]
+    assert messages[0].text == '{"not": "text"}'
+    calls = messages[1].tool_calls
+    assert calls is not None and [c.id for c in calls] == ["a", "call-1", "call-2", "c"]
+    assert calls[0].parse_error and calls[0].arguments == {"raw_arguments": "{not json"}
+    assert calls[1].arguments == {"raw_arguments": "[1, 2]"}
+    assert calls[3].arguments == {"code": "x"} and calls[3].parse_error is None
+    assert messages[2].text == "42"
+
+
+def test_without_inspect_ai_the_command_says_how_to_get_it(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"run_id": "run"}))
+    hide = "import sys; sys.modules['inspect_ai'] = None; sys.modules['inspect_ai.log'] = None"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"{hide}; from agent.cli import main; main()",
+            "export",
+            str(run),
+            "--format",
+            "inspect",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "proctor: error: the inspect_ai package is needed for --format inspect: "
+        "pip install 'proctor[inspect]'"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda h: h["config"].update(trials="many"), "field 'config.trials'"),
+        (lambda h: h.pop("config"), "field 'config'"),
+        (lambda h: h["config"].update(judge={"name": 5}), "field 'config.judge.name'"),
+    ],
+    ids=["trials not a number", "no config", "judge name not text"],
+)
+def test_an_edited_header_is_one_error_line(
+    research_run: StoredResearchRun, tmp_path: Path, edit: Any, expected: str
+) -> None:
+    path = research_run.directory / "run.json"
+    header = json.loads(path.read_text())
+    edit(header)
+    path.write_text(json.dumps(header))
+    with pytest.raises(UserError, match=f"^{path}: {expected}"):
+        export_inspect(research_run.directory, tmp_path / "x.eval")
+    assert not (tmp_path / "x.eval").exists()
+
+
+def test_an_edited_record_is_named_by_line(research_run: StoredResearchRun, tmp_path: Path) -> None:
+    samples = research_run.directory / "samples.jsonl"
+    lines = samples.read_text().splitlines()
+    record = json.loads(lines[1])
+    record["trial"] = "one"
+    lines[1] = json.dumps(record)
+    samples.write_text("\n".join(lines) + "\n")
+    with pytest.raises(UserError, match=f"^{samples}: line 2: field 'trial'"):
+        export_inspect(research_run.directory, tmp_path / "x.eval")

@@ -1,0 +1,120 @@
+"""Re-verifying a FrontierMath run after its tasks file was fixed, in the docker sandbox.
+
+The stored ``answer()`` source runs again only in the sandbox, with the current task file's
+reference and ``verify()``. Attack: the stored submission is edited to code that probes for a
+path only the host has and tries to write a marker beside it; it must not see the host.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.config import ModelConfig, RunConfig, SandboxConfig
+from agent.runner import execute_run
+from tests.rescore.conftest import quiet_progress, read_lines, rescore
+from tests.runner.test_frontiermath_runs import submitting_model
+from tests.support.scripted_server import ScriptedServer
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def write_tasks(path: Path, *, fixed: bool) -> Path:
+    """The model submits 42 to both; before the fix the reference says 41 and verify() wants 43."""
+    rows = [
+        {
+            "id": "fm-0",
+            "question": "Find it. SUBMIT 42",
+            "answer_type": "Python int",
+            "answer": "42" if fixed else "41",
+        },
+        {
+            "id": "fm-1",
+            "question": "Find it. SUBMIT 42",
+            "answer_type": "Python int",
+            "verification_code": f"def verify(a):\n    return a == {42 if fixed else 43}\n",
+        },
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def probing_submission(host_only: Path, marker: Path) -> str:
+    return (
+        "import os\n"
+        "try:\n"
+        f"    open({str(marker)!r}, 'w').write('ran on the host')\n"
+        "except OSError:\n"
+        "    pass\n"
+        "def answer():\n"
+        f"    return 0 if os.path.exists({str(host_only)!r}) else 42\n"
+    )
+
+
+async def test_rescore_re_verifies_stored_submissions_with_the_fixed_task_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    broken = write_tasks(tmp_path / "broken.jsonl", fixed=False)
+    sandbox = SandboxConfig(backend="docker", pool_size=1, calibrate=False)
+    with ScriptedServer(submitting_model()) as model_server:
+        config = RunConfig(
+            track="frontiermath",
+            tasks=broken,
+            out=tmp_path / "run",
+            models=[ModelConfig(name="openai/scripted", base_url=model_server.base_url, max_retries=0)],
+            sandbox=sandbox,
+            max_concurrency=2,
+        )
+        result = await execute_run(config, progress=quiet_progress(), handle_signals=False)
+        assert result.status == "finished"
+        samples = tmp_path / "run" / "samples.jsonl"
+        stored = read_lines(samples)
+        assert {r["task_id"]: r["outcome"] for r in stored} == {"fm-0": "incorrect", "fm-1": "incorrect"}
+        model_calls = model_server.call_count
+
+        # Someone edits the stored submission of fm-1 to probe the machine it runs on.
+        host_only, marker = tmp_path / "host-only", tmp_path / "marker"
+        host_only.write_text("only the host has this file")
+        for record in stored:
+            if record["task_id"] == "fm-1":
+                record["submission"]["code"] = probing_submission(host_only, marker)
+        samples.write_text("".join(json.dumps(r) + "\n" for r in stored))
+
+        fixed = write_tasks(tmp_path / "fixed.jsonl", fixed=True)
+        again = await rescore(tmp_path / "run", tmp_path / "again", tasks=fixed)
+        assert model_server.call_count == model_calls, "the answering model was called"
+
+    assert again.status == "finished" and again.rescored_now == 2
+    records = {r["task_id"]: r for r in read_lines(tmp_path / "again" / "samples.jsonl")}
+    assert {k: r["outcome"] for k, r in records.items()} == {"fm-0": "correct", "fm-1": "correct"}
+    assert records["fm-1"]["submission"]["verification"].startswith("verify() returned True")
+    assert records["fm-0"]["rescore"]["previous_outcome"] == "incorrect"
+    # The reference shown is the fixed tasks file's, not the run's.
+    assert {k: r["reference"]["kind"] for k, r in records.items()} == {"fm-0": "expected", "fm-1": "verify"}
+    assert records["fm-0"]["reference"]["text"] == "42"
+    assert "a == 42" in records["fm-1"]["reference"]["text"]
+    assert not marker.exists(), "the stored submission ran on the host"
+    header = json.loads((tmp_path / "again" / "run.json").read_text())
+    assert header["sandbox"]["backend"] == "docker"
+    assert any(change.startswith("tasks file: sha256") for change in header["rescore"]["changes"])
+    assert header["tasks_file"]["path"] == str(fixed.resolve())
+
+    # The re-scored run exports like any run: tool calls and the submitted code survive.
+    from inspect_ai.log import read_eval_log
+
+    from agent.export.inspect_log import export_inspect
+
+    (log_path,) = export_inspect(tmp_path / "again", tmp_path / "again.eval")
+    log = read_eval_log(str(log_path))
+    assert log.samples is not None
+    exported = {s.id: s for s in log.samples}
+    calls = [
+        c.function for m in exported["fm-0"].messages if m.role == "assistant" for c in m.tool_calls or []
+    ]
+    assert calls == ["python", "submit_answer"]
+    assert exported["fm-0"].scores["proctor"].value == "C"
+    assert exported["fm-1"].scores["proctor"].answer == records["fm-1"]["submission"]["code"]
+    assert exported["fm-0"].target == "42"
