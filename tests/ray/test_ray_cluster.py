@@ -119,6 +119,12 @@ def backend_name() -> str:
     return "ray"
 
 
+@pytest.fixture(scope="module")
+def sandbox_runtime() -> str | None:
+    """The conformance cases' runtime parameter: ray workers run the docker backend's default (runc)."""
+    return None
+
+
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def sandbox(cluster: LocalCluster) -> AsyncIterator[Sandbox]:
     opened = await open_sandbox("ray", ray_address=cluster.address, default_limits=TEST_LIMITS)
