@@ -64,6 +64,7 @@ fi
 log "building the sandbox image (no-op when current)"
 proctor image build
 
+if [ "$want_tests" = 1 ]; then bash .ci/setup-ray.sh; fi  # tests/ray: one engine per test node
 # gVisor (runsc) for `--runtime runsc`, under a second engine of its own (the main one is untouched).
 bash "$repo/.ci/setup-gvisor.sh"
 

@@ -53,7 +53,9 @@ class BudgetConfig(BaseModel):
 class SandboxConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    backend: Literal["auto", "docker", "local"] = "auto"
+    backend: Literal["auto", "docker", "local", "ray"] = "auto"
+    # The Ray cluster for backend ray (host:port of its head); None: RAY_ADDRESS or a local one.
+    ray_address: str | None = None
     # Container runtime of the docker backend: runc (default) or gVisor's runsc (docs/sandbox.md,
     # "Runtimes"); docker_host names the engine (default: the environment's, or for runsc the
     # engine .ci/setup-gvisor.sh starts when the default one lacks it).

@@ -56,6 +56,7 @@ class RunFlags:
     force_submit_at: int | None = None
     limit_tasks: int | str | None = None
     max_sandbox_concurrency: int | None = None
+    ray_address: str | None = None
     protocol: str | None = None
     # --task-id patterns, --filter KEY=VALUE items and -M KEY=VALUE items, as typed.
     task_ids: list[str] = field(default_factory=list)
@@ -185,7 +186,7 @@ def merge_flags(data: dict[str, Any], flags: RunFlags, source: str = "command li
         if flags.force_submit_at is not None:
             budget["force_submit_at"] = flags.force_submit_at
         merged["budget"] = budget
-    for name in ("backend", "runtime", "docker_host"):
+    for name in ("backend", "runtime", "docker_host", "ray_address"):
         if getattr(flags, name) is not None:
             merged["sandbox"] = {**(merged.get("sandbox") or {}), name: getattr(flags, name)}
     if flags.max_sandbox_concurrency is not None:

@@ -527,6 +527,8 @@ class Runner:
             if box.max_concurrent_executions is not None
             else {}
         )
+        if box.ray_address is not None:
+            bound["ray_address"] = box.ray_address
         # Likewise the runtime and engine, which only the docker backend has.
         if box.runtime != "runc" or box.docker_host is not None:
             bound.update(runtime=box.runtime, docker_host=box.docker_host)

@@ -15,8 +15,8 @@ from sandbox.runtimes import RUNC, check_runtime_name
 
 log = logging.getLogger(__name__)
 
-BackendName = Literal["auto", "docker", "local"]
-BACKENDS: tuple[str, ...] = ("auto", "docker", "local")
+BackendName = Literal["auto", "docker", "local", "ray"]
+BACKENDS: tuple[str, ...] = ("auto", "docker", "local", "ray")
 LOCAL_FIX = "or pass --backend local to accept weaker isolation (host kernel, host Python)"
 
 
@@ -31,12 +31,15 @@ async def open_sandbox(
     runtime: str | None = None,
     docker_host: str | None = None,
     recycle_containers: bool = False,
+    ray_address: str | None = None,
 ) -> Sandbox:
     """Open a backend (see :func:`_open_backend`) under the process-wide execution bound.
 
-    ``max_concurrent_executions`` defaults to the CPUs the backend can use (sandbox/slots.py).
+    ``max_concurrent_executions`` defaults to the CPUs the backend can use (sandbox/slots.py);
+    for ray, the calls its cluster's workers take at once.
     ``runtime`` (``runc``, the default, or ``runsc``) and ``docker_host`` choose the container
-    runtime and the engine for docker (sandbox/runtimes.py); the local backend refuses them.
+    runtime and the engine for docker (sandbox/runtimes.py); the local and ray backends refuse
+    them (a ray worker uses its own node's engine). ``ray_address`` is only for ray.
     ``recycle_containers`` lets the docker pool reuse a container after its launcher has emptied
     and re-checked it (off: a fresh container for every call).
     """
@@ -51,6 +54,7 @@ async def open_sandbox(
         runtime=runtime,
         docker_host=docker_host,
         recycle_containers=recycle_containers,
+        ray_address=ray_address,
     )
     return limit_sandbox(opened, max_concurrent_executions)
 
@@ -65,6 +69,7 @@ async def _open_backend(
     runtime: str | None = None,
     docker_host: str | None = None,
     recycle_containers: bool = False,
+    ray_address: str | None = None,
 ) -> Sandbox:
     """Open a sandbox: ``"auto"`` and ``"docker"`` need an answering engine and the image.
 
@@ -83,6 +88,16 @@ async def _open_backend(
         if recycle_containers:
             raise SandboxUnavailable("the local backend has no containers to recycle")
         return await _open_local(default_limits, probe_libraries)
+    if backend == "ray":
+        if (runtime or RUNC) != RUNC or docker_host or recycle_containers:
+            # Each ray worker uses its own node's engine (proctor sandbox worker --docker-host).
+            raise SandboxUnavailable(
+                "the ray backend's engines are its workers': no runtime or engine to choose"
+            )
+        # Only by name: ray runs calls on a cluster's nodes, never as a fallback.
+        from sandbox.ray_backend import open_ray_sandbox
+
+        return await open_ray_sandbox(address=ray_address, image=image, default_limits=default_limits)
     if runtime not in (None, RUNC) or docker_host:
         # Asked for by name: no fall back to another engine, runtime or backend, even from auto.
         return await _open_docker(

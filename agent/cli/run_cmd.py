@@ -146,7 +146,10 @@ def run_command(
         Path | None, typer.Option(help="Run directory (default runs/<time>-<track>-<model>).")
     ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue the run in --out.")] = False,
-    backend: Annotated[str | None, typer.Option(help="Sandbox backend: auto, docker or local.")] = None,
+    backend: Annotated[str | None, typer.Option(help="Sandbox backend: auto, docker, local or ray.")] = None,
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster for --backend ray (host:port of its head).")
+    ] = None,
     runtime: Annotated[
         str | None, typer.Option(help="Container runtime of the docker backend: runc (default) or runsc.")
     ] = None,
@@ -267,6 +270,7 @@ def run_command(
         out=out,
         resume=resume,
         backend=backend,
+        ray_address=ray_address,
         runtime=runtime,
         docker_host=docker_host,
         max_sandbox_concurrency=max_sandbox_concurrency,

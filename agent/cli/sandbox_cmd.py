@@ -1,4 +1,4 @@
-"""`proctor sandbox exec|cleanup` and `proctor bench sandbox`."""
+"""`proctor sandbox exec|cleanup|worker` and `proctor bench sandbox`."""
 
 from __future__ import annotations
 
@@ -90,10 +90,10 @@ def _read_file(file: str) -> str:
 
 
 def check_runtime_flags(backend: str, runtime: str | None, docker_host: str | None) -> None:
-    """One line for a runtime we do not know, or runtime flags given to the local backend."""
+    """One line for a runtime we do not know, or runtime flags given to the local or ray backend."""
     if runtime is not None and runtime not in RUNTIMES:
         raise UserError(f"--runtime: {runtime!r} is not one of {', '.join(RUNTIMES)}")
-    if backend == "local" and (runtime is not None or docker_host is not None):
+    if backend in ("local", "ray") and (runtime is not None or docker_host is not None):
         flag = "--runtime" if runtime is not None else "--docker-host"
         raise UserError(f"{flag}: applies to the docker backend only")
 
@@ -106,6 +106,7 @@ async def _run_once(
     limits: Limits,
     runtime: str | None = None,
     docker_host: str | None = None,
+    ray_address: str | None = None,
 ) -> ExecResult:
     # One call: a warm pool would only start containers nobody uses.
     try:
@@ -117,6 +118,7 @@ async def _run_once(
             probe_libraries=False,
             runtime=runtime,
             docker_host=docker_host,
+            ray_address=ray_address,
         )
     except SandboxUnavailable as exc:
         raise UserError(f"--backend {backend}: {exc}") from None
@@ -174,7 +176,10 @@ def print_result(result: ExecResult) -> None:
 @sandbox_app.command("exec")
 def exec_program(
     file: Annotated[str, typer.Argument(help="Python program to run, or - to read it from stdin.")],
-    backend: Annotated[str, typer.Option(help="auto, docker or local.")] = "auto",
+    backend: Annotated[str, typer.Option(help="auto, docker, local or ray.")] = "auto",
+    ray_address: Annotated[
+        str | None, typer.Option(help="Ray cluster for --backend ray (default: RAY_ADDRESS or auto).")
+    ] = None,
     timeout_text: Annotated[str, typer.Option("--timeout", help="Wall-clock limit in seconds.")] = "30",
     memory: Annotated[str | None, typer.Option(help="Memory limit, e.g. 512m or 2g (default 1g).")] = None,
     cpus: Annotated[str | None, typer.Option(help="CPU quota in CPUs (default 1).")] = None,
@@ -198,7 +203,9 @@ def exec_program(
     limits = parse_exec_limits(memory, cpus)
     code = read_program(file)
     try:
-        result = asyncio.run(_run_once(backend, image, code, timeout, limits, runtime, docker_host))
+        result = asyncio.run(
+            _run_once(backend, image, code, timeout, limits, runtime, docker_host, ray_address)
+        )
     except InvalidProgram as exc:
         raise UserError(f"{file}: {exc}") from None
     except SandboxError as exc:
@@ -257,6 +264,71 @@ def cleanup(
         raise typer.Exit(1)
 
 
+@sandbox_app.command("worker")
+def worker(
+    address: Annotated[str, typer.Option(help="The Ray cluster this node joined (host:port of its head).")],
+    node_id: Annotated[
+        str | None, typer.Option(help="Ray node to serve (default: the node this machine runs).")
+    ] = None,
+    docker_host: Annotated[
+        str | None, typer.Option(help="The node's Docker engine (default: DOCKER_HOST or the local socket).")
+    ] = None,
+    image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
+    pool_size_text: Annotated[str, typer.Option("--pool-size", help="Warm containers kept ready.")] = "2",
+    stop: Annotated[bool, typer.Option("--stop", help="Stop every worker of the cluster instead.")] = False,
+) -> None:
+    """Start this node's sandbox worker: a Ray actor serving sandbox calls from its Docker engine.
+
+    The node must have joined the cluster with the resource proctor_sandbox sized to its CPUs
+    (ray start --address ADDR --resources '{"proctor_sandbox": N}'). The worker outlives this
+    command; --stop removes every worker's containers and ends them.
+    """
+    from sandbox.ray_backend import _one_line
+    from sandbox.ray_worker import NAMESPACE, import_ray, probe_address, start_worker, stop_workers
+
+    pool_size = parse_number("--pool-size", pool_size_text)
+    if pool_size != int(pool_size) or not 0 <= pool_size <= 64:
+        raise UserError(f"--pool-size: {pool_size_text} must be a whole number between 0 and 64")
+    try:
+        ray = import_ray()
+    except SandboxUnavailable as exc:
+        raise UserError(str(exc)) from None
+    try:
+        probe_address(address)
+    except SandboxUnavailable as exc:
+        raise UserError(f"--address {address}: {exc}") from None
+    try:
+        ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level="ERROR")
+    except Exception as exc:
+        raise UserError(f"--address {address}: cannot join the Ray cluster ({_one_line(exc)})") from None
+    try:
+        if stop:
+            stopped = stop_workers()
+            print(f"stopped {len(stopped)} sandbox worker(s)")
+            return
+        try:
+            info = start_worker(
+                node_id,
+                docker_host=docker_host or os.environ.get("DOCKER_HOST"),
+                image=image,
+                pool_size=int(pool_size),
+            )
+        except SandboxUnavailable as exc:
+            raise UserError(str(exc)) from None
+        except Exception as exc:
+            raise UserError(f"the sandbox worker did not start: {_one_line(exc)}") from None
+        verb = "started" if info.pop("started") else "already running"
+        print(f"sandbox worker {verb}: " + json.dumps(info, sort_keys=True))
+        if info.get("niceness"):
+            print(
+                f"proctor: warning: this node's Ray workers run at nice {info['niceness']}, which adds "
+                "latency to every call on a busy node; start the node with RAY_worker_niceness=0",
+                file=sys.stderr,
+            )
+    finally:
+        ray.shutdown()
+
+
 @bench_app.command("sandbox")
 def bench_sandbox(
     calls_text: Annotated[str, typer.Option("--calls", help="Timed calls per way (after a warm-up).")] = "30",
@@ -297,6 +369,10 @@ def bench_sandbox(
             help="With --concurrency: let the pool reuse containers it proved clean (opt-in, as in a run).",
         ),
     ] = False,
+    backend: Annotated[
+        str, typer.Option(help="docker (every local way) or ray (overhead and throughput by nodes).")
+    ] = "docker",
+    ray_address: Annotated[str | None, typer.Option(help="Ray cluster for --backend ray.")] = None,
 ) -> None:
     """p50/p95 latency of a stateless print(1): per-call container, warm pool, local, bare host."""
     from sandbox.bench import print_table, run_benchmark
@@ -304,6 +380,11 @@ def bench_sandbox(
     calls = parse_number("--calls", calls_text)
     if calls != int(calls) or not 1 <= calls <= 10_000:
         raise UserError(f"--calls: {calls_text} must be a whole number between 1 and 10000")
+    if backend not in ("docker", "ray"):
+        raise UserError(f"--backend: {backend!r} is not one of docker, ray")
+    if backend == "ray":
+        _bench_ray(int(calls), ray_address, image, as_json)
+        return
     if runtimes_text is not None or runtime is not None:
         _bench_runtimes(runtimes_text, runtime, int(calls), image, as_json)
         return
@@ -320,6 +401,19 @@ def bench_sandbox(
         print(json.dumps(report, sort_keys=True))
     else:
         print_table(report)
+
+
+def _bench_ray(calls: int, ray_address: str | None, image: str | None, as_json: bool) -> None:
+    try:
+        from sandbox.ray_bench import print_ray_report, run_ray_benchmark
+
+        report = asyncio.run(run_ray_benchmark(calls=calls, address=ray_address, image=image))
+    except SandboxUnavailable as exc:
+        raise UserError(f"bench sandbox --backend ray: {exc}") from None
+    if as_json:
+        print(json.dumps(report, sort_keys=True))
+    else:
+        print_ray_report(report)
 
 
 def _bench_runtimes(
