@@ -150,7 +150,8 @@ class DockerSandbox:
             self._remove,
             pool_size,
             # Without a reset the pool still follows demand, but every call gets a fresh container.
-            reset=self._reset if recycle else None,
+            # gVisor lacks what the launcher checks a reset against (/dev/mqueue): never under runsc.
+            reset=self._reset if recycle and runtime == RUNC else None,
             capacity=self._concurrent_calls,
         )
         _LIVE_SANDBOXES.add(self)
