@@ -25,4 +25,7 @@ async def test_the_figure_reflects_the_cpu_quota(sandbox: Sandbox) -> None:
     # CPU time. A loaded host only stretches wall time further, so the bound has headroom.
     record = await calibrate(sandbox, TEST_LIMITS.replace(cpus=0.25))
     assert "error" not in record, record
-    assert record["inside_s"] >= 2.0 * record["cpu_s"], record
+    # gVisor's own CPU clock does not follow the host's quota (docs/sandbox.md, "Runtimes"): it
+    # counts time the sentry was throttled too, so the ratio is smaller, but still well above 1.
+    ratio = 1.5 if sandbox.describe().get("runtime") == "runsc" else 2.0
+    assert record["inside_s"] >= ratio * record["cpu_s"], record

@@ -200,8 +200,10 @@ def test_sigkill_of_controller_then_cleanup_leaves_nothing(
             all=True,
             filters={"label": [sandbox_labels.LABEL_FILTER, f"{sandbox_labels.OWNER_PID}={controller.pid}"]},
         )
+        # Nothing of the dead controller is left. Whether this cleanup or the sweep that every other
+        # concurrent `proctor` command starts removed it is a race, so `removed` may be empty.
         assert owned == []
-        assert json.loads(completed.stdout)["removed"], "cleanup found nothing to remove"
+        assert isinstance(json.loads(completed.stdout)["removed"], list)
 
 
 @pytest.mark.docker

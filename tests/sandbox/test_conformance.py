@@ -176,7 +176,9 @@ async def test_program_ignoring_sigterm_is_still_killed(sandbox: Sandbox) -> Non
     started = time.monotonic()
     result = await sandbox.exec(code, timeout=SHORT)
     assert result.timed_out and result.stdout == "ignoring\n"
-    assert time.monotonic() - started <= SHORT + 2
+    # The kill is at the deadline; removing a gVisor container (its sentry and gofer) takes longer.
+    slack = 4 if sandbox.describe().get("runtime") == "runsc" else 2
+    assert time.monotonic() - started <= SHORT + slack
 
 
 async def test_background_child_dies_with_the_call(sandbox: Sandbox) -> None:
