@@ -37,10 +37,10 @@ from typing import Any
 
 from rich.console import Console
 
-from agent.config import BudgetConfig, ModelConfig, RunConfig, SandboxConfig
-from agent.progress import RunProgress
-from agent.runner import execute_run
-from sandbox import ExecResult, Limits
+from proctor.agent.config import BudgetConfig, ModelConfig, RunConfig, SandboxConfig
+from proctor.agent.progress import RunProgress
+from proctor.agent.runner import execute_run
+from proctor.sandbox import ExecResult, Limits
 
 SANDBOX_DOUBLE_LABEL = "in-process sandbox double (runs no code; benchmark only)"
 MODEL_LABEL = "zero-latency scripted OpenAI-compatible server (separate process)"
@@ -239,8 +239,8 @@ class AccountingProbe:
         self._restore.append(lambda: setattr(owner, name, original))
 
     def __enter__(self) -> AccountingProbe:
-        from agent.budget import TokenBudget
-        from agent.tracks.frontiermath.loop import Conversation
+        from proctor.agent.budget import TokenBudget
+        from proctor.agent.tracks.frontiermath.loop import Conversation
 
         self._wrap(TokenBudget, "plan_request", lambda budget: len(budget.turns))
         self._wrap(TokenBudget, "record_response", lambda budget: len(budget.turns))

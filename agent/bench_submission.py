@@ -17,16 +17,16 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from sandbox.bench import percentile
+from proctor.sandbox.bench import percentile
 
 # Only API that every Proctor tree has: open_sandbox, SandboxConfig, SubmissionRunner.evaluate.
 _TIMING_SCRIPT = """\
 import asyncio, json, sys, time
-from agent.config import SandboxConfig
-from agent.tracks.base import NullEvents
-from agent.tracks.frontiermath.submission import SubmissionRunner
-from agent.tracks.frontiermath.tasks import FrontierMathTask
-from sandbox import open_sandbox
+from proctor.agent.config import SandboxConfig
+from proctor.agent.tracks.base import NullEvents
+from proctor.agent.tracks.frontiermath.submission import SubmissionRunner
+from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
+from proctor.sandbox import open_sandbox
 
 CODE = "def answer():\\n    return 6 * 7\\n"
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from agent.model.base import Usage
-from agent.records import TurnUsage
+from proctor.agent.model.base import Usage
+from proctor.agent.records import TurnUsage
 
 # The tokenizer used for estimates is rarely the provider's own; keep a margin so that a
 # slightly larger real prompt still cannot carry the conversation past the cap.

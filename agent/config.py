@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from agent.model.efforts import check_reasoning_effort
-from agent.selection import normalise_limit
+from proctor.agent.model.efforts import check_reasoning_effort
+from proctor.agent.selection import normalise_limit
 
 
 class ModelConfig(BaseModel):

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.errors import UserError
-from agent.preflight import EndpointUse
+from proctor.agent.errors import UserError
+from proctor.agent.preflight import EndpointUse
 
 ENDPOINT_CHANGE = "endpoint_change"
 

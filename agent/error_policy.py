@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from agent.errors import UserError
+from proctor.agent.errors import UserError
 
 
 @dataclass(frozen=True)

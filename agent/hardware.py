@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the report reads hardware records without loading the sandbox package
-    from sandbox import ExecResult, Limits, Sandbox
+    from proctor.sandbox import ExecResult, Limits, Sandbox
 
 WORKLOAD_NAME = "lcg-4m-v1"
 WORKLOAD_ITERATIONS = 4_000_000
@@ -121,7 +121,7 @@ def parse_calibration(result: ExecResult) -> dict[str, Any]:
 async def calibrate(sandbox: Sandbox, limits: Limits) -> dict[str, Any]:
     """Time the fixed workload once in ``sandbox`` under ``limits``; never raises for a failure
     of the sandbox or the program (the record says what went wrong instead)."""
-    from sandbox import SandboxError
+    from proctor.sandbox import SandboxError
 
     record: dict[str, Any] = {"workload": WORKLOAD_NAME, "iterations": WORKLOAD_ITERATIONS}
     started = time.perf_counter()

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent.errors import UserError
+from proctor.agent.errors import UserError
 
 MAX_TASK_FILE_BYTES = 256 * 1024 * 1024
 MAX_CONFIG_BYTES = 4 * 1024 * 1024

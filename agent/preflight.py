@@ -16,12 +16,12 @@ from typing import Any
 
 import openai
 
-from agent.config import ModelConfig, RunConfig
-from agent.errors import UserError
-from agent.model.base import EndpointRefused, ModelError
-from agent.model.endpoint import Endpoint, configured_base_url, is_local_model, without_secrets
-from agent.model.retry import RetryPolicy
-from agent.tracks.base import Track
+from proctor.agent.config import ModelConfig, RunConfig
+from proctor.agent.errors import UserError
+from proctor.agent.model.base import EndpointRefused, ModelError
+from proctor.agent.model.endpoint import Endpoint, configured_base_url, is_local_model, without_secrets
+from proctor.agent.model.retry import RetryPolicy
+from proctor.agent.tracks.base import Track
 
 # Long enough for a loaded endpoint to answer 16 tokens; short enough that a black hole costs
 # seconds, not the run's 600 s request timeout.
@@ -104,7 +104,7 @@ def _rate_limited(error: ModelError) -> bool:
 
 
 async def _probe(use: EndpointUse) -> PreflightResult:
-    from agent.model.factory import make_client
+    from proctor.agent.model.factory import make_client
 
     # The run's own settings (effort, sampling, extra_body) go along, so a parameter the
     # endpoint refuses fails here too; only the wait for an answer is shortened.

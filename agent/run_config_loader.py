@@ -16,13 +16,24 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from agent.config import RunConfig
-from agent.errors import UserError
-from agent.input_files import MAX_CONFIG_BYTES, check_data, read_text_input, too_deep, unreadable_value
-from agent.model.efforts import check_reasoning_effort
-from agent.model_overrides import apply_judge_settings, merge_judge, merge_models, parse_model_settings
-from agent.tracks.frontiermath.profiles import DEFAULT_PROTOCOL, PROFILES, unknown_protocol_message
-from agent.tracks.frontiermath.prompt import load_template
+from proctor.agent.config import RunConfig
+from proctor.agent.errors import UserError
+from proctor.agent.input_files import (
+    MAX_CONFIG_BYTES,
+    check_data,
+    read_text_input,
+    too_deep,
+    unreadable_value,
+)
+from proctor.agent.model.efforts import check_reasoning_effort
+from proctor.agent.model_overrides import (
+    apply_judge_settings,
+    merge_judge,
+    merge_models,
+    parse_model_settings,
+)
+from proctor.agent.tracks.frontiermath.profiles import DEFAULT_PROTOCOL, PROFILES, unknown_protocol_message
+from proctor.agent.tracks.frontiermath.prompt import load_template
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from agent.model.base import ChatResponse, EndpointRefused, ModelClient
+from proctor.agent.model.base import ChatResponse, EndpointRefused, ModelClient
 
 
 @dataclass

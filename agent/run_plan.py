@@ -16,16 +16,23 @@ from typing import Any
 
 from rich.console import Console
 
-from agent.cli.terminal_text import escape_for_terminal
-from agent.config import ModelConfig, RunConfig
-from agent.model.endpoint import DEFAULT_BASE_URL, is_local_model
-from agent.preflight import endpoint_uses
-from agent.progress import RunProgress
-from agent.records import RERUN_ON_RESUME
-from agent.runner import Runner, _base_header, default_run_dir, model_labels, plan_samples, select_tasks
-from agent.selection import describe_selection
-from agent.store import RunStore, sample_key
-from agent.tracks.registry import make_track
+from proctor.agent.cli.terminal_text import escape_for_terminal
+from proctor.agent.config import ModelConfig, RunConfig
+from proctor.agent.model.endpoint import DEFAULT_BASE_URL, is_local_model
+from proctor.agent.preflight import endpoint_uses
+from proctor.agent.progress import RunProgress
+from proctor.agent.records import RERUN_ON_RESUME
+from proctor.agent.runner import (
+    Runner,
+    _base_header,
+    default_run_dir,
+    model_labels,
+    plan_samples,
+    select_tasks,
+)
+from proctor.agent.selection import describe_selection
+from proctor.agent.store import RunStore, sample_key
+from proctor.agent.tracks.registry import make_track
 
 # Ids listed in the plan; the rest are counted.
 SHOWN_IDS = 10

@@ -28,25 +28,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent import selection
-from agent.config import ModelConfig, RunConfig
-from agent.encodable import safe_text
-from agent.endpoint_record import endpoint_changes, endpoints_record, refuse_or_record
-from agent.errors import UserError
-from agent.hardware import calibrate, hardware_record
-from agent.model.base import ModelClient, ModelError
-from agent.model.endpoint import without_secrets
-from agent.preflight import EndpointUse, check_keys, endpoint_uses, preflight, require_judge
-from agent.progress import RunProgress
-from agent.records import RERUN_ON_RESUME, Outcome, SampleRecord
-from agent.run_config_loader import parse_size
-from agent.run_guard import GuardedClient, RunGuard, StopReason
-from agent.store import RunStore, file_sha256, resume_conflicts, sample_key
-from agent.summary import judge_prices_from_config, prices_from_config, summarize
-from agent.tracks.base import SampleContext, Track
-from agent.tracks.frontiermath.profiles import get_profile
-from agent.tracks.registry import make_track
-from sandbox import Limits, Sandbox, execution_caller, open_sandbox
+from proctor.agent import selection
+from proctor.agent.config import ModelConfig, RunConfig
+from proctor.agent.encodable import safe_text
+from proctor.agent.endpoint_record import endpoint_changes, endpoints_record, refuse_or_record
+from proctor.agent.errors import UserError
+from proctor.agent.hardware import calibrate, hardware_record
+from proctor.agent.model.base import ModelClient, ModelError
+from proctor.agent.model.endpoint import without_secrets
+from proctor.agent.preflight import EndpointUse, check_keys, endpoint_uses, preflight, require_judge
+from proctor.agent.progress import RunProgress
+from proctor.agent.records import RERUN_ON_RESUME, Outcome, SampleRecord
+from proctor.agent.run_config_loader import parse_size
+from proctor.agent.run_guard import GuardedClient, RunGuard, StopReason
+from proctor.agent.store import RunStore, file_sha256, resume_conflicts, sample_key
+from proctor.agent.summary import judge_prices_from_config, prices_from_config, summarize
+from proctor.agent.tracks.base import SampleContext, Track
+from proctor.agent.tracks.frontiermath.profiles import get_profile
+from proctor.agent.tracks.registry import make_track
+from proctor.sandbox import Limits, Sandbox, execution_caller, open_sandbox
 
 # open_sandbox's signature: (backend, *, image, pool_size, default_limits) -> Sandbox.
 SandboxOpener = Callable[..., Awaitable[Sandbox]]
@@ -274,7 +274,7 @@ def harness_error_record(
 async def _local_server(model: ModelConfig) -> AsyncIterator[str]:
     """Start llama.cpp for a ``local/...`` model and yield its OpenAI-compatible base URL."""
     # Imported here: only runs with local models pay for it.
-    from agent.model.local_server import local_model_server
+    from proctor.agent.model.local_server import local_model_server
 
     async with local_model_server(model.name) as base_url:
         yield base_url
@@ -287,7 +287,7 @@ async def open_clients(
     guard: RunGuard,
 ) -> tuple[dict[str, ModelClient], ModelClient | None]:
     """Every client counts its retries into the running sample and trips ``guard`` on a refusal."""
-    from agent.model.factory import make_client
+    from proctor.agent.model.factory import make_client
 
     local_urls: dict[str, str] = {}
 
@@ -570,8 +570,8 @@ class Runner:
 
     async def _audit_sandbox(self, sandbox: Sandbox, header: dict[str, Any]) -> None:
         """Audit the very sandbox this run will use; refuse to start when anything is broken."""
-        from agent.audit import audit_sandbox
-        from agent.audit.render import headline
+        from proctor.agent.audit import audit_sandbox
+        from proctor.agent.audit.render import headline
 
         box = self.config.sandbox
         limits = Limits(memory_bytes=parse_size(box.memory), cpus=box.cpus)

@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from agent.errors import UserError
+from proctor.agent.errors import UserError
 
 _RANGE = re.compile(r"^\s*([0-9]+)\s*-\s*([0-9]+)\s*$")
 _COUNT = re.compile(r"^\s*([0-9]+)\s*$")

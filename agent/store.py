@@ -19,10 +19,10 @@ from typing import Any
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
-from agent.encodable import Replacements, make_encodable
-from agent.errors import UserError
-from agent.input_files import MAX_CONFIG_BYTES, read_text_input, too_deep, unreadable_value
-from agent.records import RERUN_ON_RESUME, SampleRecord, TextReplacements
+from proctor.agent.encodable import Replacements, make_encodable
+from proctor.agent.errors import UserError
+from proctor.agent.input_files import MAX_CONFIG_BYTES, read_text_input, too_deep, unreadable_value
+from proctor.agent.records import RERUN_ON_RESUME, SampleRecord, TextReplacements
 
 RUN_HEADER = "run.json"
 SAMPLES = "samples.jsonl"
@@ -144,7 +144,7 @@ def load_samples(path: Path, *, repair: bool = False) -> LoadedSamples:
 
 def encode_record(record: SampleRecord) -> tuple[bytes, SampleRecord]:
     """The record as one JSONL line, and the record as stored (they differ only when text
-    UTF-8 cannot hold had to be replaced; see :mod:`agent.encodable`)."""
+    UTF-8 cannot hold had to be replaced; see :mod:`proctor.agent.encodable`)."""
     try:
         return record.model_dump_json().encode("utf-8") + b"\n", record
     except (PydanticSerializationError, UnicodeEncodeError):

@@ -24,7 +24,7 @@ Definitions (also in docs/runs.md):
 * **total_cost_usd**: answering models' plus judge's cost, over whichever of them are priced
   (``priced`` says which); None when neither is.
 * **pass_at_k**: unbiased pass@k for k = 1..(most scored trials of a task), errors excluded
-  from n (``agent.passk``); the top-level ``tasks`` block holds each model's trials x task grid.
+  from n (``proctor.agent.passk``); the top-level ``tasks`` block holds each model's trials x task grid.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from agent.passk import grid_by_model, pass_at_k_summary, task_grid
-from agent.records import ERROR_OUTCOMES, Outcome, SampleRecord
-from agent.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_engine, clustered_estimate
+from proctor.agent.passk import grid_by_model, pass_at_k_summary, task_grid
+from proctor.agent.records import ERROR_OUTCOMES, Outcome, SampleRecord
+from proctor.agent.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_engine, clustered_estimate
 
 # (input, output) USD per million tokens, keyed by the record's model label.
 Prices = Mapping[str, tuple[float | None, float | None]]

@@ -16,8 +16,14 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from agent.errors import UserError
-from agent.input_files import MAX_TASK_FILE_BYTES, check_data, read_text_input, too_deep, unreadable_value
+from proctor.agent.errors import UserError
+from proctor.agent.input_files import (
+    MAX_TASK_FILE_BYTES,
+    check_data,
+    read_text_input,
+    too_deep,
+    unreadable_value,
+)
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

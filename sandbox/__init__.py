@@ -6,10 +6,10 @@ exceptions, :func:`execution_caller` (whose calls share one fair turn under the 
 execution bound) and :func:`check_program_text` (code no interpreter can take).
 """
 
-from sandbox.api import ExecResult, InvalidProgram, Limits, Sandbox, SandboxError, SandboxUnavailable
-from sandbox.factory import open_sandbox
-from sandbox.program import check_program_text
-from sandbox.slots import execution_caller
+from proctor.sandbox.api import ExecResult, InvalidProgram, Limits, Sandbox, SandboxError, SandboxUnavailable
+from proctor.sandbox.factory import open_sandbox
+from proctor.sandbox.program import check_program_text
+from proctor.sandbox.slots import execution_caller
 
 __all__ = [
     "ExecResult",

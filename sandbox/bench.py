@@ -18,9 +18,9 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from sandbox.api import ExecResult, SandboxError
-from sandbox.docker_backend import DockerSandbox, open_docker_sandbox
-from sandbox.local_backend import LocalSandbox
+from proctor.sandbox.api import ExecResult, SandboxError
+from proctor.sandbox.docker_backend import DockerSandbox, open_docker_sandbox
+from proctor.sandbox.local_backend import LocalSandbox
 
 PRINT_ONE = "print(1)"
 IMPORT_LIBS = "import galois, sympy"

@@ -26,10 +26,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from sandbox.api import Limits, SandboxError
-from sandbox.bench import percentile
-from sandbox.factory import open_sandbox
-from sandbox.slots import execution_caller
+from proctor.sandbox.api import Limits, SandboxError
+from proctor.sandbox.bench import percentile
+from proctor.sandbox.factory import open_sandbox
+from proctor.sandbox.slots import execution_caller
 
 PROGRAMS = {"print(1)": "1\n", "print(sum(range(10**7)))": "49999995000000\n"}
 CONTENDERS = ("pool", "docker exec", "docker run")

@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox.api import SandboxUnavailable
+from proctor.sandbox.api import SandboxUnavailable
 
 INSTALL_HINT = "install bubblewrap (Debian: apt-get install bubblewrap) or use --backend docker"
 # The uid/gid the program sees inside its user namespace: the docker image's sandbox user.

@@ -21,11 +21,11 @@ from pathlib import Path
 import docker
 from docker.errors import DockerException
 
-from sandbox import labels
-from sandbox.bwrap import remove_stale_layouts
-from sandbox.containers import remove_container
-from sandbox.local_backend import CGROUP_PARENT, CGROUP_ROOT, kill_cgroup_and_remove
-from sandbox.runtimes import known_engine_urls
+from proctor.sandbox import labels
+from proctor.sandbox.bwrap import remove_stale_layouts
+from proctor.sandbox.containers import remove_container
+from proctor.sandbox.local_backend import CGROUP_PARENT, CGROUP_ROOT, kill_cgroup_and_remove
+from proctor.sandbox.runtimes import known_engine_urls
 
 
 @dataclass

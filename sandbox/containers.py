@@ -27,9 +27,9 @@ import docker
 from docker.errors import APIError, NotFound
 from docker.types import Ulimit
 
-from sandbox.api import Limits, SandboxError
-from sandbox.output import CappedBuffer
-from sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
+from proctor.sandbox.api import Limits, SandboxError
+from proctor.sandbox.output import CappedBuffer
+from proctor.sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
 
 WORKDIR = "/work"
 HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal

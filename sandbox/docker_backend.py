@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
-from sandbox import labels
-from sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
-from sandbox.containers import (
+from proctor.sandbox import labels
+from proctor.sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
+from proctor.sandbox.containers import (
     ContainerGone,
     RawRun,
     StartedContainer,
@@ -35,11 +35,11 @@ from sandbox.containers import (
     remove_container,
     run_program,
 )
-from sandbox.image import image_libraries
-from sandbox.pool import Lease, WarmPool
-from sandbox.program import resolve_argv
-from sandbox.runtimes import RUNC, Engine, connect_engine_for, default_engine_url
-from sandbox.slots import ExecutionSlots, current_caller
+from proctor.sandbox.image import image_libraries
+from proctor.sandbox.pool import Lease, WarmPool
+from proctor.sandbox.program import resolve_argv
+from proctor.sandbox.runtimes import RUNC, Engine, connect_engine_for, default_engine_url
+from proctor.sandbox.slots import ExecutionSlots, current_caller
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ def resolve_image(
 ) -> tuple[str, str]:
     """(reference, image ID) of the sandbox image; SandboxUnavailable when it is not built."""
     if image is None:
-        from sandbox.image import find_image, image_tag
+        from proctor.sandbox.image import find_image, image_tag
 
         image = image_tag()
         image_id = find_image(client, image)

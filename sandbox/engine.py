@@ -1,6 +1,6 @@
 """Make sure a Docker engine answers: install docker.io and start dockerd when asked to.
 
-Usage from scripts: ``python -m sandbox.engine [--install]`` (exit 0 once the engine
+Usage from scripts: ``python -m proctor.sandbox.engine [--install]`` (exit 0 once the engine
 answers, 1 with one line on stderr otherwise). A fresh Debian 12 machine has no
 engine; CI installs it with ``--install`` and the image build bootstraps the rest.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from sandbox.api import SandboxUnavailable
+from proctor.sandbox.api import SandboxUnavailable
 
 APT_PACKAGES = ("docker.io", "debootstrap")
 DOCKERD_LOG = Path("/var/log/proctor-dockerd.log")
@@ -86,13 +86,15 @@ def _which(program: str) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sandbox.engine", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m proctor.sandbox.engine", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--install", action="store_true", help="apt-get install docker.io and debootstrap")
     args = parser.parse_args(argv)
     try:
         ensure_engine(install=args.install, log=lambda line: print(line, file=sys.stderr))
     except SandboxUnavailable as exc:
-        print(f"sandbox.engine: {exc}", file=sys.stderr)
+        print(f"proctor.sandbox.engine: {exc}", file=sys.stderr)
         return 1
     return 0
 

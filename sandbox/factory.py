@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from typing import Literal
 
-from sandbox.api import Limits, Sandbox, SandboxUnavailable
-from sandbox.runtimes import RUNC, check_runtime_name
+from proctor.sandbox.api import Limits, Sandbox, SandboxUnavailable
+from proctor.sandbox.runtimes import RUNC, check_runtime_name
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ async def open_sandbox(
     ``recycle_containers`` lets the docker pool reuse a container after its launcher has emptied
     and re-checked it (off: a fresh container for every call).
     """
-    from sandbox.slots import limit_sandbox
+    from proctor.sandbox.slots import limit_sandbox
 
     opened = await _open_backend(
         backend,
@@ -95,7 +95,7 @@ async def _open_backend(
                 "the ray backend's engines are its workers': no runtime or engine to choose"
             )
         # Only by name: ray runs calls on a cluster's nodes, never as a fallback.
-        from sandbox.ray_backend import open_ray_sandbox
+        from proctor.sandbox.ray_backend import open_ray_sandbox
 
         return await open_ray_sandbox(address=ray_address, image=image, default_limits=default_limits)
     if runtime not in (None, RUNC) or docker_host:
@@ -128,7 +128,7 @@ async def _open_docker(
     recycle_containers: bool = False,
 ) -> Sandbox:
     try:
-        from sandbox.docker_backend import open_docker_sandbox
+        from proctor.sandbox.docker_backend import open_docker_sandbox
     except ImportError as exc:  # the docker SDK is a hard dependency; this guards broken installs
         raise SandboxUnavailable(f"the docker backend cannot be loaded: {exc}") from exc
     return await open_docker_sandbox(
@@ -144,8 +144,8 @@ async def _open_docker(
 async def _open_local(default_limits: Limits | None, probe_libraries: bool) -> Sandbox:
     import asyncio
 
-    from sandbox.image import top_level_pins
-    from sandbox.local_backend import LocalSandbox
+    from proctor.sandbox.image import top_level_pins
+    from proctor.sandbox.local_backend import LocalSandbox
 
     # The constructor probes bubblewrap once (a short blocking run); keep the loop free.
     local = await asyncio.to_thread(LocalSandbox, default_limits)

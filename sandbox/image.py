@@ -27,9 +27,9 @@ import docker
 import docker.errors
 import requests
 
-from sandbox.api import SandboxError, SandboxUnavailable
-from sandbox.image_base import BOOTSTRAP_BASE_IMAGE, BOOTSTRAP_RECIPE, ensure_base_image, find_local
-from sandbox.image_wheels import download_locked_wheels, wheel_cache_dir
+from proctor.sandbox.api import SandboxError, SandboxUnavailable
+from proctor.sandbox.image_base import BOOTSTRAP_BASE_IMAGE, BOOTSTRAP_RECIPE, ensure_base_image, find_local
+from proctor.sandbox.image_wheels import download_locked_wheels, wheel_cache_dir
 
 DEFAULT_IMAGE_NAME = "proctor/frontiermath-python"
 DEFAULT_BASE_IMAGE = BOOTSTRAP_BASE_IMAGE

@@ -17,7 +17,7 @@ from pathlib import Path
 import docker
 import docker.errors
 
-from sandbox.api import SandboxError
+from proctor.sandbox.api import SandboxError
 
 BOOTSTRAP_BASE_IMAGE = "proctor/debian-base:bookworm"
 BOOTSTRAP_SUITE = "bookworm"

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sandbox.api import SandboxError
+from proctor.sandbox.api import SandboxError
 
 TARGET_PYTHON = "3.11"
 TARGET_ABI = "cp311"

@@ -1,4 +1,4 @@
-"""Where a sandbox call's time goes under concurrency: ``python3 -m sandbox.lifecycle_probe``.
+"""Where a sandbox call's time goes under concurrency: ``python3 -m proctor.sandbox.lifecycle_probe``.
 
 C threads each run N calls of ``print(1)`` three ways and time every engine request:
 
@@ -26,17 +26,17 @@ from typing import Any
 
 import docker
 
-from sandbox import labels
-from sandbox.api import Limits
-from sandbox.containers import (
+from proctor.sandbox import labels
+from proctor.sandbox.api import Limits
+from proctor.sandbox.containers import (
     StartedContainer,
     create_started_container,
     recycle_container,
     remove_container,
     run_program,
 )
-from sandbox.docker_backend import connect_engine, image_entrypoint, resolve_image, sandbox_user
-from sandbox.program import python_argv
+from proctor.sandbox.docker_backend import connect_engine, image_entrypoint, resolve_image, sandbox_user
+from proctor.sandbox.program import python_argv
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 

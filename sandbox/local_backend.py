@@ -1,7 +1,7 @@
 """The local backend: each call in a fresh bubblewrap sandbox on the host, as an unprivileged uid.
 
 Chosen only explicitly (``--backend local``); it isolates less than the docker backend and
-``describe()`` says so. What fences a call in (see :mod:`sandbox.bwrap` for the sandbox itself):
+``describe()`` says so. What fences a call in (see :mod:`proctor.sandbox.bwrap` for the sandbox itself):
 
 * bubblewrap: own user, mount, pid, network, IPC, UTS and cgroup namespaces; a fresh host uid
   per call (never 0), no groups, no capabilities, no-new-privileges; a read-only view of /usr
@@ -36,10 +36,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from sandbox import bwrap
-from sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
-from sandbox.output import CappedBuffer
-from sandbox.program import resolve_argv
+from proctor.sandbox import bwrap
+from proctor.sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
+from proctor.sandbox.output import CappedBuffer
+from proctor.sandbox.program import resolve_argv
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sandbox.api import InvalidProgram
+from proctor.sandbox.api import InvalidProgram
 
 # MAX_ARG_STRLEN is 32 pages (128 KiB); keep well under it, counted in encoded bytes.
 _MAX_ARG_BYTES = 100_000

@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
-from sandbox.program import resolve_argv
-from sandbox.ray_worker import ACTOR_PREFIX, NAMESPACE, ImageRefused, import_ray, probe_address
+from proctor.sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
+from proctor.sandbox.program import resolve_argv
+from proctor.sandbox.ray_worker import ACTOR_PREFIX, NAMESPACE, ImageRefused, import_ray, probe_address
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +94,13 @@ def disconnect() -> None:
 
 def driver_image_id(image: str | None) -> tuple[str, str]:
     """(reference, ID) of the image this driver runs: its own engine's, or ``PROCTOR_RAY_IMAGE_ID``."""
-    from sandbox.image import image_tag
+    from proctor.sandbox.image import image_tag
 
     pinned = os.environ.get(IMAGE_ID_ENV, "").strip()
     reference = image or image_tag()
     if pinned:
         return reference, pinned
-    from sandbox.docker_backend import connect_engine, resolve_image
+    from proctor.sandbox.docker_backend import connect_engine, resolve_image
 
     try:
         client = connect_engine()
@@ -162,7 +162,7 @@ class RaySandbox:
         return max(1, sum(w.capacity for w in self.workers if not w.lost))
 
     def describe(self) -> dict[str, Any]:
-        from sandbox.image import image_libraries
+        from proctor.sandbox.image import image_libraries
 
         return {
             "backend": self.backend,
@@ -366,7 +366,7 @@ async def open_ray_sandbox(
     if image_id is None:
         reference, expected_id = await asyncio.to_thread(driver_image_id, image)
     else:
-        from sandbox.image import image_tag
+        from proctor.sandbox.image import image_tag
 
         reference, expected_id = image or image_tag(), image_id
     try:

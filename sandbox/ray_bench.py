@@ -16,10 +16,10 @@ import platform
 import time
 from typing import Any
 
-from sandbox.api import SandboxError
-from sandbox.bench import PRINT_ONE, _checked, _time_calls, percentile
-from sandbox.docker_backend import open_docker_sandbox
-from sandbox.ray_backend import RaySandbox, open_ray_sandbox
+from proctor.sandbox.api import SandboxError
+from proctor.sandbox.bench import PRINT_ONE, _checked, _time_calls, percentile
+from proctor.sandbox.docker_backend import open_docker_sandbox
+from proctor.sandbox.ray_backend import RaySandbox, open_ray_sandbox
 
 BURST_PER_SLOT = 8
 

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from sandbox.api import ExecResult, Limits, SandboxError, SandboxUnavailable
+from proctor.sandbox.api import ExecResult, Limits, SandboxError, SandboxUnavailable
 
 NAMESPACE = "proctor"
 ACTOR_PREFIX = "proctor-sandbox-worker-"
@@ -108,8 +108,8 @@ class SandboxWorker:
 
     async def open(self) -> dict[str, Any]:
         """Connect to this node's engine, find the image, sweep orphans, start one warm pool."""
-        from sandbox.cleanup import cleanup_containers
-        from sandbox.docker_backend import connect_engine, resolve_image
+        from proctor.sandbox.cleanup import cleanup_containers
+        from proctor.sandbox.docker_backend import connect_engine, resolve_image
 
         def connect() -> tuple[str, str, list[str]]:
             client = connect_engine()
@@ -186,7 +186,7 @@ class SandboxWorker:
         return len(pools)
 
     async def _sandbox_for(self, default_limits: Limits) -> Any:
-        from sandbox.docker_backend import DockerSandbox, connect_engine
+        from proctor.sandbox.docker_backend import DockerSandbox, connect_engine
 
         if self._open_lock is None:
             self._open_lock = asyncio.Lock()

@@ -20,7 +20,7 @@ from typing import Any
 import docker
 from docker.errors import DockerException
 
-from sandbox.api import Limits, SandboxUnavailable
+from proctor.sandbox.api import Limits, SandboxUnavailable
 
 RUNC = "runc"
 RUNSC = "runsc"

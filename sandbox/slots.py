@@ -23,8 +23,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.api import ExecResult, InvalidProgram, Limits, Sandbox
-from sandbox.program import resolve_argv
+from proctor.sandbox.api import ExecResult, InvalidProgram, Limits, Sandbox
+from proctor.sandbox.program import resolve_argv
 
 _CALLER: ContextVar[Hashable] = ContextVar("sandbox_execution_caller", default=None)
 

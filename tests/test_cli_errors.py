@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-PROCTOR = [sys.executable, "-c", "from agent.cli import main; main()"]
+PROCTOR = [sys.executable, "-c", "from proctor.agent.cli import main; main()"]
 
 
 @pytest.mark.parametrize(

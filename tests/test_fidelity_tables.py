@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.tracks.frontiermath.profiles import PROFILES
+from proctor.agent.tracks.frontiermath.profiles import PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
 # The page, and the directory its bare file names are in.

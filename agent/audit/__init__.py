@@ -10,9 +10,9 @@ import datetime as dt
 import time
 from collections.abc import Callable, Iterable
 
-from agent.audit.battery import AuditReport, run_checks, select_checks
-from agent.audit.model import AuditContext, Row
-from sandbox import Limits, Sandbox
+from proctor.agent.audit.battery import AuditReport, run_checks, select_checks
+from proctor.agent.audit.model import AuditContext, Row
+from proctor.sandbox import Limits, Sandbox
 
 __all__ = ["AuditReport", "audit_sandbox"]
 

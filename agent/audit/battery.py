@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.audit import (
+from proctor.agent.audit import (
     controller,
     enforcement,
     isolation,
@@ -18,7 +18,7 @@ from agent.audit import (
     statelessness,
     verdict_path,
 )
-from agent.audit.model import AuditContext, Check, Finding, Row, Verdict, escape_text
+from proctor.agent.audit.model import AuditContext, Check, Finding, Row, Verdict, escape_text
 
 ALL_CHECKS: tuple[Check, ...] = (
     *limits.CHECKS,

@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text
+from proctor.agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text
 
 KLASS = "enforcement"
 DEADLINE_S = 3.0
-# The launcher's own alarm fires this long after the deadline (sandbox.containers.BACKSTOP_GRACE_S);
+# The launcher's own alarm fires this long after the deadline (proctor.sandbox.containers.BACKSTOP_GRACE_S);
 # a few seconds more for the engine to notice on a loaded machine.
 SWEEP_GRACE_S = 5.0 + 6.0
 RUN_ID_LABEL = "proctor.run_id"
@@ -33,7 +33,7 @@ OWNER_HOST_LABEL = "proctor.owner_host"
 
 
 async def _controller(image: str | None, deadline: float, runtime: str, engine: str | None) -> None:
-    from sandbox import open_sandbox
+    from proctor.sandbox import open_sandbox
 
     sandbox = await open_sandbox("docker", image=image, pool_size=0, runtime=runtime, docker_host=engine)
     print(json.dumps({"run_id": sandbox.describe().get("run_id"), "pid": os.getpid()}), flush=True)
@@ -60,7 +60,7 @@ def _find_container(client: Any, run_id: str | None, pid: int) -> str | None:
 
 
 def _sweep_check(image: str | None, runtime: str, engine: str | None) -> Finding:
-    from sandbox.runtimes import connect_engine_for
+    from proctor.sandbox.runtimes import connect_engine_for
 
     client = connect_engine_for(runtime, engine).client
     package_root = str(Path(__file__).resolve().parents[2])
@@ -68,7 +68,7 @@ def _sweep_check(image: str | None, runtime: str, engine: str | None) -> Finding
     argv = [
         sys.executable,
         "-m",
-        "agent.audit.controller",
+        "proctor.agent.audit.controller",
         image or "",
         str(DEADLINE_S),
         runtime,
@@ -121,7 +121,7 @@ def _sweep_check(image: str | None, runtime: str, engine: str | None) -> Finding
             process.kill()
             process.wait()
         if container_id is not None:
-            from sandbox.containers import remove_container
+            from proctor.sandbox.containers import remove_container
 
             with contextlib.suppress(Exception):
                 remove_container(client.api, container_id)

@@ -13,7 +13,7 @@ import secrets
 import signal
 from pathlib import Path
 
-from agent.audit.model import (
+from proctor.agent.audit.model import (
     AuditContext,
     Check,
     Finding,
@@ -224,7 +224,7 @@ report(processes=out)
 
 
 async def _fight(ctx: AuditContext) -> tuple[Finding | None, dict[str, dict[str, object]]]:
-    from agent.audit.shared import shared_probe
+    from proctor.agent.audit.shared import shared_probe
 
     result, reply = await shared_probe(ctx, "fight", _FIGHT, timeout=15)
     if reply is None:

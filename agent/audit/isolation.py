@@ -13,8 +13,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text, no_reply, run_probe
-from agent.audit.shared import shared_probe
+from proctor.agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text, no_reply, run_probe
+from proctor.agent.audit.shared import shared_probe
 
 FILES = "isolation: host files"
 PRIVILEGES = "isolation: privileges"

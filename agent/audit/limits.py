@@ -10,7 +10,7 @@ import math
 import os
 from pathlib import Path
 
-from agent.audit.model import (
+from proctor.agent.audit.model import (
     AuditContext,
     Check,
     Finding,
@@ -136,7 +136,7 @@ report(done=True)
 def _call_containers(described: dict[str, object]) -> set[str]:
     import docker
 
-    from sandbox import labels
+    from proctor.sandbox import labels
 
     client = docker.DockerClient(base_url=str(described.get("engine")), timeout=10)
     run = f"{labels.RUN_ID}={described.get('run_id')}"

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox import ExecResult, Limits, Sandbox
+from proctor.sandbox import ExecResult, Limits, Sandbox
 
 EVIDENCE_CHARS = 400
 RESULT_MARK = "AUDIT-RESULT "

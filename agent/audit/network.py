@@ -14,7 +14,7 @@ import secrets
 import socket
 from collections.abc import Iterator
 
-from agent.audit.model import (
+from proctor.agent.audit.model import (
     AuditContext,
     Check,
     CheckFunc,

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from agent.audit.model import AuditContext, Check, Finding, Verdict, describe_exec, escape_text, run_probe
+from proctor.agent.audit.model import (
+    AuditContext,
+    Check,
+    Finding,
+    Verdict,
+    describe_exec,
+    escape_text,
+    run_probe,
+)
 
 KLASS = "output"
 

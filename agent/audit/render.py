@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from agent.audit.battery import AuditReport
-from agent.audit.model import Verdict
+from proctor.agent.audit.battery import AuditReport
+from proctor.agent.audit.model import Verdict
 
 COLUMNS = ("class", "check", "tried", "expected", "observed", "verdict", "evidence")
 STYLES = {Verdict.HELD: "green", Verdict.WEAK: "yellow", Verdict.BROKEN: "bold red", Verdict.SKIPPED: "dim"}

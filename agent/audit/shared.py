@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agent.audit.model import AuditContext, run_probe
-from sandbox import ExecResult
+from proctor.agent.audit.model import AuditContext, run_probe
+from proctor.sandbox import ExecResult
 
 Reply = tuple[ExecResult, dict[str, Any] | None]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import secrets
 
-from agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text, no_reply, run_probe
+from proctor.agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text, no_reply, run_probe
 
 KLASS = "statelessness"
 

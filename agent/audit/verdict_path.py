@@ -8,12 +8,12 @@ verification in another), exactly as a model's submit_answer would. Only ``incor
 
 from __future__ import annotations
 
-from agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text
-from agent.config import SandboxConfig
-from agent.records import Outcome
-from agent.tracks.base import NullEvents
-from agent.tracks.frontiermath.submission import SubmissionRunner
-from agent.tracks.frontiermath.tasks import FrontierMathTask
+from proctor.agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text
+from proctor.agent.config import SandboxConfig
+from proctor.agent.records import Outcome
+from proctor.agent.tracks.base import NullEvents
+from proctor.agent.tracks.frontiermath.submission import SubmissionRunner
+from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
 
 KLASS = "verdict path"
 HELD_OUTCOMES = {Outcome.INCORRECT, Outcome.ANSWER_ERROR, Outcome.ANSWER_TIMEOUT, Outcome.INVALID_SUBMISSION}

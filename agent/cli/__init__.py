@@ -9,9 +9,9 @@ import typer
 # typer vendors click; its usage errors are only importable from here (typer is pinned to 0.29.x).
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
-from agent.cli import commands_registry  # noqa: F401  (registers every command)
-from agent.cli.app import app
-from agent.errors import UserError
+from proctor.agent.cli import commands_registry  # noqa: F401  (registers every command)
+from proctor.agent.cli.app import app
+from proctor.agent.errors import UserError
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from agent.cli import help_types
+from proctor.agent.cli import help_types
 
 help_types.install()
 
@@ -53,7 +53,7 @@ def sweep_leftovers(
 ) -> None:
     """Every command first removes, in the background, sandbox containers that stopped after
     their controlling process was killed (sandbox/cleanup.py: never a live run's)."""
-    from sandbox.cleanup import start_background_sweep
+    from proctor.sandbox.cleanup import start_background_sweep
 
     atexit.register(start_background_sweep().join, SWEEP_JOIN_S)
 

@@ -12,15 +12,15 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 
-from agent.audit import AuditReport, audit_sandbox
-from agent.audit.model import Row
-from agent.audit.render import print_table, write_html, write_json
-from agent.cli.app import sandbox_app
-from agent.config import SandboxConfig
-from agent.errors import UserError
-from agent.run_config_loader import format_validation_error, parse_size, read_config_file
-from sandbox import Limits, Sandbox, SandboxUnavailable, open_sandbox
-from sandbox.runtimes import RUNTIMES
+from proctor.agent.audit import AuditReport, audit_sandbox
+from proctor.agent.audit.model import Row
+from proctor.agent.audit.render import print_table, write_html, write_json
+from proctor.agent.cli.app import sandbox_app
+from proctor.agent.config import SandboxConfig
+from proctor.agent.errors import UserError
+from proctor.agent.run_config_loader import format_validation_error, parse_size, read_config_file
+from proctor.sandbox import Limits, Sandbox, SandboxUnavailable, open_sandbox
+from proctor.sandbox.runtimes import RUNTIMES
 
 AUDIT_BACKENDS = ("auto", "docker", "local")
 EXIT_BROKEN = 1
@@ -145,7 +145,7 @@ def audit_command(
     for flag, path in (("--json", json_file), ("--html", html_file)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{flag}: {path.parent} is not a directory")
-    logging.getLogger("sandbox.factory").setLevel(logging.ERROR)
+    logging.getLogger("proctor.sandbox.factory").setLevel(logging.ERROR)
     report = asyncio.run(_audit(backend, image, pool_size, limits, quick, runtime, only, docker_host))
     console = Console() if sys.stdout.isatty() else Console(width=200)
     print_table(report, console)

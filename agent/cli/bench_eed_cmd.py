@@ -9,9 +9,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from agent.cli.app import bench_app
-from agent.errors import UserError
-from agent.scoring.latex_preprocess import MODES
+from proctor.agent.cli.app import bench_app
+from proctor.agent.errors import UserError
+from proctor.agent.scoring.latex_preprocess import MODES
 
 
 @bench_app.command("eed")
@@ -28,7 +28,7 @@ def bench_eed(
     as_json: Annotated[bool, typer.Option("--json", help="Print the figures as JSON.")] = False,
 ) -> None:
     """Benchmark (not a test): EED throughput with persistent workers, and where the time goes."""
-    from agent.scoring.eed_bench import run_bench
+    from proctor.agent.scoring.eed_bench import run_bench
 
     if mode not in MODES:
         raise UserError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")

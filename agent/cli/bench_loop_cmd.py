@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from agent.bench_loop import (
+from proctor.agent.bench_loop import (
     DEFAULT_CONNECTIONS,
     MODEL_LABEL,
     SANDBOX_DOUBLE_LABEL,
@@ -19,7 +19,7 @@ from agent.bench_loop import (
     results_as_json,
     run_benchmark,
 )
-from agent.cli.app import bench_app
+from proctor.agent.cli.app import bench_app
 
 
 def _ms(value: float | None) -> str:

@@ -7,9 +7,9 @@ from typing import Annotated
 
 import typer
 
-from agent.bench_submission import BenchFailed, run_benchmark
-from agent.cli.app import bench_app
-from agent.errors import UserError
+from proctor.agent.bench_submission import BenchFailed, run_benchmark
+from proctor.agent.cli.app import bench_app
+from proctor.agent.errors import UserError
 
 THIS_TREE = Path(__file__).resolve().parents[2]
 

@@ -1,6 +1,6 @@
 """Import every command module so its commands register on the shared apps."""
 
-from agent.cli import (  # noqa: F401
+from proctor.agent.cli import (  # noqa: F401
     audit_cmd,
     bench_eed_cmd,
     bench_loop_cmd,

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from agent.cli.app import app
-from agent.errors import UserError
+from proctor.agent.cli.app import app
+from proctor.agent.errors import UserError
 
 FORMATS = ("inspect",)
 
@@ -30,7 +30,7 @@ def export_command(
     """Write a run as an Inspect AI eval log that `inspect view` opens."""
     if format not in FORMATS:
         raise UserError(f"--format: {format!r} is not one of {', '.join(FORMATS)}")
-    from agent.export.inspect_log import export_inspect
+    from proctor.agent.export.inspect_log import export_inspect
 
     for path in export_inspect(run, output):
         print(path)

@@ -9,10 +9,10 @@ from typing import Annotated
 
 import typer
 
-from agent.cli.app import image_app
-from agent.errors import UserError
-from sandbox import SandboxError, SandboxUnavailable
-from sandbox.image import DEFAULT_BASE_IMAGE, build_image
+from proctor.agent.cli.app import image_app
+from proctor.agent.errors import UserError
+from proctor.sandbox import SandboxError, SandboxUnavailable
+from proctor.sandbox.image import DEFAULT_BASE_IMAGE, build_image
 
 
 @image_app.command("build")

@@ -10,10 +10,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from agent.cli.app import app
-from agent.errors import UserError
-from agent.progress import RunProgress, print_final
-from sandbox import SandboxError
+from proctor.agent.cli.app import app
+from proctor.agent.errors import UserError
+from proctor.agent.progress import RunProgress, print_final
+from proctor.sandbox import SandboxError
 
 EXIT_INTERRUPTED = 130
 EXIT_FAILED = 1
@@ -56,9 +56,9 @@ def rescore_command(
 ) -> None:
     """Grade the stored answers again (new judge, fixed endpoint, fixed verification) without
     calling the answering model; the result is a new run directory linked to RUN."""
-    from agent.rescore.engine import Rescorer, default_out
-    from agent.rescore.settings import RescoreFlags, rescore_config
-    from agent.rescore.stored_run import load_stored_run
+    from proctor.agent.rescore.engine import Rescorer, default_out
+    from proctor.agent.rescore.settings import RescoreFlags, rescore_config
+    from proctor.agent.rescore.stored_run import load_stored_run
 
     if resume and out is None:
         raise UserError("--resume: give --out DIR, the re-score to continue")

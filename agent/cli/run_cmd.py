@@ -10,17 +10,17 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from agent.cli.app import app
-from agent.config import RunConfig
-from agent.error_policy import DEFAULT_ERROR_POLICY, ErrorPolicy
-from agent.errors import UserError
-from agent.model.efforts import REASONING_EFFORTS
-from agent.progress import RunProgress, print_final
-from agent.run_config_loader import RunFlags, load_run_config, read_config_file, split_task_ids
-from agent.run_plan import build_plan, render_plan
-from agent.runner import RunResult, execute_run
-from agent.store import RUN_HEADER, SAMPLES, read_json
-from sandbox import SandboxError
+from proctor.agent.cli.app import app
+from proctor.agent.config import RunConfig
+from proctor.agent.error_policy import DEFAULT_ERROR_POLICY, ErrorPolicy
+from proctor.agent.errors import UserError
+from proctor.agent.model.efforts import REASONING_EFFORTS
+from proctor.agent.progress import RunProgress, print_final
+from proctor.agent.run_config_loader import RunFlags, load_run_config, read_config_file, split_task_ids
+from proctor.agent.run_plan import build_plan, render_plan
+from proctor.agent.runner import RunResult, execute_run
+from proctor.agent.store import RUN_HEADER, SAMPLES, read_json
+from proctor.sandbox import SandboxError
 
 # The repository's configs/ (the package is installed from a checkout: `pip install -e .`).
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"

@@ -11,10 +11,10 @@ from typing import Annotated, Any
 
 import typer
 
-from agent.cli.app import SWEEP_JOIN_S, bench_app, sandbox_app
-from agent.cli.terminal_text import escape_for_terminal
-from agent.errors import UserError
-from sandbox import (
+from proctor.agent.cli.app import SWEEP_JOIN_S, bench_app, sandbox_app
+from proctor.agent.cli.terminal_text import escape_for_terminal
+from proctor.agent.errors import UserError
+from proctor.sandbox import (
     ExecResult,
     InvalidProgram,
     Limits,
@@ -24,9 +24,9 @@ from sandbox import (
     check_program_text,
     open_sandbox,
 )
-from sandbox.factory import BACKENDS
-from sandbox.runtimes import RUNTIMES
-from sandbox.sizes import parse_size
+from proctor.sandbox.factory import BACKENDS
+from proctor.sandbox.runtimes import RUNTIMES
+from proctor.sandbox.sizes import parse_size
 
 
 def parse_number(flag: str, text: str) -> float:
@@ -225,13 +225,13 @@ def cleanup(
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as one JSON object.")] = False,
 ) -> None:
     """Remove sandbox containers (and local-backend cgroups) left behind by crashed runs."""
-    from sandbox.cleanup import (
+    from proctor.sandbox.cleanup import (
         background_sweep_result,
         cleanup_containers,
         cleanup_local_cgroups,
         cleanup_other_engines,
     )
-    from sandbox.docker_backend import connect_engine
+    from proctor.sandbox.docker_backend import connect_engine
 
     # The sweep every command starts may have removed some of the same leftovers: count them.
     swept = background_sweep_result(SWEEP_JOIN_S)
@@ -283,8 +283,8 @@ def worker(
     (ray start --address ADDR --resources '{"proctor_sandbox": N}'). The worker outlives this
     command; --stop removes every worker's containers and ends them.
     """
-    from sandbox.ray_backend import _one_line
-    from sandbox.ray_worker import NAMESPACE, import_ray, probe_address, start_worker, stop_workers
+    from proctor.sandbox.ray_backend import _one_line
+    from proctor.sandbox.ray_worker import NAMESPACE, import_ray, probe_address, start_worker, stop_workers
 
     pool_size = parse_number("--pool-size", pool_size_text)
     if pool_size != int(pool_size) or not 0 <= pool_size <= 64:
@@ -375,7 +375,7 @@ def bench_sandbox(
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster for --backend ray.")] = None,
 ) -> None:
     """p50/p95 latency of a stateless print(1): per-call container, warm pool, local, bare host."""
-    from sandbox.bench import print_table, run_benchmark
+    from proctor.sandbox.bench import print_table, run_benchmark
 
     calls = parse_number("--calls", calls_text)
     if calls != int(calls) or not 1 <= calls <= 10_000:
@@ -405,7 +405,7 @@ def bench_sandbox(
 
 def _bench_ray(calls: int, ray_address: str | None, image: str | None, as_json: bool) -> None:
     try:
-        from sandbox.ray_bench import print_ray_report, run_ray_benchmark
+        from proctor.sandbox.ray_bench import print_ray_report, run_ray_benchmark
 
         report = asyncio.run(run_ray_benchmark(calls=calls, address=ray_address, image=image))
     except SandboxUnavailable as exc:
@@ -419,7 +419,7 @@ def _bench_ray(calls: int, ray_address: str | None, image: str | None, as_json: 
 def _bench_runtimes(
     runtimes_text: str | None, runtime: str | None, calls: int, image: str | None, as_json: bool
 ) -> None:
-    from sandbox.bench_runtimes import print_comparison, run_runtime_comparison
+    from proctor.sandbox.bench_runtimes import print_comparison, run_runtime_comparison
 
     flag = "--runtimes" if runtimes_text is not None else "--runtime"
     names = [name.strip() for name in (runtimes_text or f"runc,{runtime}").split(",") if name.strip()]
@@ -448,7 +448,7 @@ def _bench_concurrency(
     as_json: bool,
     recycle_containers: bool = False,
 ) -> None:
-    from sandbox.bench_concurrency import print_concurrency_table, run_concurrency_benchmark
+    from proctor.sandbox.bench_concurrency import print_concurrency_table, run_concurrency_benchmark
 
     try:
         concurrencies = [int(part) for part in concurrency_text.split(",")]

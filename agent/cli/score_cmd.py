@@ -11,11 +11,11 @@ from typing import Annotated, Any
 
 import typer
 
-from agent.cli.app import score_app
-from agent.errors import UserError
-from agent.input_files import MAX_TASK_FILE_BYTES, read_text_input, unreadable_value
-from agent.scoring.latex_preprocess import MODES
-from agent.scoring.worker_pool import WorkerStartupError
+from proctor.agent.cli.app import score_app
+from proctor.agent.errors import UserError
+from proctor.agent.input_files import MAX_TASK_FILE_BYTES, read_text_input, unreadable_value
+from proctor.agent.scoring.latex_preprocess import MODES
+from proctor.agent.scoring.worker_pool import WorkerStartupError
 
 _PAIRS_HELP = (
     'JSONL file, one {"reference": ..., "answer": ...} per line (an "id" is copied through). '
@@ -41,7 +41,7 @@ def score_eed(
     ] = None,
 ) -> None:
     """Score an answer against a reference with EED (0-100; 100 = equivalent)."""
-    from agent.scoring.eed import eed_score
+    from proctor.agent.scoring.eed import eed_score
 
     if mode not in MODES:
         raise UserError(f"--mode must be one of {', '.join(MODES)}, not {mode!r}")
@@ -104,8 +104,8 @@ def _read_pairs(path: Path) -> Iterator[tuple[int, dict[str, Any] | str]]:
 
 
 def _score_pairs_file(path: Path, mode: str, timeout: float | None) -> None:
-    from agent.scoring.eed import eed_score
-    from agent.scoring.worker_pool import default_pool
+    from proctor.agent.scoring.eed import eed_score
+    from proctor.agent.scoring.worker_pool import default_pool
 
     rows = list(_read_pairs(path))
     bad_lines: list[int] = []

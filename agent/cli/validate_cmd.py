@@ -12,12 +12,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from agent.cli.app import app
-from agent.config import SandboxConfig
-from agent.errors import UserError
-from agent.tracks.frontiermath.tasks import load_frontiermath_tasks
-from agent.tracks.frontiermath.validation import ReferenceCheck, check_references
-from sandbox import SandboxError, open_sandbox
+from proctor.agent.cli.app import app
+from proctor.agent.config import SandboxConfig
+from proctor.agent.errors import UserError
+from proctor.agent.tracks.frontiermath.tasks import load_frontiermath_tasks
+from proctor.agent.tracks.frontiermath.validation import ReferenceCheck, check_references
+from proctor.sandbox import SandboxError, open_sandbox
 
 EXIT_REFERENCE_FAILED = 1
 

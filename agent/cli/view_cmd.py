@@ -7,13 +7,13 @@ from typing import Annotated
 
 import typer
 
-from agent.cli.app import app
-from agent.errors import UserError
-from agent.report.compare import compare_runs
-from agent.report.compare_view import print_comparison, render_comparison
-from agent.report.loader import load_run
-from agent.report.page import render_report
-from agent.report.serve import make_server
+from proctor.agent.cli.app import app
+from proctor.agent.errors import UserError
+from proctor.agent.report.compare import compare_runs
+from proctor.agent.report.compare_view import print_comparison, render_comparison
+from proctor.agent.report.loader import load_run
+from proctor.agent.report.page import render_report
+from proctor.agent.report.serve import make_server
 
 
 def _write(path: Path, text: str) -> Path:

@@ -15,11 +15,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.config import RunConfig
-from agent.errors import UserError
-from agent.records import ERROR_OUTCOMES, SampleRecord
-from agent.rescore.stored_run import validate_config
-from agent.store import RUN_HEADER, SUMMARY, read_json, records_from
+from proctor.agent.config import RunConfig
+from proctor.agent.errors import UserError
+from proctor.agent.records import ERROR_OUTCOMES, SampleRecord
+from proctor.agent.rescore.stored_run import validate_config
+from proctor.agent.store import RUN_HEADER, SUMMARY, read_json, records_from
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample
@@ -219,7 +219,7 @@ def eval_sample(record: SampleRecord, target: str) -> EvalSample:
 
 def task_targets(config: RunConfig) -> dict[str, str]:
     """Task id -> the reference each sample was graded against, when the tasks file still loads."""
-    from agent.tracks.registry import make_track
+    from proctor.agent.tracks.registry import make_track
 
     if not config.tasks.is_file():
         return {}
@@ -356,7 +356,7 @@ def export_inspect(run_dir: Path, output: Path | None) -> list[Path]:
         raise UserError(f"{run_dir}: the run has no finished samples to export")
     summary = read_json(run_dir / SUMMARY) if (run_dir / SUMMARY).is_file() else {}
     if not summary:
-        from agent.summary import summarize
+        from proctor.agent.summary import summarize
 
         summary = summarize(records, header=header)
     labels = sorted({r.model for r in records})

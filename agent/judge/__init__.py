@@ -1,10 +1,10 @@
 """Judging for the FrontierScience tracks: verbatim prompts, strict verdicts, retries, pre-check."""
 
-from agent.judge.caller import JudgeResult, ask_judge
-from agent.judge.grading import Grade, grade_olympiad, grade_research
-from agent.judge.precheck import PrecheckResult, normalize_answer, precheck
-from agent.judge.prompts import fill_template, load_template
-from agent.judge.verdict import (
+from proctor.agent.judge.caller import JudgeResult, ask_judge
+from proctor.agent.judge.grading import Grade, grade_olympiad, grade_research
+from proctor.agent.judge.precheck import PrecheckResult, normalize_answer, precheck
+from proctor.agent.judge.prompts import fill_template, load_template
+from proctor.agent.judge.verdict import (
     BinaryVerdict,
     PointsVerdict,
     VerdictParseError,

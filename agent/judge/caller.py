@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from agent.judge.verdict import VerdictParseError
-from agent.model.base import ModelClient, ModelError, Usage
+from proctor.agent.judge.verdict import VerdictParseError
+from proctor.agent.model.base import ModelClient, ModelError, Usage
 
 VerdictT = TypeVar("VerdictT")
 

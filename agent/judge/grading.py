@@ -9,14 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.capped_text import capped, text_sha256
-from agent.judge.caller import JudgeResult, ask_judge
-from agent.judge.precheck import PrecheckResult, precheck
-from agent.judge.prompts import fill_template
-from agent.judge.symbolic import symbolic_pair
-from agent.judge.verdict import BinaryVerdict, PointsVerdict, parse_binary_verdict, parse_points_verdict
-from agent.model.base import ModelClient
-from agent.records import JudgeRecord, Outcome
+from proctor.agent.capped_text import capped, text_sha256
+from proctor.agent.judge.caller import JudgeResult, ask_judge
+from proctor.agent.judge.precheck import PrecheckResult, precheck
+from proctor.agent.judge.prompts import fill_template
+from proctor.agent.judge.symbolic import symbolic_pair
+from proctor.agent.judge.verdict import (
+    BinaryVerdict,
+    PointsVerdict,
+    parse_binary_verdict,
+    parse_points_verdict,
+)
+from proctor.agent.model.base import ModelClient
+from proctor.agent.records import JudgeRecord, Outcome
 
 
 @dataclass(frozen=True)
@@ -97,7 +102,7 @@ async def _symbolic_precheck(reference: str, answer: str | None, timeout_s: floa
     pair = symbolic_pair(reference, answer)
     if pair is None:
         return None
-    from agent.scoring.eed import eed_score_async
+    from proctor.agent.scoring.eed import eed_score_async
 
     try:
         result = await eed_score_async(*pair, mode="fixed", timeout_s=timeout_s)

@@ -13,8 +13,8 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from agent.errors import UserError
-from agent.input_files import MAX_CONFIG_BYTES, read_text_input
+from proctor.agent.errors import UserError
+from proctor.agent.input_files import MAX_CONFIG_BYTES, read_text_input
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "configs" / "prompts"
 

@@ -10,8 +10,8 @@ from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 import openai
 
-from agent.config import ModelConfig
-from agent.errors import UserError
+from proctor.agent.config import ModelConfig
+from proctor.agent.errors import UserError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Provider prefixes in model names ("openai/gpt-5", "local/gemma3-270m"); the API sees the rest.

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from agent.config import ModelConfig
-from agent.model.base import ModelClient
-from agent.model.openai_client import OpenAIChatClient
-from agent.model.responses_client import OpenAIResponsesClient
-from agent.model.retry import RetryCallback, RetryPolicy
+from proctor.agent.config import ModelConfig
+from proctor.agent.model.base import ModelClient
+from proctor.agent.model.openai_client import OpenAIChatClient
+from proctor.agent.model.responses_client import OpenAIResponsesClient
+from proctor.agent.model.retry import RetryCallback, RetryPolicy
 
 
 def make_client(

@@ -8,7 +8,8 @@ long after the client gave up. This launcher registers the same handler under
 :data:`BOUNDED_FORMAT`, with every unbounded generation capped at the request's own
 ``max_tokens``, then starts the stock server:
 
-    python -m agent.model.llama_launcher --model M.gguf --chat_format proctor-chatml-function-calling ...
+    python -m proctor.agent.model.llama_launcher --model M.gguf
+        --chat_format proctor-chatml-function-calling ...
 """
 
 from __future__ import annotations

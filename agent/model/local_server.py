@@ -4,7 +4,7 @@
         client = make_client(ModelConfig(name="local/gemma3-270m"), base_url_override=base_url)
 
 The server is llama-cpp-python's ``llama_cpp.server``, started through
-:mod:`agent.model.llama_launcher` with a bounded variant of the ``chatml-function-calling``
+:mod:`proctor.agent.model.llama_launcher` with a bounded variant of the ``chatml-function-calling``
 chat format: the model gets tool calling, and no request can run until the context is full.
 It listens on 127.0.0.1 on a free port. On exit, error or Ctrl-C the process is terminated,
 then killed if it lingers; it also dies with its parent (Linux parent-death signal), so a
@@ -28,8 +28,8 @@ from types import TracebackType
 
 import httpx
 
-from agent.errors import UserError
-from agent.model.llama_launcher import BOUNDED_FORMAT
+from proctor.agent.errors import UserError
+from proctor.agent.model.llama_launcher import BOUNDED_FORMAT
 
 INSTALL_HINT = "pip install -e '.[local-model]'"
 # Modules llama_cpp.server needs beyond llama_cpp itself (the package's [server] extra).
@@ -122,7 +122,7 @@ class LocalLlamaServer:
 
     def command(self, model_path: Path, port: int) -> list[str]:
         return [
-            sys.executable, "-m", "agent.model.llama_launcher",
+            sys.executable, "-m", "proctor.agent.model.llama_launcher",
             "--model", str(model_path),
             "--model_alias", self.model,
             "--host", "127.0.0.1",

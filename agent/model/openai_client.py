@@ -7,11 +7,11 @@ from typing import Any, Literal
 
 from openai.types.chat import ChatCompletion
 
-from agent import tokens
-from agent.config import ModelConfig
-from agent.model.base import ChatResponse, Usage, record_message
-from agent.model.endpoint import api_model_name, is_local_model
-from agent.model.reply_shapes import (
+from proctor.agent import tokens
+from proctor.agent.config import ModelConfig
+from proctor.agent.model.base import ChatResponse, Usage, record_message
+from proctor.agent.model.endpoint import api_model_name, is_local_model
+from proctor.agent.model.reply_shapes import (
     RawCall,
     as_list,
     content_text,
@@ -21,8 +21,8 @@ from agent.model.reply_shapes import (
     normalize_calls,
     text_or_none,
 )
-from agent.model.retry import RetryCallback, RetryPolicy
-from agent.model.sdk_client import SdkClient
+from proctor.agent.model.retry import RetryCallback, RetryPolicy
+from proctor.agent.model.sdk_client import SdkClient
 
 # OpenAI wants max_completion_tokens (max_tokens is refused by reasoning models); llama.cpp's
 # server and some older compatible servers only know max_tokens.

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.model.reply_shapes import MAX_ID_CHARS, as_list, field_of, json_type
+from proctor.agent.model.reply_shapes import MAX_ID_CHARS, as_list, field_of, json_type
 
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 # The reasoning item's fields the Responses API accepts back as input; others are dropped.

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agent.model.base import ToolCall
+from proctor.agent.model.base import ToolCall
 
 # The name a call without a usable name carries in the conversation and its record.
 MISSING_NAME = "missing_name"

@@ -18,12 +18,12 @@ from typing import Any
 
 from openai.types.responses import Response
 
-from agent import tokens
-from agent.model.base import REPLAY_KEY, ChatResponse, ModelError
-from agent.model.endpoint import api_model_name
-from agent.model.openai_client import raw_dump, usage_from_counts
-from agent.model.reasoning_items import ENCRYPTED_REASONING, layout_of, replay_input
-from agent.model.reply_shapes import (
+from proctor.agent import tokens
+from proctor.agent.model.base import REPLAY_KEY, ChatResponse, ModelError
+from proctor.agent.model.endpoint import api_model_name
+from proctor.agent.model.openai_client import raw_dump, usage_from_counts
+from proctor.agent.model.reasoning_items import ENCRYPTED_REASONING, layout_of, replay_input
+from proctor.agent.model.reply_shapes import (
     RawCall,
     as_list,
     count_or_none,
@@ -32,7 +32,7 @@ from agent.model.reply_shapes import (
     normalize_calls,
     text_or_none,
 )
-from agent.model.sdk_client import SdkClient
+from proctor.agent.model.sdk_client import SdkClient
 
 # A 4xx naming the include or the reasoning items: the model or server does not take them.
 _REFUSES_REASONING = re.compile(

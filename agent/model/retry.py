@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import openai
 
-from agent.model.base import EndpointRefused, ModelError
+from proctor.agent.model.base import EndpointRefused, ModelError
 
 T = TypeVar("T")
 RetryCallback = Callable[[str], None]

@@ -6,11 +6,11 @@ import json
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from agent.config import ModelConfig
-from agent.encodable import Replacements, make_encodable
-from agent.model.base import ChatResponse, ModelError
-from agent.model.endpoint import Endpoint, without_secrets
-from agent.model.retry import RetryCallback, RetryPolicy, call_with_retries
+from proctor.agent.config import ModelConfig
+from proctor.agent.encodable import Replacements, make_encodable
+from proctor.agent.model.base import ChatResponse, ModelError
+from proctor.agent.model.endpoint import Endpoint, without_secrets
+from proctor.agent.model.retry import RetryCallback, RetryPolicy, call_with_retries
 
 
 class SdkClient(ABC):

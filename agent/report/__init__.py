@@ -4,7 +4,7 @@ Everything here reads only what a run directory holds (``samples.jsonl``, ``run.
 ``summary.json``) so a report can be rebuilt at any time, long after the run.
 """
 
-from agent.report.loader import RunData, load_run
-from agent.report.page import render_report
+from proctor.agent.report.loader import RunData, load_run
+from proctor.agent.report.page import render_report
 
 __all__ = ["RunData", "load_run", "render_report"]

@@ -12,11 +12,11 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from agent.errors import UserError
-from agent.records import SampleRecord
-from agent.report.aggregate import is_scored
-from agent.report.loader import RunData
-from agent.report.stats import Estimate, estimate_by_cluster, paired_difference
+from proctor.agent.errors import UserError
+from proctor.agent.records import SampleRecord
+from proctor.agent.report.aggregate import is_scored
+from proctor.agent.report.loader import RunData
+from proctor.agent.report.stats import Estimate, estimate_by_cluster, paired_difference
 
 
 @dataclass

@@ -8,9 +8,9 @@ from html import escape
 from rich.console import Console
 from rich.table import Table
 
-from agent.report.compare import Comparison, fmt_ci, fmt_pct, fmt_signed
-from agent.report.page import asset
-from agent.report.svg import LinearScale, nice_ticks, open_svg, text
+from proctor.agent.report.compare import Comparison, fmt_ci, fmt_pct, fmt_signed
+from proctor.agent.report.page import asset
+from proctor.agent.report.svg import LinearScale, nice_ticks, open_svg, text
 
 
 def _arm_rows(comparison: Comparison) -> list[list[str]]:

@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.errors import UserError
-from agent.input_files import MAX_CONFIG_BYTES, read_text_input, too_deep, unreadable_value
-from agent.records import SampleRecord
-from agent.summary import wall_seconds as summary_wall_seconds
+from proctor.agent.errors import UserError
+from proctor.agent.input_files import MAX_CONFIG_BYTES, read_text_input, too_deep, unreadable_value
+from proctor.agent.records import SampleRecord
+from proctor.agent.summary import wall_seconds as summary_wall_seconds
 
 SAMPLES_FILE = "samples.jsonl"
 HEADER_FILE = "run.json"

@@ -14,12 +14,12 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from agent.encodable import safe_text
-from agent.hardware import hardware_summary
-from agent.passk import TaskTrials, grid_by_model, shown_ks, task_grid
-from agent.records import ERROR_OUTCOMES, SampleRecord
-from agent.report import plots
-from agent.report.aggregate import (
+from proctor.agent.encodable import safe_text
+from proctor.agent.hardware import hardware_summary
+from proctor.agent.passk import TaskTrials, grid_by_model, shown_ks, task_grid
+from proctor.agent.records import ERROR_OUTCOMES, SampleRecord
+from proctor.agent.report import plots
+from proctor.agent.report.aggregate import (
     OUTCOME_ORDER,
     GroupRow,
     effort_rows,
@@ -27,8 +27,8 @@ from agent.report.aggregate import (
     overall_rows,
     subject_rows,
 )
-from agent.report.loader import RunData
-from agent.summary import Prices, summarize_group
+from proctor.agent.report.loader import RunData
+from proctor.agent.summary import Prices, summarize_group
 
 LOCAL_BACKEND_WARNING = (
     "This run used the local sandbox backend, which isolates less than Docker: programs ran in a "
@@ -55,7 +55,7 @@ def json_for_script(data: Any) -> str:
 
 
 def asset(name: str) -> str:
-    return resources.files("agent.report").joinpath("assets", name).read_text(encoding="utf-8")
+    return resources.files("proctor.agent.report").joinpath("assets", name).read_text(encoding="utf-8")
 
 
 def render_report(run: RunData) -> str:

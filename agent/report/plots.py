@@ -9,9 +9,17 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from agent.records import SampleRecord
-from agent.report.aggregate import OUTCOME_ORDER, GroupRow
-from agent.report.svg import LinearScale, attr, format_seconds, format_tokens, nice_ticks, open_svg, text
+from proctor.agent.records import SampleRecord
+from proctor.agent.report.aggregate import OUTCOME_ORDER, GroupRow
+from proctor.agent.report.svg import (
+    LinearScale,
+    attr,
+    format_seconds,
+    format_tokens,
+    nice_ticks,
+    open_svg,
+    text,
+)
 
 WIDTH = 560
 HEIGHT = 300

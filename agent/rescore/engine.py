@@ -20,21 +20,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.config import RunConfig
-from agent.errors import UserError
-from agent.model.base import ModelClient
-from agent.progress import RunProgress
-from agent.records import RERUN_ON_RESUME, Outcome, RescoreNote, SampleRecord
-from agent.rescore.regrade import NotRescored, RegradeContext, Regrader, regrader_for
-from agent.rescore.settings import describe_changes, judge_endpoint
-from agent.rescore.stored_run import StoredRun, StoredSample
-from agent.run_config_loader import check_run_dir, parse_size
-from agent.run_guard import RunGuard
-from agent.runner import describe_exception, environment_info, model_labels, open_clients, utc_now
-from agent.store import RunStore, SampleKey, SampleWriter, file_sha256, sample_key
-from agent.summary import prices_from_config, summarize
-from agent.tracks.registry import make_track
-from sandbox import Limits, Sandbox, execution_caller, open_sandbox
+from proctor.agent.config import RunConfig
+from proctor.agent.errors import UserError
+from proctor.agent.model.base import ModelClient
+from proctor.agent.progress import RunProgress
+from proctor.agent.records import RERUN_ON_RESUME, Outcome, RescoreNote, SampleRecord
+from proctor.agent.rescore.regrade import NotRescored, RegradeContext, Regrader, regrader_for
+from proctor.agent.rescore.settings import describe_changes, judge_endpoint
+from proctor.agent.rescore.stored_run import StoredRun, StoredSample
+from proctor.agent.run_config_loader import check_run_dir, parse_size
+from proctor.agent.run_guard import RunGuard
+from proctor.agent.runner import describe_exception, environment_info, model_labels, open_clients, utc_now
+from proctor.agent.store import RunStore, SampleKey, SampleWriter, file_sha256, sample_key
+from proctor.agent.summary import prices_from_config, summarize
+from proctor.agent.tracks.registry import make_track
+from proctor.sandbox import Limits, Sandbox, execution_caller, open_sandbox
 
 
 @dataclass(frozen=True)

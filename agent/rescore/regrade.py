@@ -12,19 +12,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.config import SandboxConfig
-from agent.errors import UserError
-from agent.model.base import ModelClient
-from agent.records import Outcome, SampleRecord, SubmissionRecord
-from agent.tracks.base import RunEvents, Track
-from agent.tracks.frontiermath.submission import SubmissionRunner
-from agent.tracks.frontiermath.track import FrontierMathTrack
-from agent.tracks.frontiermath.track import reference_of as frontiermath_reference
-from agent.tracks.olympiad import OlympiadTrack
-from agent.tracks.phybench import PhybenchTrack
-from agent.tracks.research import ResearchTrack
-from agent.tracks.science_common import Verdict, reference_of
-from sandbox import Sandbox
+from proctor.agent.config import SandboxConfig
+from proctor.agent.errors import UserError
+from proctor.agent.model.base import ModelClient
+from proctor.agent.records import Outcome, SampleRecord, SubmissionRecord
+from proctor.agent.tracks.base import RunEvents, Track
+from proctor.agent.tracks.frontiermath.submission import SubmissionRunner
+from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
+from proctor.agent.tracks.frontiermath.track import reference_of as frontiermath_reference
+from proctor.agent.tracks.olympiad import OlympiadTrack
+from proctor.agent.tracks.phybench import PhybenchTrack
+from proctor.agent.tracks.research import ResearchTrack
+from proctor.agent.tracks.science_common import Verdict, reference_of
+from proctor.sandbox import Sandbox
 
 
 @dataclass(frozen=True)

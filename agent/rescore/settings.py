@@ -19,12 +19,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.config import ModelConfig, RunConfig
-from agent.errors import UserError
-from agent.input_files import check_data
-from agent.model.endpoint import DEFAULT_BASE_URL
-from agent.rescore.stored_run import StoredRun
-from agent.run_config_loader import format_validation_error, parse_size, read_config_file
+from proctor.agent.config import ModelConfig, RunConfig
+from proctor.agent.errors import UserError
+from proctor.agent.input_files import check_data
+from proctor.agent.model.endpoint import DEFAULT_BASE_URL
+from proctor.agent.rescore.stored_run import StoredRun
+from proctor.agent.run_config_loader import format_validation_error, parse_size, read_config_file
 
 # The fields a --config file may change; the rest of such a file describes answering, not grading.
 GRADING_FIELDS = ("judge", "tasks", "track_options", "sandbox", "max_concurrency")
@@ -166,7 +166,7 @@ def describe_changes(stored: StoredRun, config: RunConfig, tasks_sha256: str) ->
         )
     versions = stored.header.get("versions")
     old_version = versions.get("proctor") if isinstance(versions, dict) else None
-    from agent.runner import environment_info
+    from proctor.agent.runner import environment_info
 
     new_version = environment_info()["versions"]["proctor"]
     if old_version != new_version:

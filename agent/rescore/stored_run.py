@@ -13,10 +13,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.config import RunConfig
-from agent.errors import UserError
-from agent.records import RERUN_ON_RESUME, SampleRecord
-from agent.store import RUN_HEADER, SAMPLES, SampleKey, read_json, sample_key
+from proctor.agent.config import RunConfig
+from proctor.agent.errors import UserError
+from proctor.agent.records import RERUN_ON_RESUME, SampleRecord
+from proctor.agent.store import RUN_HEADER, SAMPLES, SampleKey, read_json, sample_key
 
 RESCORABLE_TRACKS = ("frontiermath", "olympiad", "research", "phybench")
 MAX_RUN_ID_CHARS = 200

@@ -1,1 +1,1 @@
-"""Deterministic scorers (PHYBench EED). Import from agent.scoring.eed."""
+"""Deterministic scorers (PHYBench EED). Import from proctor.agent.scoring.eed."""

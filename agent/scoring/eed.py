@@ -11,7 +11,7 @@ Order of decisions, as published (docs/eed.md has the full account):
 3. Equivalence (simplify, structural equality, zero difference, ``equals``) -> 100.
 4. Otherwise trees + extended Zhang–Shasha distance d; score = max(0, 60 - 100 d / |reference|).
 
-Steps 2-4 run in a persistent worker process (agent.scoring.worker_pool) under a hard,
+Steps 2-4 run in a persistent worker process (proctor.agent.scoring.worker_pool) under a hard,
 killable wall-clock budget; when it runs out the status is ``timeout``.
 """
 
@@ -23,10 +23,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from agent.scoring.eed_pipeline import LIMITED_STEPS
-from agent.scoring.hedges import MAX_READINGS, scoring_pairs
-from agent.scoring.latex_preprocess import MODES, Mode
-from agent.scoring.worker_pool import EEDWorkerPool, StepLimits, default_pool
+from proctor.agent.scoring.eed_pipeline import LIMITED_STEPS
+from proctor.agent.scoring.hedges import MAX_READINGS, scoring_pairs
+from proctor.agent.scoring.latex_preprocess import MODES, Mode
+from proctor.agent.scoring.worker_pool import EEDWorkerPool, StepLimits, default_pool
 
 PUBLISHED_SIMPLIFY_LIMIT_S = 30.0
 PUBLISHED_EQUALS_LIMIT_S = 10.0

@@ -14,8 +14,8 @@ from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from agent.scoring.eed import EEDResult, eed_score
-from agent.scoring.worker_pool import EEDWorker, EEDWorkerPool, StepLimits, _score_with
+from proctor.agent.scoring.eed import EEDResult, eed_score
+from proctor.agent.scoring.worker_pool import EEDWorker, EEDWorkerPool, StepLimits, _score_with
 
 
 @dataclass(frozen=True)

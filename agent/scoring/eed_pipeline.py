@@ -1,6 +1,6 @@
 """The sympy side of EED: convert, simplify, test equivalence, build trees, measure distance.
 
-Runs inside the worker process (agent.scoring.eed_worker), never in the caller, because sympy
+Runs inside the worker process (proctor.agent.scoring.eed_worker), never in the caller, because sympy
 steps can run for ever and only killing a process stops them. Before each step the pipeline calls
 ``on_step(name)`` so the parent knows which step is running and can apply that step's own time
 limit (the published scorer limits simplify to 30 s and equals to 10 s and then carries on with
@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from agent.scoring.expr_tree import TreeNode, UnsupportedExpression, sympy_to_tree
-from agent.scoring.latex_preprocess import Mode, preprocess
-from agent.scoring.tree_edit import DISCOUNT_SLOPE, tree_edit_distance
+from proctor.agent.scoring.expr_tree import TreeNode, UnsupportedExpression, sympy_to_tree
+from proctor.agent.scoring.latex_preprocess import Mode, preprocess
+from proctor.agent.scoring.tree_edit import DISCOUNT_SLOPE, tree_edit_distance
 
 # Steps the published scorer guards with its own time limit, and the fallback it then uses.
 LIMITED_STEPS = ("simplify_reference", "simplify_answer", "simplify_difference", "equals")

@@ -5,7 +5,7 @@ Protocol: newline-delimited JSON both ways. The parent sends
 ``{"kind": "step", "id", "step"}`` before every sympy step and one
 ``{"kind": "result", "id", "result"}`` at the end. ``{"kind": "ready"}`` is sent once after the
 imports are warm. The parent enforces time limits by killing this process, so nothing here
-tries to time itself out. Run as ``python -m agent.scoring.eed_worker``.
+tries to time itself out. Run as ``python -m proctor.agent.scoring.eed_worker``.
 """
 
 from __future__ import annotations
@@ -52,13 +52,13 @@ def _send(stream: IO[bytes], message: dict[str, Any]) -> None:
 
 def _warm_up() -> None:
     """Import and exercise the converter and simplify once, so the first real pair is not slow."""
-    from agent.scoring.eed_pipeline import run_pipeline
+    from proctor.agent.scoring.eed_pipeline import run_pipeline
 
     run_pipeline("x+1", "x+2", "strict")
 
 
 def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
-    from agent.scoring.eed_pipeline import run_pipeline
+    from proctor.agent.scoring.eed_pipeline import run_pipeline
 
     _send(replies, {"kind": "ready", "pid": os.getpid()})
     for line in requests:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agent.scoring.expr_tree import TreeNode
+from proctor.agent.scoring.expr_tree import TreeNode
 
 DISCOUNT_SLOPE = 0.6
 DISCOUNT_THRESHOLD = 5  # the published "bar_size": subtrees up to this size pay full price

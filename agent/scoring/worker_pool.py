@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from agent.scoring.eed_pipeline import LIMITED_STEPS, step_category
-from agent.scoring.eed_worker import MEMORY_LIMIT_ENV
+from proctor.agent.scoring.eed_pipeline import LIMITED_STEPS, step_category
+from proctor.agent.scoring.eed_worker import MEMORY_LIMIT_ENV
 
 WORKERS_ENV = "PROCTOR_EED_WORKERS"
 DEFAULT_MEMORY_MB = 4096
@@ -98,7 +98,7 @@ class EEDWorker:
         # explains a worker that fails to start.
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the process)
         return subprocess.Popen(
-            [sys.executable, "-m", "agent.scoring.eed_worker"],
+            [sys.executable, "-m", "proctor.agent.scoring.eed_worker"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -179,7 +179,7 @@ class EEDWorker:
         tail = self._stderr_tail().splitlines()
         reason = tail[-1] if tail else "no error output"
         raise WorkerStartupError(
-            f"the EED worker ({sys.executable} -m agent.scoring.eed_worker) did not start: {reason}"
+            f"the EED worker ({sys.executable} -m proctor.agent.scoring.eed_worker) did not start: {reason}"
         )
 
     def run(

@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from agent.config import RunConfig
-from agent.model.base import ModelClient
-from agent.records import SampleRecord
-from sandbox import Sandbox
+from proctor.agent.config import RunConfig
+from proctor.agent.model.base import ModelClient
+from proctor.agent.records import SampleRecord
+from proctor.sandbox import Sandbox
 
 
 class RunEvents(Protocol):
@@ -85,7 +85,7 @@ class Track(ABC):
 
     @abstractmethod
     def load_tasks(self, path: Path) -> list[Any]:
-        """Load and validate tasks; raise agent.tasks.TaskFileError naming file, line and field."""
+        """Load and validate tasks; raise proctor.agent.tasks.TaskFileError naming file, line and field."""
 
     @abstractmethod
     async def run_sample(self, task: Any, trial: int, ctx: SampleContext) -> SampleRecord:

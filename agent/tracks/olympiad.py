@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agent.config import RunConfig
-from agent.judge.grading import grade_olympiad
-from agent.judge.prompts import ANSWER_PLACEHOLDERS, OLYMPIAD_PLACEHOLDERS, load_template
-from agent.model.base import ModelClient
-from agent.records import Outcome, SampleRecord
-from agent.tracks.base import SampleContext, Track
-from agent.tracks.science_common import (
+from proctor.agent.config import RunConfig
+from proctor.agent.judge.grading import grade_olympiad
+from proctor.agent.judge.prompts import ANSWER_PLACEHOLDERS, OLYMPIAD_PLACEHOLDERS, load_template
+from proctor.agent.model.base import ModelClient
+from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.tracks.base import SampleContext, Track
+from proctor.agent.tracks.science_common import (
     ModelFailed,
     SampleLog,
     Verdict,
@@ -26,8 +26,8 @@ from agent.tracks.science_common import (
     reference_of,
     render_answer_prompt,
 )
-from agent.tracks.science_options import OlympiadOptions, parse_options
-from agent.tracks.science_tasks import ScienceTask, load_science_tasks
+from proctor.agent.tracks.science_options import OlympiadOptions, parse_options
+from proctor.agent.tracks.science_tasks import ScienceTask, load_science_tasks
 
 
 class OlympiadTrack(Track):
@@ -62,7 +62,7 @@ class OlympiadTrack(Track):
 
     async def _answer(self, log: SampleLog, task: ScienceTask) -> str:
         if self.settings.python_tool:
-            from agent.tracks.science_tools import answer_with_python_tool
+            from proctor.agent.tracks.science_tools import answer_with_python_tool
 
             return await answer_with_python_tool(
                 log, self.answer_prompt(task, log.ctx), self.settings.max_tool_turns

@@ -11,19 +11,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agent.answer_shape import boxed_contents, distinct
-from agent.config import RunConfig
-from agent.judge.prompts import ANSWER_PLACEHOLDERS, load_template
-from agent.records import EEDRecord, Outcome, SampleRecord
-from agent.scoring.eed import (
+from proctor.agent.answer_shape import boxed_contents, distinct
+from proctor.agent.config import RunConfig
+from proctor.agent.judge.prompts import ANSWER_PLACEHOLDERS, load_template
+from proctor.agent.records import EEDRecord, Outcome, SampleRecord
+from proctor.agent.scoring.eed import (
     PUBLISHED_EQUALS_LIMIT_S,
     PUBLISHED_SIMPLIFY_LIMIT_S,
     eed_score_async,
     extract_boxed,
     published_pair_budget_s,
 )
-from agent.tracks.base import SampleContext, Track
-from agent.tracks.science_common import (
+from proctor.agent.tracks.base import SampleContext, Track
+from proctor.agent.tracks.science_common import (
     ModelFailed,
     SampleLog,
     Verdict,
@@ -31,8 +31,8 @@ from agent.tracks.science_common import (
     reference_of,
     render_answer_prompt,
 )
-from agent.tracks.science_options import PhybenchOptions, parse_options
-from agent.tracks.science_tasks import ScienceTask, load_science_tasks
+from proctor.agent.tracks.science_options import PhybenchOptions, parse_options
+from proctor.agent.tracks.science_tasks import ScienceTask, load_science_tasks
 
 TIMEOUT_STATUS = "timeout"
 # Statuses of a pair the scorer handled normally; any other status is recorded as the error.

@@ -5,14 +5,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from agent.errors import UserError
-from agent.tracks.base import Track
+from proctor.agent.errors import UserError
+from proctor.agent.tracks.base import Track
 
 _TRACKS: dict[str, str] = {
-    "frontiermath": "agent.tracks.frontiermath.track:FrontierMathTrack",
-    "olympiad": "agent.tracks.olympiad:OlympiadTrack",
-    "research": "agent.tracks.research:ResearchTrack",
-    "phybench": "agent.tracks.phybench:PhybenchTrack",
+    "frontiermath": "proctor.agent.tracks.frontiermath.track:FrontierMathTrack",
+    "olympiad": "proctor.agent.tracks.olympiad:OlympiadTrack",
+    "research": "proctor.agent.tracks.research:ResearchTrack",
+    "phybench": "proctor.agent.tracks.phybench:PhybenchTrack",
 }
 
 

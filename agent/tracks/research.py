@@ -9,13 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agent.config import RunConfig
-from agent.judge.grading import grade_research
-from agent.judge.prompts import ANSWER_PLACEHOLDERS, RESEARCH_PLACEHOLDERS, load_template
-from agent.model.base import ModelClient
-from agent.records import Outcome, SampleRecord
-from agent.tracks.base import SampleContext, Track
-from agent.tracks.science_common import (
+from proctor.agent.config import RunConfig
+from proctor.agent.judge.grading import grade_research
+from proctor.agent.judge.prompts import ANSWER_PLACEHOLDERS, RESEARCH_PLACEHOLDERS, load_template
+from proctor.agent.model.base import ModelClient
+from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.tracks.base import SampleContext, Track
+from proctor.agent.tracks.science_common import (
     ModelFailed,
     SampleLog,
     Verdict,
@@ -24,8 +24,8 @@ from agent.tracks.science_common import (
     reference_of,
     render_answer_prompt,
 )
-from agent.tracks.science_options import ResearchOptions, parse_options
-from agent.tracks.science_tasks import ScienceTask, load_science_tasks
+from proctor.agent.tracks.science_options import ResearchOptions, parse_options
+from proctor.agent.tracks.science_tasks import ScienceTask, load_science_tasks
 
 
 class ResearchTrack(Track):

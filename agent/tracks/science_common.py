@@ -16,11 +16,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from agent.capped_text import capped
-from agent.config import PAPER_ANSWER_EFFORT, PAPER_JUDGE, PAPER_JUDGE_EFFORT, PAPER_TRIALS, RunConfig
-from agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
-from agent.model.base import ChatResponse, ModelError, Usage, record_message, reply_notes
-from agent.records import (
+from proctor.agent.capped_text import capped
+from proctor.agent.config import PAPER_ANSWER_EFFORT, PAPER_JUDGE, PAPER_JUDGE_EFFORT, PAPER_TRIALS, RunConfig
+from proctor.agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
+from proctor.agent.model.base import ChatResponse, ModelError, Usage, record_message, reply_notes
+from proctor.agent.records import (
     EEDRecord,
     JudgeRecord,
     Outcome,
@@ -29,7 +29,7 @@ from agent.records import (
     ToolCallRecord,
     TurnUsage,
 )
-from agent.tracks.base import SampleContext
+from proctor.agent.tracks.base import SampleContext
 
 # No two adjacent parts may match the same text, or the regex backtracks: with ``\s*\**\s*`` a
 # reply of 2,000 newlines took 34 s and one of a million spaces did not finish. Blanks only, never
@@ -76,8 +76,8 @@ def final_answer_of(response: str | None) -> str | None:
     """
     if not response:
         return None
-    from agent.answer_shape import boxed_contents, distinct
-    from agent.judge.precheck import normalize_answer
+    from proctor.agent.answer_shape import boxed_contents, distinct
+    from proctor.agent.judge.precheck import normalize_answer
 
     markers = list(FINAL_ANSWER_MARKER.finditer(response))
     if len({marker.group(1).strip().strip("*").strip() for marker in markers}) > 1:

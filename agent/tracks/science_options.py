@@ -6,7 +6,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agent.errors import UserError
+from proctor.agent.errors import UserError
 
 
 class _Options(BaseModel):
@@ -49,7 +49,7 @@ class PhybenchOptions(BaseModel):
     eed_mode: Literal["strict", "fixed"] = "strict"
     # Hard wall-clock budget per scored pair. None: long enough for the published step limits
     # (simplify 30 s, equals 10 s) to fire, as the published scorer lets them
-    # (agent.scoring.eed.published_pair_budget_s); a number is a tighter, opt-in budget.
+    # (proctor.agent.scoring.eed.published_pair_budget_s); a number is a tighter, opt-in budget.
     eed_timeout_s: float | None = Field(default=None, gt=0)
 
 

@@ -13,17 +13,17 @@ import asyncio
 import time
 from typing import Any
 
-from agent.model.base import ModelError, ToolCall
-from agent.records import ToolCallRecord
-from agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
-from agent.tracks.frontiermath.tools import (
+from proctor.agent.model.base import ModelError, ToolCall
+from proctor.agent.records import ToolCallRecord
+from proctor.agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
+from proctor.agent.tracks.frontiermath.tools import (
     PYTHON_TOOL,
     format_python_result,
     parse_tool_call,
     tool_schemas,
 )
-from agent.tracks.science_common import ModelFailed, SampleLog
-from sandbox import SandboxError
+from proctor.agent.tracks.science_common import ModelFailed, SampleLog
+from proctor.sandbox import SandboxError
 
 
 def python_tool_schema(timeout_s: float) -> dict[str, Any]:

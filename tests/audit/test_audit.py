@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from agent.audit.battery import ALL_CHECKS, select_checks
-from agent.audit.model import escape_text
-from agent.report.page import _audit_text
+from proctor.agent.audit.battery import ALL_CHECKS, select_checks
+from proctor.agent.audit.model import escape_text
+from proctor.agent.report.page import _audit_text
 from tests.sandbox.conftest import RUNSC_INSTALLED
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,7 +32,9 @@ def proctor(
     *args: str, script: str | None = None, env: dict[str, str] | None = None, timeout: float = 170
 ) -> subprocess.CompletedProcess[str]:
     command = (
-        [sys.executable, script] if script else [sys.executable, "-c", "from agent.cli import main; main()"]
+        [sys.executable, script]
+        if script
+        else [sys.executable, "-c", "from proctor.agent.cli import main; main()"]
     )
     return subprocess.run(
         [*command, *args],

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import SandboxConfig
-from agent.errors import UserError
-from agent.report.loader import load_run
-from agent.report.page import render_report
-from agent.runner import execute_run
-from sandbox import Limits, Sandbox
+from proctor.agent.config import SandboxConfig
+from proctor.agent.errors import UserError
+from proctor.agent.report.loader import load_run
+from proctor.agent.report.page import render_report
+from proctor.agent.runner import execute_run
+from proctor.sandbox import Limits, Sandbox
 from tests.audit.weakened import open_weakened
 from tests.runner.conftest import make_config, quiet_progress
 from tests.runner.test_frontiermath_runs import submitting_model, write_fm_tasks

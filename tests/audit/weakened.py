@@ -12,9 +12,9 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any
 
-from sandbox import ExecResult, Limits
-from sandbox.containers import StartedContainer, remove_container
-from sandbox.docker_backend import DockerSandbox, connect_engine, open_docker_sandbox, resolve_image
+from proctor.sandbox import ExecResult, Limits
+from proctor.sandbox.containers import StartedContainer, remove_container
+from proctor.sandbox.docker_backend import DockerSandbox, connect_engine, open_docker_sandbox, resolve_image
 
 WEAKENINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # name: (host_config overrides, create_container overrides)

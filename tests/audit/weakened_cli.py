@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import os
 
-from agent.cli import audit_cmd, main
-from sandbox import Limits, Sandbox
+from proctor.agent.cli import audit_cmd, main
+from proctor.sandbox import Limits, Sandbox
 from tests.audit.weakened import open_weakened
 
 

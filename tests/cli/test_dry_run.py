@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from agent.cli import commands_registry  # noqa: F401  (registers every command)
-from agent.cli.app import app
+from proctor.agent.cli import commands_registry  # noqa: F401  (registers every command)
+from proctor.agent.cli.app import app
 from tests.support.scripted_server import Reply, ScriptedServer
 
 REPO = Path(__file__).resolve().parents[2]
 FM_TASKS = REPO / "configs" / "tasks" / "frontiermath-samples.jsonl"
 OLYMPIAD = REPO / "configs" / "examples" / "olympiad-judged.yaml"
-PROCTOR = [sys.executable, "-c", "from agent.cli import main; main()"]
+PROCTOR = [sys.executable, "-c", "from proctor.agent.cli import main; main()"]
 
 
 def proctor(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -135,15 +135,15 @@ def test_no_model_client_sandbox_or_local_server_is_made(
 
         return refuse
 
-    import agent.model.factory
-    import agent.model.local_server
-    import agent.runner
-    import agent.store
+    import proctor.agent.model.factory
+    import proctor.agent.model.local_server
+    import proctor.agent.runner
+    import proctor.agent.store
 
-    monkeypatch.setattr(agent.model.factory, "make_client", trap("make_client"))
-    monkeypatch.setattr(agent.runner, "open_sandbox", trap("open_sandbox"))
-    monkeypatch.setattr(agent.model.local_server, "local_model_server", trap("local_model_server"))
-    monkeypatch.setattr(agent.store.RunStore, "write_header", trap("write_header"))
+    monkeypatch.setattr(proctor.agent.model.factory, "make_client", trap("make_client"))
+    monkeypatch.setattr(proctor.agent.runner, "open_sandbox", trap("open_sandbox"))
+    monkeypatch.setattr(proctor.agent.model.local_server, "local_model_server", trap("local_model_server"))
+    monkeypatch.setattr(proctor.agent.store.RunStore, "write_header", trap("write_header"))
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(
         app,
@@ -156,7 +156,7 @@ def test_no_model_client_sandbox_or_local_server_is_made(
 
 
 def test_dry_run_with_resume_counts_what_is_done_without_touching_the_run(tmp_path: Path) -> None:
-    from agent.records import Outcome, SampleRecord
+    from proctor.agent.records import Outcome, SampleRecord
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -177,9 +177,9 @@ def test_dry_run_with_resume_counts_what_is_done_without_touching_the_run(tmp_pa
             ("comb-subset-sums-7", Outcome.MODEL_ERROR),
         )
     ]
-    from agent.preflight import endpoint_uses
-    from agent.run_config_loader import RunFlags, load_run_config
-    from agent.runner import _base_header, model_labels
+    from proctor.agent.preflight import endpoint_uses
+    from proctor.agent.run_config_loader import RunFlags, load_run_config
+    from proctor.agent.runner import _base_header, model_labels
 
     recorded = load_run_config(None, RunFlags(tasks=FM_TASKS, models=["openai/m"], out=run_dir))
     labels = model_labels(recorded.models)
@@ -227,7 +227,7 @@ def test_the_plan_never_lets_a_task_file_drive_the_terminal(
 
 
 def _main_error(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> str:
-    from agent.cli import main
+    from proctor.agent.cli import main
 
     monkeypatch.setattr("sys.argv", ["proctor", *argv])
     with pytest.raises(SystemExit) as exited:
@@ -241,9 +241,9 @@ def _main_error(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest
 def test_dry_run_refuses_what_the_run_would_refuse(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agent.preflight import endpoint_uses
-    from agent.run_config_loader import RunFlags, load_run_config
-    from agent.runner import _base_header, model_labels
+    from proctor.agent.preflight import endpoint_uses
+    from proctor.agent.run_config_loader import RunFlags, load_run_config
+    from proctor.agent.runner import _base_header, model_labels
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

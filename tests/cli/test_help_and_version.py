@@ -14,8 +14,8 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from agent.cli import commands_registry  # noqa: F401  (registers every command)
-from agent.cli.app import app
+from proctor.agent.cli import commands_registry  # noqa: F401  (registers every command)
+from proctor.agent.cli.app import app
 
 REPO = Path(__file__).resolve().parents[2]
 # What typer prints when left alone: <bool>, <str>, <list[str]>, <int range>, <Path>...
@@ -74,7 +74,7 @@ def test_run_help_shows_the_new_options_with_plain_placeholders() -> None:
 def test_version_comes_from_the_package_metadata() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
-        [sys.executable, "-c", "from agent.cli import main; main()", "--version"],
+        [sys.executable, "-c", "from proctor.agent.cli import main; main()", "--version"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 from openai.types.shared.reasoning_effort import ReasoningEffort
 
-from agent.errors import UserError
-from agent.model.efforts import REASONING_EFFORTS
-from agent.model_overrides import parse_model_settings
-from agent.run_config_loader import RunFlags, load_run_config
+from proctor.agent.errors import UserError
+from proctor.agent.model.efforts import REASONING_EFFORTS
+from proctor.agent.model_overrides import parse_model_settings
+from proctor.agent.run_config_loader import RunFlags, load_run_config
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "configs" / "tasks" / "frontiermath-samples.jsonl"
@@ -168,7 +168,7 @@ def test_reasoning_effort_takes_only_the_apis_values(tmp_path: Path) -> None:
 def test_quickstart_with_a_real_model_does_not_inherit_the_local_servers_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from agent.cli.run_cmd import quickstart_config
+    from proctor.agent.cli.run_cmd import quickstart_config
 
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     config = quickstart_config("openai/real", None, None)
@@ -192,7 +192,7 @@ def test_quickstart_with_a_real_model_does_not_inherit_the_local_servers_setting
 def test_bad_flags_exit_2_with_one_line(
     argv: list[str], needle: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agent.cli import main
+    from proctor.agent.cli import main
 
     base = ["proctor", "run", "--tasks", str(TASKS), "--model", "openai/m", "--dry-run"]
     monkeypatch.setattr("sys.argv", [*base, *argv])

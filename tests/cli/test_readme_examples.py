@@ -28,12 +28,12 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.records import ERROR_OUTCOMES
+from proctor.agent.records import ERROR_OUTCOMES
 from tests.support.scripted_server import Reply, ScriptedServer, Step, ToolCallSpec
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
-PROCTOR = [sys.executable, "-c", "from agent.cli import main; main()"]
+PROCTOR = [sys.executable, "-c", "from proctor.agent.cli import main; main()"]
 TINY = [
     "--trials",
     "1",

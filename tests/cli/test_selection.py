@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agent.config import RunConfig
-from agent.errors import UserError
-from agent.run_config_loader import RunFlags, load_run_config, split_task_ids
-from agent.selection import limit_slice, normalise_limit, select, value_matches
-from agent.tracks.frontiermath.track import FrontierMathTrack
-from agent.tracks.olympiad import OlympiadTrack
+from proctor.agent.config import RunConfig
+from proctor.agent.errors import UserError
+from proctor.agent.run_config_loader import RunFlags, load_run_config, split_task_ids
+from proctor.agent.selection import limit_slice, normalise_limit, select, value_matches
+from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
+from proctor.agent.tracks.olympiad import OlympiadTrack
 
 REPO = Path(__file__).resolve().parents[2]
 FM_TASKS = REPO / "configs" / "tasks" / "frontiermath-samples.jsonl"

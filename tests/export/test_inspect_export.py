@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from agent.errors import UserError
-from agent.export.inspect_log import chat_messages, export_inspect
+from proctor.agent.errors import UserError
+from proctor.agent.export.inspect_log import chat_messages, export_inspect
 from tests.rescore.conftest import StoredResearchRun, read_lines
 
 inspect_log = pytest.importorskip("inspect_ai.log", reason="pip install 'proctor[inspect]'")
@@ -99,7 +99,7 @@ def test_without_inspect_ai_the_command_says_how_to_get_it(tmp_path: Path) -> No
         [
             sys.executable,
             "-c",
-            f"{hide}; from agent.cli import main; main()",
+            f"{hide}; from proctor.agent.cli import main; main()",
             "export",
             str(run),
             "--format",

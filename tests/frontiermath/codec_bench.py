@@ -13,7 +13,7 @@ from typing import Any
 import numpy
 import sympy
 
-from agent.tracks.frontiermath.value_codec import decode_value, encode_value
+from proctor.agent.tracks.frontiermath.value_codec import decode_value, encode_value
 
 
 def bench(label: str, value: Any, repeat: int = 5) -> None:

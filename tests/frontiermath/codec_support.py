@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agent.tracks.frontiermath.value_codec import decode_value, encode_value
+from proctor.agent.tracks.frontiermath.value_codec import decode_value, encode_value
 
 numpy = pytest.importorskip("numpy")
 sympy = pytest.importorskip("sympy")

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from sandbox import Sandbox, open_sandbox
+from proctor.sandbox import Sandbox, open_sandbox
 
 BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent.config import BudgetConfig, ModelConfig, RunConfig, SandboxConfig
-from agent.model.base import ModelClient
-from agent.model.factory import make_client
-from agent.tracks.base import SampleContext
-from agent.tracks.frontiermath.tasks import FrontierMathTask
-from sandbox import Sandbox
+from proctor.agent.config import BudgetConfig, ModelConfig, RunConfig, SandboxConfig
+from proctor.agent.model.base import ModelClient
+from proctor.agent.model.factory import make_client
+from proctor.agent.tracks.base import SampleContext
+from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
+from proctor.sandbox import Sandbox
 
 
 class RecordingEvents:

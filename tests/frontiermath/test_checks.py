@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.tracks.frontiermath.checks import check_submission_code
+from proctor.agent.tracks.frontiermath.checks import check_submission_code
 
 
 def test_clean_submission_passes() -> None:

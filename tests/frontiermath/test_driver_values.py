@@ -11,7 +11,7 @@ import numpy
 import pytest
 import sympy
 
-from agent.tracks.frontiermath import sandbox_driver as driver
+from proctor.agent.tracks.frontiermath import sandbox_driver as driver
 
 
 @pytest.mark.parametrize(

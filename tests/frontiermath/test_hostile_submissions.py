@@ -13,11 +13,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agent.config import SandboxConfig
-from agent.records import Outcome
-from agent.tracks.frontiermath.submission import ANSWER_GRACE_S, SubmissionResult, SubmissionRunner
-from agent.tracks.frontiermath.tasks import FrontierMathTask
-from sandbox import Sandbox, open_sandbox
+from proctor.agent.config import SandboxConfig
+from proctor.agent.records import Outcome
+from proctor.agent.tracks.frontiermath.submission import ANSWER_GRACE_S, SubmissionResult, SubmissionRunner
+from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
+from proctor.sandbox import Sandbox, open_sandbox
 from tests.frontiermath.support import RecordingEvents
 
 pytestmark = pytest.mark.docker

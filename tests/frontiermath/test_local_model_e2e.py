@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ModelConfig
-from agent.model.factory import make_client
-from agent.records import Outcome
-from agent.tracks.frontiermath.track import FrontierMathTrack
-from sandbox import open_sandbox
+from proctor.agent.config import ModelConfig
+from proctor.agent.model.factory import make_client
+from proctor.agent.records import Outcome
+from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
+from proctor.sandbox import open_sandbox
 from tests.frontiermath.support import context, run_config
 
 SAMPLES = Path(__file__).resolve().parents[2] / "configs" / "tasks" / "frontiermath-samples.jsonl"
@@ -19,7 +19,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "configs" / "tasks" / "frontierm
 @pytest.mark.local_model
 @pytest.mark.timeout(900)
 async def test_real_local_model_runs_one_quickstart_task() -> None:
-    from agent.model.local_server import LocalLlamaServer
+    from proctor.agent.model.local_server import LocalLlamaServer
 
     track = FrontierMathTrack()
     task = next(t for t in track.load_tasks(SAMPLES) if t.quickstart)

@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
-from agent.config import RunConfig
-from agent.records import Outcome, SampleRecord
-from agent.tokens import estimate_prompt_tokens
-from agent.tracks.frontiermath.profiles import METHODOLOGY
-from agent.tracks.frontiermath.tasks import FrontierMathTask
-from agent.tracks.frontiermath.track import FrontierMathTrack
-from sandbox import Sandbox, open_sandbox
+from proctor.agent.config import RunConfig
+from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.tokens import estimate_prompt_tokens
+from proctor.agent.tracks.frontiermath.profiles import METHODOLOGY
+from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
+from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
+from proctor.sandbox import Sandbox, open_sandbox
 from tests.frontiermath.support import RecordingEvents, context, integer_task, run_config, scripted_client
 from tests.support.scripted_server import HttpError, Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
 

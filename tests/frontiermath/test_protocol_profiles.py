@@ -14,18 +14,18 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from agent.errors import UserError
-from agent.records import Outcome, SampleRecord
-from agent.store import resume_conflicts
-from agent.tracks.frontiermath.profiles import (
+from proctor.agent.errors import UserError
+from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.store import resume_conflicts
+from proctor.agent.tracks.frontiermath.profiles import (
     INSPECT_EXAMPLE,
     METHODOLOGY,
     PROFILES,
     get_profile,
 )
-from agent.tracks.frontiermath.tools import NOTHING_PRINTED, format_python_result
-from agent.tracks.frontiermath.track import FrontierMathTrack
-from sandbox import ExecResult, Sandbox, open_sandbox
+from proctor.agent.tracks.frontiermath.tools import NOTHING_PRINTED, format_python_result
+from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
+from proctor.sandbox import ExecResult, Sandbox, open_sandbox
 from tests.frontiermath.support import context, integer_task, run_config, scripted_client
 from tests.support.scripted_server import Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
 

@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from agent.config import ModelConfig
-from agent.model.base import REPLAY_KEY
-from agent.model.factory import make_client
-from agent.model.reasoning_items import ENCRYPTED_REASONING
-from agent.records import Outcome, SampleRecord
-from agent.tracks.frontiermath.track import FrontierMathTrack
-from sandbox import Sandbox, open_sandbox
+from proctor.agent.config import ModelConfig
+from proctor.agent.model.base import REPLAY_KEY
+from proctor.agent.model.factory import make_client
+from proctor.agent.model.reasoning_items import ENCRYPTED_REASONING
+from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
+from proctor.sandbox import Sandbox, open_sandbox
 from tests.frontiermath.support import RecordingEvents, context, integer_task, run_config
 from tests.support.scripted_server import RawReply, Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
 

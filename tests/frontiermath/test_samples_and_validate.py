@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.tracks.frontiermath.checks import check_submission_code
-from agent.tracks.frontiermath.tasks import load_frontiermath_tasks
+from proctor.agent.tracks.frontiermath.checks import check_submission_code
+from proctor.agent.tracks.frontiermath.tasks import load_frontiermath_tasks
 
 SAMPLES = Path(__file__).resolve().parents[2] / "configs" / "tasks" / "frontiermath-samples.jsonl"
 # Libraries the host lacks; the local backend runs the host's Python.
@@ -19,7 +19,7 @@ IMAGE_ONLY = ("galois", "pyadic")
 
 def proctor(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-c", "from agent.cli import main; main()", *args],
+        [sys.executable, "-c", "from proctor.agent.cli import main; main()", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

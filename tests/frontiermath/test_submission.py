@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from agent.config import SandboxConfig
-from agent.records import Outcome
-from agent.tracks.frontiermath.submission import SubmissionRunner
-from agent.tracks.frontiermath.tasks import FrontierMathTask
-from sandbox import ExecResult, Sandbox, SandboxError
+from proctor.agent.config import SandboxConfig
+from proctor.agent.records import Outcome
+from proctor.agent.tracks.frontiermath.submission import SubmissionRunner
+from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
+from proctor.sandbox import ExecResult, Sandbox, SandboxError
 from tests.frontiermath.support import RecordingEvents, integer_task
 
 CONFIG = SandboxConfig(answer_timeout_s=15, verify_timeout_s=30)
@@ -212,7 +212,7 @@ async def test_answer_and_verification_run_in_separate_fresh_sandboxes(any_sandb
 
 @pytest.mark.docker
 async def test_pinned_libraries_in_answers_under_docker() -> None:
-    from sandbox import open_sandbox
+    from proctor.sandbox import open_sandbox
 
     sandbox = await open_sandbox("docker", pool_size=1)
     try:

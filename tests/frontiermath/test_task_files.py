@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import UserError
-from agent.tasks import TaskFileError
-from agent.tracks.frontiermath.tasks import load_frontiermath_tasks
+from proctor.agent.errors import UserError
+from proctor.agent.tasks import TaskFileError
+from proctor.agent.tracks.frontiermath.tasks import load_frontiermath_tasks
 
 GOOD = {"id": "a", "question": "What is 1+1?", "answer_type": "Python int", "answer": "2"}
 

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import UserError
-from agent.model.base import ToolCall
-from agent.tracks.frontiermath.prompt import DEFAULT_TEMPLATE, load_template, render_prompt
-from agent.tracks.frontiermath.tools import (
+from proctor.agent.errors import UserError
+from proctor.agent.model.base import ToolCall
+from proctor.agent.tracks.frontiermath.prompt import DEFAULT_TEMPLATE, load_template, render_prompt
+from proctor.agent.tracks.frontiermath.tools import (
     NOTHING_PRINTED,
     format_python_result,
     parse_tool_call,
     tool_schemas,
 )
-from sandbox import ExecResult
+from proctor.sandbox import ExecResult
 from tests.frontiermath.support import integer_task, run_config
 
 
@@ -125,7 +125,7 @@ def test_template_can_be_overridden(tmp_path: Path) -> None:
 
 
 def test_output_ceiling_is_read_from_openai_style_refusals() -> None:
-    from agent.tracks.frontiermath.provider_limits import output_ceiling_from_error
+    from proctor.agent.tracks.frontiermath.provider_limits import output_ceiling_from_error
 
     message = (
         "https://api.example/v1 rejected the request (HTTP 400): max_tokens is too large: 200000. "

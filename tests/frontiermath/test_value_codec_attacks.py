@@ -28,8 +28,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.tracks.frontiermath import value_codec
-from agent.tracks.frontiermath.value_codec import (
+from proctor.agent.tracks.frontiermath import value_codec
+from proctor.agent.tracks.frontiermath.value_codec import (
     ValueCodecError,
     check_encoded,
     decode_value,

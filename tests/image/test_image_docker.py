@@ -11,8 +11,8 @@ from typing import Any
 import docker
 import pytest
 
-from sandbox import SandboxError
-from sandbox.image import ImageInfo, build_image, find_image, image_tag, pinned_versions
+from proctor.sandbox import SandboxError
+from proctor.sandbox.image import ImageInfo, build_image, find_image, image_tag, pinned_versions
 
 # The session fixture builds the image when it is missing (CI builds it before the tests):
 # from nothing that can take several minutes on 2 loaded cores.
@@ -160,7 +160,7 @@ def test_without_the_entrypoint_galois_has_no_writable_cache(
 
 def test_cli_prints_the_tag_and_image_id(built_image: ImageInfo) -> None:
     completed = subprocess.run(
-        [sys.executable, "-c", "from agent.cli import main; main()", "image", "build", "--json"],
+        [sys.executable, "-c", "from proctor.agent.cli import main; main()", "image", "build", "--json"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -200,7 +200,7 @@ def test_a_program_can_still_cache_its_own_kernels(
 def test_an_unavailable_base_falls_back_to_the_bootstrapped_one(
     docker_engine: docker.DockerClient, built_image: ImageInfo
 ) -> None:
-    from sandbox.image_base import BOOTSTRAP_BASE_IMAGE, ensure_base_image
+    from proctor.sandbox.image_base import BOOTSTRAP_BASE_IMAGE, ensure_base_image
 
     if built_image.base != BOOTSTRAP_BASE_IMAGE:
         pytest.skip("the session image was built on another base")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import image as image_module
-from sandbox.image import (
+from proctor.sandbox import image as image_module
+from proctor.sandbox.image import (
     DEFAULT_IMAGE_NAME,
     IMAGE_DIR,
     INPUT_FILES,
@@ -21,7 +21,7 @@ from sandbox.image import (
     pinned_versions,
     top_level_pins,
 )
-from sandbox.image_base import BOOTSTRAP_BASE_IMAGE, debian_mirror
+from proctor.sandbox.image_base import BOOTSTRAP_BASE_IMAGE, debian_mirror
 
 # The issue's list, written out here so that a drift in requirements.in or the lock fails.
 ISSUE_PINS = {
@@ -118,14 +118,14 @@ def test_debian_mirror_comes_from_the_deb822_sources(tmp_path: Path, monkeypatch
         "Types: deb\nURIs: http://mirror.invalid/debian-security\nSuites: bookworm-security\n\n"
         "Types: deb\n# a comment\nURIs: http://mirror.invalid/debian\nSuites: bookworm bookworm-updates\n"
     )
-    monkeypatch.setattr("sandbox.image_base.DEBIAN_SOURCES", sources)
+    monkeypatch.setattr("proctor.sandbox.image_base.DEBIAN_SOURCES", sources)
     assert debian_mirror() == "http://mirror.invalid/debian"
 
 
 def test_cli_without_an_engine_prints_one_line_and_exits_2(tmp_path: Path) -> None:
     env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
     completed = subprocess.run(
-        [sys.executable, "-c", "from agent.cli import main; main()", "image", "build"],
+        [sys.executable, "-c", "from proctor.agent.cli import main; main()", "image", "build"],
         capture_output=True,
         text=True,
         env=env,

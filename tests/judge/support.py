@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from agent.config import ModelConfig, RunConfig
-from agent.model.base import ChatResponse, ModelClient, ModelError, Usage
-from agent.tracks.base import NullEvents, SampleContext
+from proctor.agent.config import ModelConfig, RunConfig
+from proctor.agent.model.base import ChatResponse, ModelClient, ModelError, Usage
+from proctor.agent.tracks.base import NullEvents, SampleContext
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # The paper's appendix B as quoted by the seed document, shipped with the tests: a fresh clone

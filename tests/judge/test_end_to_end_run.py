@@ -35,7 +35,14 @@ def run_proctor(config: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     done = subprocess.run(
         # The scripts answer the tracks' prompts only; the preflight has its own tests
         # (tests/runner/test_failure_policy.py).
-        [sys.executable, "-c", "from agent.cli import main; main()", "run", str(config), "--no-preflight"],
+        [
+            sys.executable,
+            "-c",
+            "from proctor.agent.cli import main; main()",
+            "run",
+            str(config),
+            "--no-preflight",
+        ],
         capture_output=True,
         text=True,
         timeout=120,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from agent.config import ModelConfig
-from agent.model.factory import make_client
-from agent.model.retry import RetryPolicy
-from agent.records import Outcome
-from agent.tracks.olympiad import OlympiadTrack
-from agent.tracks.science_tasks import ScienceTask
-from sandbox import open_sandbox
+from proctor.agent.config import ModelConfig
+from proctor.agent.model.factory import make_client
+from proctor.agent.model.retry import RetryPolicy
+from proctor.agent.records import Outcome
+from proctor.agent.tracks.olympiad import OlympiadTrack
+from proctor.agent.tracks.science_tasks import ScienceTask
+from proctor.sandbox import open_sandbox
 from tests.judge.support import ListClient, make_ctx
 from tests.support.scripted_server import Reply, ScriptedServer, ToolCallSpec
 

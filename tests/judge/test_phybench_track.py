@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ModelConfig
-from agent.model.factory import make_client
-from agent.model.retry import RetryPolicy
-from agent.records import Outcome, SampleRecord
-from agent.scoring.eed import eed_score_async
-from agent.tracks.phybench import PhybenchTrack
-from agent.tracks.registry import make_track
-from agent.tracks.science_tasks import ScienceTask
+from proctor.agent.config import ModelConfig
+from proctor.agent.model.factory import make_client
+from proctor.agent.model.retry import RetryPolicy
+from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.scoring.eed import eed_score_async
+from proctor.agent.tracks.phybench import PhybenchTrack
+from proctor.agent.tracks.registry import make_track
+from proctor.agent.tracks.science_tasks import ScienceTask
 from tests.judge.support import REPO_ROOT, ListClient, make_ctx
 from tests.support.scripted_server import HttpError, Reply, ReportedUsage, ScriptedServer, Step
 

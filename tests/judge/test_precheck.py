@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.judge.precheck import normalize_answer, precheck
-from agent.tracks.olympiad import OlympiadTrack
+from proctor.agent.judge.precheck import normalize_answer, precheck
+from proctor.agent.tracks.olympiad import OlympiadTrack
 
 
 @pytest.mark.parametrize(

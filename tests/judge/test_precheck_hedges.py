@@ -13,13 +13,13 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from agent.answer_shape import boxed_contents, is_bare_name
-from agent.judge.grading import grade_olympiad
-from agent.judge.precheck import normalize_answer, parse_number, precheck, split_assignment
-from agent.judge.prompts import OLYMPIAD_PLACEHOLDERS, load_template
-from agent.judge.symbolic import is_plain_algebra, symbolic_pair
-from agent.records import Outcome
-from agent.tracks.science_common import final_answer_of
+from proctor.agent.answer_shape import boxed_contents, is_bare_name
+from proctor.agent.judge.grading import grade_olympiad
+from proctor.agent.judge.precheck import normalize_answer, parse_number, precheck, split_assignment
+from proctor.agent.judge.prompts import OLYMPIAD_PLACEHOLDERS, load_template
+from proctor.agent.judge.symbolic import is_plain_algebra, symbolic_pair
+from proctor.agent.records import Outcome
+from proctor.agent.tracks.science_common import final_answer_of
 from tests.judge.support import ListClient
 
 TEMPLATE = load_template("olympiad_judge.txt", OLYMPIAD_PLACEHOLDERS)
@@ -247,7 +247,7 @@ async def test_an_undefined_expression_is_not_symbolically_correct(final_answer:
 
 
 async def test_a_broken_precheck_defers_to_the_judge(monkeypatch: pytest.MonkeyPatch) -> None:
-    import agent.judge.grading as grading
+    import proctor.agent.judge.grading as grading
 
     def broken(reference: str, answer: str | None) -> None:
         raise ArithmeticError("boom")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import UserError
-from agent.judge.prompts import (
+from proctor.agent.errors import UserError
+from proctor.agent.judge.prompts import (
     OLYMPIAD_PLACEHOLDERS,
     PROMPTS_DIR,
     RESEARCH_PLACEHOLDERS,

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import UserError
-from agent.tracks.olympiad import OlympiadTrack
-from agent.tracks.research import ResearchTrack
-from agent.tracks.science_tasks import load_science_tasks
+from proctor.agent.errors import UserError
+from proctor.agent.tracks.olympiad import OlympiadTrack
+from proctor.agent.tracks.research import ResearchTrack
+from proctor.agent.tracks.science_tasks import load_science_tasks
 from tests.judge.support import GOLD_DIR
 
 

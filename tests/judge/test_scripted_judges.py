@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from agent.config import ModelConfig
-from agent.model.factory import make_client
-from agent.model.retry import RetryPolicy
-from agent.records import Outcome, SampleRecord
-from agent.tracks.olympiad import OlympiadTrack
-from agent.tracks.research import ResearchTrack
-from agent.tracks.science_tasks import ScienceTask
+from proctor.agent.config import ModelConfig
+from proctor.agent.model.factory import make_client
+from proctor.agent.model.retry import RetryPolicy
+from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.tracks.olympiad import OlympiadTrack
+from proctor.agent.tracks.research import ResearchTrack
+from proctor.agent.tracks.science_tasks import ScienceTask
 from tests.judge.support import make_ctx
 from tests.support.scripted_server import HttpError, Reply, ReportedUsage, ScriptedServer, Step
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agent.judge.grading import grade_olympiad
-from agent.judge.prompts import OLYMPIAD_PLACEHOLDERS, load_template
-from agent.judge.symbolic import is_plain_algebra, symbolic_pair
-from agent.records import Outcome
+from proctor.agent.judge.grading import grade_olympiad
+from proctor.agent.judge.prompts import OLYMPIAD_PLACEHOLDERS, load_template
+from proctor.agent.judge.symbolic import is_plain_algebra, symbolic_pair
+from proctor.agent.records import Outcome
 from tests.judge.support import ListClient
 
 TEMPLATE = load_template("olympiad_judge.txt", OLYMPIAD_PLACEHOLDERS)
@@ -83,7 +83,7 @@ async def test_symbolic_can_be_switched_off() -> None:
 
 
 async def test_a_broken_symbolic_check_defers_to_the_judge(monkeypatch: pytest.MonkeyPatch) -> None:
-    import agent.scoring.eed as eed
+    import proctor.agent.scoring.eed as eed
 
     async def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("worker pool gone")

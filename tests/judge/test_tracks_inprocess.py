@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import UserError
-from agent.model.base import ChatResponse, ModelError, Usage
-from agent.records import Outcome
-from agent.tracks.olympiad import OlympiadTrack
-from agent.tracks.registry import make_track
-from agent.tracks.research import ResearchTrack
-from agent.tracks.science_tasks import ScienceTask
+from proctor.agent.errors import UserError
+from proctor.agent.model.base import ChatResponse, ModelError, Usage
+from proctor.agent.records import Outcome
+from proctor.agent.tracks.olympiad import OlympiadTrack
+from proctor.agent.tracks.registry import make_track
+from proctor.agent.tracks.research import ResearchTrack
+from proctor.agent.tracks.science_tasks import ScienceTask
 from tests.judge.support import ListClient, make_ctx
 
 PENDULUM = ScienceTask(id="t1", question="What is the period ratio?", answer="6.7", subject="physics")

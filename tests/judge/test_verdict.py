@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.judge.verdict import VerdictParseError, parse_binary_verdict, parse_points_verdict
+from proctor.agent.judge.verdict import VerdictParseError, parse_binary_verdict, parse_points_verdict
 
 
 @pytest.mark.parametrize(

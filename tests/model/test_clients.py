@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from agent import tokens
-from agent.config import ModelConfig
-from agent.errors import UserError
-from agent.model.base import ModelClient, ModelError
-from agent.model.endpoint import Endpoint, api_model_name
-from agent.model.factory import make_client
-from agent.model.openai_client import OpenAIChatClient
-from agent.model.responses_client import OpenAIResponsesClient
-from agent.model.retry import RetryPolicy, parse_retry_after
+from proctor.agent import tokens
+from proctor.agent.config import ModelConfig
+from proctor.agent.errors import UserError
+from proctor.agent.model.base import ModelClient, ModelError
+from proctor.agent.model.endpoint import Endpoint, api_model_name
+from proctor.agent.model.factory import make_client
+from proctor.agent.model.openai_client import OpenAIChatClient
+from proctor.agent.model.responses_client import OpenAIResponsesClient
+from proctor.agent.model.retry import RetryPolicy, parse_retry_after
 from tests.support.scripted_server import Drop, HttpError, Reply, ReportedUsage, ScriptedServer, ToolCallSpec
 
 FAST = RetryPolicy(max_retries=4, base_delay_s=0.001, max_delay_s=0.01)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agent.model.llama_launcher import FALLBACK_MAX_TOKENS, _BoundedLlama
+from proctor.agent.model.llama_launcher import FALLBACK_MAX_TOKENS, _BoundedLlama
 
 
 class RecordingModel:
@@ -36,7 +36,7 @@ def test_other_attributes_reach_the_real_model() -> None:
 def test_the_bounded_format_is_registered_with_llama_cpp() -> None:
     from llama_cpp.llama_chat_format import get_chat_completion_handler
 
-    from agent.model.llama_launcher import BOUNDED_FORMAT, bounded_function_calling, register
+    from proctor.agent.model.llama_launcher import BOUNDED_FORMAT, bounded_function_calling, register
 
     register()
     assert get_chat_completion_handler(BOUNDED_FORMAT) is bounded_function_calling

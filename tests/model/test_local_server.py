@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ModelConfig
-from agent.errors import UserError
-from agent.model import local_server
-from agent.model.factory import make_client
-from agent.model.local_server import LocalLlamaServer, LocalServerError
+from proctor.agent.config import ModelConfig
+from proctor.agent.errors import UserError
+from proctor.agent.model import local_server
+from proctor.agent.model.factory import make_client
+from proctor.agent.model.local_server import LocalLlamaServer, LocalServerError
 
 PYTHON_TOOL = {
     "type": "function",

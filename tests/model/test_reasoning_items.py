@@ -12,16 +12,16 @@ from typing import Any
 import openai
 import pytest
 
-from agent.config import ModelConfig
-from agent.model.base import REPLAY_KEY, ChatResponse, ModelClient, record_message, reply_notes
-from agent.model.factory import make_client
-from agent.model.reasoning_items import (
+from proctor.agent.config import ModelConfig
+from proctor.agent.model.base import REPLAY_KEY, ChatResponse, ModelClient, record_message, reply_notes
+from proctor.agent.model.factory import make_client
+from proctor.agent.model.reasoning_items import (
     ENCRYPTED_REASONING,
     MAX_RECORD_ITEM_CHARS,
     MAX_REPLAY_ITEM_CHARS,
     MAX_REPLAY_ITEMS,
 )
-from agent.model.retry import RetryPolicy
+from proctor.agent.model.retry import RetryPolicy
 from tests.support.scripted_server import (
     HttpError,
     RawReply,

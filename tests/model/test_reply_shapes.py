@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from agent.config import ModelConfig
-from agent.model.base import ChatResponse
-from agent.model.factory import make_client
-from agent.model.retry import RetryPolicy
-from agent.tracks.frontiermath.tools import MAX_ARGUMENT_CHARS, parse_tool_call
+from proctor.agent.config import ModelConfig
+from proctor.agent.model.base import ChatResponse
+from proctor.agent.model.factory import make_client
+from proctor.agent.model.retry import RetryPolicy
+from proctor.agent.tracks.frontiermath.tools import MAX_ARGUMENT_CHARS, parse_tool_call
 from tests.support.scripted_server import RawReply, ScriptedServer
 
 QUESTION = [{"role": "user", "content": "go"}]
@@ -215,7 +215,7 @@ async def test_responses_refusal_part_is_kept() -> None:
 
 
 def test_huge_deep_and_bignum_arguments_are_tool_errors_not_exceptions() -> None:
-    from agent.model.base import ToolCall
+    from proctor.agent.model.base import ToolCall
 
     huge = ToolCall("a", "python", '{"code": "' + "x" * (MAX_ARGUMENT_CHARS + 1) + '"}')
     assert "the limit is 1,000,000" in (parse_tool_call(huge).error or "")
@@ -245,7 +245,7 @@ async def test_a_ten_thousand_character_tool_name_is_not_echoed_back() -> None:
     ids=["truncated", "not-utf8", "deep", "bignum"],
 )
 async def test_bodies_python_cannot_read_are_model_errors(raw: bytes, reason: str) -> None:
-    from agent.model.base import ModelError
+    from proctor.agent.model.base import ModelError
 
     with pytest.raises(ModelError, match=reason):
         await ask(RawReply(raw=raw))

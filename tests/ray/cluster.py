@@ -66,7 +66,7 @@ def engine(name: str) -> docker.DockerClient:
 
 def engines_available() -> str | None:
     """None when both test engines answer with the image; otherwise why not."""
-    from sandbox.image import image_tag
+    from proctor.sandbox.image import image_tag
 
     if shutil.which("ray") is None:
         return "ray is not installed (pip install 'proctor[ray]')"
@@ -199,7 +199,7 @@ class LocalCluster:
     ) -> subprocess.CompletedProcess[str]:
         """`proctor ...` from this tree, as a separate process (its own Ray driver)."""
         return subprocess.run(
-            [sys.executable, "-c", "from agent.cli import main; main()", *args],
+            [sys.executable, "-c", "from proctor.agent.cli import main; main()", *args],
             capture_output=True,
             text=True,
             env={**ray_env(), **(env or {})},
@@ -210,7 +210,7 @@ class LocalCluster:
 
     def proctor_background(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, "-c", "from agent.cli import main; main()", *args],
+            [sys.executable, "-c", "from proctor.agent.cli import main; main()", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from sandbox import Limits, Sandbox, SandboxUnavailable, open_sandbox
+from proctor.sandbox import Limits, Sandbox, SandboxUnavailable, open_sandbox
 from tests.conftest import IN_CI
 from tests.ray.cluster import ENGINE_SOCKETS, LocalCluster, engine, engines_available
 from tests.runner.conftest import read_lines
@@ -190,7 +190,7 @@ async def test_a_program_timeout_is_its_result_and_is_not_rerun(sandbox: Sandbox
 
 
 async def test_sandbox_errors_come_back_as_sandbox_errors(sandbox: Sandbox) -> None:
-    from sandbox import InvalidProgram, SandboxError
+    from proctor.sandbox import InvalidProgram, SandboxError
 
     with pytest.raises(InvalidProgram):
         await sandbox.exec("print('a')\x00", timeout=5)
@@ -282,7 +282,7 @@ def tiny_image_tar() -> bytes:
 async def test_a_driver_with_another_image_is_refused_by_every_worker(cluster: LocalCluster) -> None:
     wrong = "sha256:" + "0" * 64
     with pytest.raises(SandboxUnavailable, match="no ray sandbox worker serves the driver's image") as caught:
-        from sandbox.ray_backend import open_ray_sandbox
+        from proctor.sandbox.ray_backend import open_ray_sandbox
 
         await open_ray_sandbox(address=cluster.address, image_id=wrong)
     message = str(caught.value)
@@ -292,7 +292,7 @@ async def test_a_driver_with_another_image_is_refused_by_every_worker(cluster: L
 async def test_a_worker_refuses_calls_for_an_image_it_does_not_have(sandbox: Sandbox) -> None:
     import ray
 
-    from sandbox.ray_worker import ImageRefused
+    from proctor.sandbox.ray_worker import ImageRefused
 
     worker = sandbox.workers[0]  # type: ignore[attr-defined]
     reference = worker.handle.exec.remote("sha256:" + "1" * 64, Limits(), "print(1)", None, None, 5.0, None)
@@ -306,7 +306,7 @@ async def test_a_node_whose_image_differs_is_refused_and_never_used(
 ) -> None:
     import ray
 
-    from sandbox.ray_worker import ACTOR_PREFIX, NAMESPACE
+    from proctor.sandbox.ray_worker import ACTOR_PREFIX, NAMESPACE
 
     node2 = cluster.nodes["node2"].node_id
     other = engine("node2")

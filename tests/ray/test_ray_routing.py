@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from sandbox import ExecResult, InvalidProgram, Limits, SandboxError
+from proctor.sandbox import ExecResult, InvalidProgram, Limits, SandboxError
 
 ray_exceptions = pytest.importorskip("ray.exceptions")
 
-from sandbox.ray_backend import RaySandbox, Worker  # noqa: E402
-from sandbox.ray_worker import ImageRefused  # noqa: E402
+from proctor.sandbox.ray_backend import RaySandbox, Worker  # noqa: E402
+from proctor.sandbox.ray_worker import ImageRefused  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE_ID = "sha256:" + "a" * 64
@@ -207,7 +207,7 @@ def test_without_ray_the_backend_says_how_to_get_it(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "from agent.cli import main; main()",
+            "from proctor.agent.cli import main; main()",
             "sandbox",
             "exec",
             "--backend",
@@ -246,7 +246,7 @@ def test_worker_and_bench_flags_fail_in_one_line(tmp_path: Path, args: list[str]
     (tmp_path / "ray" / "__init__.py").write_text("raise ImportError('No module named ray')\n")
     env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"}
     completed = subprocess.run(
-        [sys.executable, "-c", "from agent.cli import main; main()", *args],
+        [sys.executable, "-c", "from proctor.agent.cli import main; main()", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -278,7 +278,7 @@ def test_an_address_where_no_cluster_answers_fails_at_once_in_one_line(
 ) -> None:
     # Ray itself retries an unreachable GCS for minutes; the probe answers in milliseconds.
     completed = subprocess.run(
-        [sys.executable, "-c", "from agent.cli import main; main()", *args],
+        [sys.executable, "-c", "from proctor.agent.cli import main; main()", *args],
         input="print(1)\n",
         capture_output=True,
         text=True,

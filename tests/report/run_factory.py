@@ -17,8 +17,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from agent.capped_text import text_sha256
-from agent.records import (
+from proctor.agent.capped_text import text_sha256
+from proctor.agent.records import (
     EEDRecord,
     JudgeRecord,
     Outcome,
@@ -372,7 +372,7 @@ def header(
     prices: bool = True,
     judge: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A run.json laid out as agent.runner writes it."""
+    """A run.json laid out as proctor.agent.runner writes it."""
     model_configs = []
     for name in models:
         config: dict[str, Any] = {"name": name, "reasoning_effort": "high"}

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.report.loader import load_run
-from agent.report.page import render_report
+from proctor.agent.report.loader import load_run
+from proctor.agent.report.page import render_report
 from tests.report.cdp import Chromium
 from tests.report.conftest import ARTIFACTS
 

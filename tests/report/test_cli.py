@@ -7,7 +7,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-PROCTOR = [sys.executable, "-c", "from agent.cli import main; main()"]
+PROCTOR = [sys.executable, "-c", "from proctor.agent.cli import main; main()"]
 
 
 def _proctor(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import UserError
-from agent.records import Outcome, SampleRecord
-from agent.report.compare import compare_runs
-from agent.report.compare_view import render_comparison
-from agent.report.loader import load_run
-from agent.report.stats import bootstrap_ci, paired_difference, standard_error
+from proctor.agent.errors import UserError
+from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.report.compare import compare_runs
+from proctor.agent.report.compare_view import render_comparison
+from proctor.agent.report.loader import load_run
+from proctor.agent.report.stats import bootstrap_ci, paired_difference, standard_error
 from tests.report.run_factory import header, make_frontiermath_sample, write_run
 
 # (task, subject, outcomes per trial) for two models. Task t4 is only in A, t5 only in B,
@@ -117,7 +117,7 @@ def test_compare_cli_prints_tables_and_writes_page(two_runs: tuple[Path, Path], 
         [
             sys.executable,
             "-c",
-            "from agent.cli import main; main()",
+            "from proctor.agent.cli import main; main()",
             "compare",
             *map(str, two_runs),
             "--html",

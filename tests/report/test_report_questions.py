@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.capped_text import CAPPED_TEXT_CHARS, capped, text_sha256
-from agent.records import JudgeRecord, Outcome, ReferenceRecord, SampleRecord, TurnUsage
-from agent.report.loader import load_run
-from agent.report.page import render_report
-from agent.summary import summarize_group
+from proctor.agent.capped_text import CAPPED_TEXT_CHARS, capped, text_sha256
+from proctor.agent.records import JudgeRecord, Outcome, ReferenceRecord, SampleRecord, TurnUsage
+from proctor.agent.report.loader import load_run
+from proctor.agent.report.page import render_report
+from proctor.agent.summary import summarize_group
 from tests.report.run_factory import header, make_frontiermath_sample, make_judged_sample, write_run
 
 JSON_BLOCK = re.compile(r'<script type="application/json" id="([^"]+)">(.*?)</script>', re.S)
@@ -273,7 +273,7 @@ def test_a_huge_judge_prompt_and_reply_are_capped_with_their_digest() -> None:
     """The judge receives everything; the record keeps head and tail, length and SHA-256 of the whole."""
     import asyncio
 
-    from agent.judge.grading import grade_olympiad
+    from proctor.agent.judge.grading import grade_olympiad
     from tests.judge.support import ListClient
 
     answer = "x" * 150_000 + "MIDDLE" + "y" * 150_000

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from agent.errors import UserError
+from proctor.agent.errors import UserError
 from tests.rescore.conftest import StoredResearchRun, fixed_points_judge, read_lines, rescore
 from tests.support.scripted_server import ScriptedServer
 
@@ -172,7 +172,7 @@ def test_the_cli_exits_2_with_one_line_for_a_corrupted_record(
         [
             sys.executable,
             "-c",
-            "from agent.cli import main; main()",
+            "from proctor.agent.cli import main; main()",
             "rescore",
             str(research_run.directory),
             "--judge",

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ModelConfig, RunConfig, SandboxConfig
-from agent.runner import execute_run
+from proctor.agent.config import ModelConfig, RunConfig, SandboxConfig
+from proctor.agent.runner import execute_run
 from tests.rescore.conftest import quiet_progress, read_lines, rescore
 from tests.runner.test_frontiermath_runs import submitting_model
 from tests.support.scripted_server import ScriptedServer
@@ -105,7 +105,7 @@ async def test_rescore_re_verifies_stored_submissions_with_the_fixed_task_file(
     # The re-scored run exports like any run: tool calls and the submitted code survive.
     from inspect_ai.log import read_eval_log
 
-    from agent.export.inspect_log import export_inspect
+    from proctor.agent.export.inspect_log import export_inspect
 
     (log_path,) = export_inspect(tmp_path / "again", tmp_path / "again.eval")
     log = read_eval_log(str(log_path))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import UserError
+from proctor.agent.errors import UserError
 from tests.rescore.conftest import StoredResearchRun, fixed_points_judge, read_lines, rescore
 from tests.support.scripted_server import HttpError, ScriptedServer
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import ModelConfig, RunConfig
-from agent.errors import UserError
-from agent.runner import execute_run
+from proctor.agent.config import ModelConfig, RunConfig
+from proctor.agent.errors import UserError
+from proctor.agent.runner import execute_run
 from tests.rescore.conftest import quiet_progress, read_lines, rescore
 from tests.support.scripted_server import Reply, ScriptedServer
 

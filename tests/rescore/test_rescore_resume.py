@@ -25,7 +25,7 @@ def proctor_rescore(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "test", "PYTHONUNBUFFERED": "1"}
     env.pop("OPENAI_BASE_URL", None)
     return subprocess.Popen(
-        [sys.executable, "-c", "from agent.cli import main; main()", "rescore", *args],
+        [sys.executable, "-c", "from proctor.agent.cli import main; main()", "rescore", *args],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,

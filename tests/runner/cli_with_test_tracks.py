@@ -8,7 +8,7 @@ from tests.runner.echo_track import register
 
 register()
 
-from agent.cli import main  # noqa: E402  (after registering, as the CLI resolves tracks lazily anyway)
+from proctor.agent.cli import main  # noqa: E402  (after registering, as the CLI resolves tracks lazily anyway)
 
 if __name__ == "__main__":
     main()

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agent.errors import UserError
-from agent.records import Outcome, SampleRecord, ToolCallRecord, TurnUsage
-from agent.tracks.base import SampleContext, Track
+from proctor.agent.errors import UserError
+from proctor.agent.records import Outcome, SampleRecord, ToolCallRecord, TurnUsage
+from proctor.agent.tracks.base import SampleContext, Track
 
 
 @dataclass
@@ -128,7 +128,7 @@ class CrashingEchoTrack(EchoTrack):
 
 def register() -> None:
     """Make the test tracks reachable by name through the real registry."""
-    from agent.tracks import registry
+    from proctor.agent.tracks import registry
 
     registry._TRACKS["echo"] = "tests.runner.echo_track:EchoTrack"
     registry._TRACKS["echo-sandbox"] = "tests.runner.echo_track:SandboxEchoTrack"

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from agent.errors import UserError
-from agent.input_files import MAX_NESTING
-from agent.run_config_loader import RunFlags, load_run_config
-from agent.tracks.science_tasks import load_science_tasks
+from proctor.agent.errors import UserError
+from proctor.agent.input_files import MAX_NESTING
+from proctor.agent.run_config_loader import RunFlags, load_run_config
+from proctor.agent.tracks.science_tasks import load_science_tasks
 
 REPO = Path(__file__).resolve().parents[2]
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -29,7 +29,7 @@ GOOD_ROW = {"id": "a", "question": "q", "answer": "1"}
 def proctor(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "test"}
     return subprocess.run(
-        [sys.executable, "-c", "from agent.cli import main; main()", *args],
+        [sys.executable, "-c", "from proctor.agent.cli import main; main()", *args],
         capture_output=True,
         text=True,
         cwd=REPO,
@@ -161,11 +161,11 @@ def test_config_non_utf8_and_deep_through_the_cli(tmp_path: Path) -> None:
 
 
 def test_size_caps_are_checked_before_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import agent.tasks
+    import proctor.agent.tasks
 
     path = tmp_path / "tasks.jsonl"
     path.write_text(json.dumps(GOOD_ROW) + "\n" + " " * 2000 + "\n")
-    monkeypatch.setattr(agent.tasks, "MAX_TASK_FILE_BYTES", 1000)
+    monkeypatch.setattr(proctor.agent.tasks, "MAX_TASK_FILE_BYTES", 1000)
     with pytest.raises(UserError, match=r"task file is 2,0\d\d bytes; the limit is 1,000"):
         load_science_tasks(path, "olympiad")
     config = tmp_path / "run.yaml"
@@ -191,7 +191,7 @@ def test_nesting_at_the_limit_loads_and_one_deeper_does_not(tmp_path: Path) -> N
 
 
 def test_prompt_template_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
-    from agent.tracks.frontiermath.prompt import load_template
+    from proctor.agent.tracks.frontiermath.prompt import load_template
 
     path = tmp_path / "t.txt"
     path.write_bytes(b"{question} {answer_type}\n\xff\n")

@@ -30,13 +30,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from agent.bench_loop import open_double
-from agent.config import BudgetConfig, ModelConfig, RunConfig
-from agent.records import Outcome
-from agent.report.loader import load_run
-from agent.report.page import render_report
-from agent.runner import RunResult, execute_run
-from agent.store import load_samples
+from proctor.agent.bench_loop import open_double
+from proctor.agent.config import BudgetConfig, ModelConfig, RunConfig
+from proctor.agent.records import Outcome
+from proctor.agent.report.loader import load_run
+from proctor.agent.report.page import render_report
+from proctor.agent.runner import RunResult, execute_run
+from proctor.agent.store import load_samples
 from tests.runner.conftest import quiet_progress
 from tests.support.hostile_replies import FRAGMENTS, ReplyPlan, ReplySpec, replies
 from tests.support.scripted_server import ScriptedServer

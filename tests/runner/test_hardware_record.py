@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from agent import hardware
-from agent.bench_loop import open_double
-from agent.config import SandboxConfig
-from agent.hardware import (
+from proctor.agent import hardware
+from proctor.agent.bench_loop import open_double
+from proctor.agent.config import SandboxConfig
+from proctor.agent.hardware import (
     WORKLOAD_CHECKSUM,
     calibrate,
     calibration_workload,
@@ -21,10 +21,10 @@ from agent.hardware import (
     host_cpu_model,
     parse_calibration,
 )
-from agent.report.loader import load_run
-from agent.report.page import render_report
-from agent.runner import execute_run
-from sandbox import ExecResult, Limits, SandboxError
+from proctor.agent.report.loader import load_run
+from proctor.agent.report.page import render_report
+from proctor.agent.runner import execute_run
+from proctor.sandbox import ExecResult, Limits, SandboxError
 from tests.runner.conftest import make_config, quiet_progress, write_tasks
 from tests.support.scripted_server import ScriptedServer
 

@@ -17,10 +17,10 @@ from typing import Any, ClassVar
 
 import pytest
 
-from agent.records import SampleRecord
-from agent.runner import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, execute_run
-from agent.store import load_samples
-from agent.tracks.base import SampleContext
+from proctor.agent.records import SampleRecord
+from proctor.agent.runner import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, execute_run
+from proctor.agent.store import load_samples
+from proctor.agent.tracks.base import SampleContext
 from tests.runner.conftest import make_config, quiet_progress, read_lines, write_tasks
 from tests.runner.echo_track import EchoTrack
 from tests.support.scripted_server import ScriptedServer
@@ -51,7 +51,7 @@ class HostileTrack(EchoTrack):
 async def test_hostile_exceptions_become_bounded_harness_error_records(
     tmp_path: Path, echo_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent.tracks import registry
+    from proctor.agent.tracks import registry
 
     monkeypatch.setitem(registry._TRACKS, "echo", "tests.runner.test_harness_errors:HostileTrack")
     out = tmp_path / "run"
@@ -73,16 +73,16 @@ async def test_hostile_exceptions_become_bounded_harness_error_records(
 async def test_a_record_the_store_cannot_write_becomes_a_bare_harness_error(
     tmp_path: Path, echo_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import agent.store
+    import proctor.agent.store
 
-    real = agent.store.encode_record
+    real = proctor.agent.store.encode_record
 
     def picky(record: SampleRecord) -> Any:
         if record.task_id == "t01" and record.outcome.value != "harness_error":
             raise OSError(28, "No space left on device")
         return real(record)
 
-    monkeypatch.setattr(agent.store, "encode_record", picky)
+    monkeypatch.setattr(proctor.agent.store, "encode_record", picky)
     out = tmp_path / "run"
     config = make_config(write_tasks(tmp_path / "tasks.jsonl", 3), out, echo_server.base_url)
     result = await execute_run(config, progress=quiet_progress(), handle_signals=False)
@@ -104,7 +104,7 @@ class InterruptingTrack(EchoTrack):
 def test_ctrl_c_inside_a_sample_still_stops_the_run_and_is_not_recorded(
     tmp_path: Path, echo_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from agent.tracks import registry
+    from proctor.agent.tracks import registry
 
     monkeypatch.setitem(registry._TRACKS, "echo", "tests.runner.test_harness_errors:InterruptingTrack")
     out = tmp_path / "run"

@@ -7,9 +7,9 @@ import io
 
 from rich.console import Console
 
-from agent.progress import RunProgress, print_final, visible
-from agent.records import Outcome, SampleRecord
-from agent.summary import summarize
+from proctor.agent.progress import RunProgress, print_final, visible
+from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.summary import summarize
 
 
 def record(task_id: str, subject: str, error: str) -> SampleRecord:

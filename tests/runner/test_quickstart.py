@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from agent.cli.run_cmd import QUICKSTART_CONFIG, quickstart_config
-from agent.errors import UserError
+from proctor.agent.cli.run_cmd import QUICKSTART_CONFIG, quickstart_config
+from proctor.agent.errors import UserError
 from tests.runner.conftest import read_lines
 from tests.support.scripted_server import Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
 

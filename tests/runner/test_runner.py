@@ -10,12 +10,12 @@ from typing import Any, ClassVar
 
 import pytest
 
-from agent.config import ModelConfig
-from agent.errors import UserError
-from agent.records import SampleRecord
-from agent.runner import default_run_dir, execute_run
-from agent.store import load_samples
-from agent.tracks.base import SampleContext
+from proctor.agent.config import ModelConfig
+from proctor.agent.errors import UserError
+from proctor.agent.records import SampleRecord
+from proctor.agent.runner import default_run_dir, execute_run
+from proctor.agent.store import load_samples
+from proctor.agent.tracks.base import SampleContext
 from tests.runner.conftest import make_config, quiet_progress, read_lines, write_tasks
 from tests.runner.echo_track import EchoTrack
 from tests.support.scripted_server import HttpError, ScriptedServer
@@ -78,7 +78,7 @@ class GateTrack(EchoTrack):
 async def test_a_record_is_on_disk_as_soon_as_its_sample_finishes(
     tmp_path: Path, echo_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ):
-    from agent.tracks import registry
+    from proctor.agent.tracks import registry
 
     monkeypatch.setitem(registry._TRACKS, "echo", "tests.runner.test_runner:GateTrack")
     GateTrack.seen_on_disk.clear()
@@ -197,7 +197,7 @@ class FlakyTrack(EchoTrack):
 async def test_a_harness_failure_is_recorded_apart_and_resume_reruns_it(
     tmp_path: Path, echo_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ):
-    from agent.tracks import registry
+    from proctor.agent.tracks import registry
 
     monkeypatch.setitem(registry._TRACKS, "echo", "tests.runner.test_runner:FlakyTrack")
     tasks = write_tasks(tmp_path / "tasks.jsonl", 3)

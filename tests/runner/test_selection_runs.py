@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from agent.errors import UserError
-from agent.runner import execute_run
-from agent.store import load_samples
+from proctor.agent.errors import UserError
+from proctor.agent.runner import execute_run
+from proctor.agent.store import load_samples
 from tests.runner.conftest import make_config, quiet_progress, write_tasks
 from tests.support.scripted_server import ScriptedServer
 

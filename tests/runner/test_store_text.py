@@ -12,14 +12,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agent.bench_loop import open_double
-from agent.config import BudgetConfig, ModelConfig, RunConfig
-from agent.records import EEDRecord, Outcome, SampleRecord, ToolCallRecord
-from agent.report.compare import compare_runs
-from agent.report.loader import load_run
-from agent.report.page import render_report
-from agent.runner import execute_run
-from agent.store import SampleWriter, encode_record, load_samples
+from proctor.agent.bench_loop import open_double
+from proctor.agent.config import BudgetConfig, ModelConfig, RunConfig
+from proctor.agent.records import EEDRecord, Outcome, SampleRecord, ToolCallRecord
+from proctor.agent.report.compare import compare_runs
+from proctor.agent.report.loader import load_run
+from proctor.agent.report.page import render_report
+from proctor.agent.runner import execute_run
+from proctor.agent.store import SampleWriter, encode_record, load_samples
 from tests.runner.conftest import quiet_progress
 from tests.support.scripted_server import Reply, ScriptedServer, ToolCallSpec
 

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from agent import stats
-from agent.records import EEDRecord, JudgeRecord, Outcome, SampleRecord
-from agent.stats import bootstrap_ci, clustered_estimate, percentile, standard_error
-from agent.summary import summarize, summarize_group
+from proctor.agent import stats
+from proctor.agent.records import EEDRecord, JudgeRecord, Outcome, SampleRecord
+from proctor.agent.stats import bootstrap_ci, clustered_estimate, percentile, standard_error
+from proctor.agent.summary import summarize, summarize_group
 
 
 def rec(

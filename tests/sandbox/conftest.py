@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from sandbox import Limits, Sandbox, open_sandbox
+from proctor.sandbox import Limits, Sandbox, open_sandbox
 
 TEST_LIMITS = Limits(memory_bytes=512 * 1024 * 1024, pids=128, tmpfs_bytes=64 * 1024 * 1024)
 _BUILD_LOCK = Path("/tmp/proctor-test-image-build.lock")
@@ -22,7 +22,7 @@ _BUILD_LOCK = Path("/tmp/proctor-test-image-build.lock")
 @pytest.fixture(scope="session")
 def sandbox_image() -> Iterator[str]:
     """The pinned image, built once (idempotent; the lock keeps xdist workers from racing)."""
-    from sandbox.image import build_image
+    from proctor.sandbox.image import build_image
 
     with _BUILD_LOCK.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 )
 def test_bad_concurrency_flags_are_one_line_and_exit_2(args: list[str], message: str) -> None:
     completed = subprocess.run(
-        [sys.executable, "-c", "from agent.cli import main; main()", "bench", "sandbox", *args],
+        [sys.executable, "-c", "from proctor.agent.cli import main; main()", "bench", "sandbox", *args],
         cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.hardware import calibrate
-from sandbox import Sandbox
+from proctor.agent.hardware import calibrate
+from proctor.sandbox import Sandbox
 from tests.sandbox.conftest import TEST_LIMITS
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import ExecResult, Limits
-from sandbox import labels as sandbox_labels
+from proctor.sandbox import ExecResult, Limits
+from proctor.sandbox import labels as sandbox_labels
 from tests.sandbox.conftest import run_proctor
 from tests.sandbox.test_conformance import host_processes_with
 
@@ -210,8 +210,8 @@ def test_sigkill_of_controller_then_cleanup_leaves_nothing(
 def test_cleanup_keeps_containers_of_live_runs(sandbox_image: str) -> None:
     import docker
 
-    from sandbox.containers import create_started_container, remove_container
-    from sandbox.labels import container_labels, new_run_id
+    from proctor.sandbox.containers import create_started_container, remove_container
+    from proctor.sandbox.labels import container_labels, new_run_id
 
     client = docker.from_env()
     live = create_started_container(

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import ExecResult, Sandbox, SandboxError
+from proctor.sandbox import ExecResult, Sandbox, SandboxError
 from tests.sandbox.conftest import TEST_LIMITS, container_processes_gone
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -410,7 +410,7 @@ async def test_describe_names_backend_and_isolation(
 async def test_cancelled_call_and_close_leave_no_container(sandbox_image: str) -> None:
     import docker
 
-    from sandbox import labels, open_sandbox
+    from proctor.sandbox import labels, open_sandbox
 
     token = f"cancelled-{uuid.uuid4().hex}"
     opened = await open_sandbox("docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS)
@@ -439,8 +439,8 @@ def _appears(token: str, within_s: float) -> bool:
 async def test_a_warm_container_lost_while_waiting_is_replaced(sandbox_image: str) -> None:
     import docker
 
-    from sandbox import labels, open_sandbox
-    from sandbox.containers import remove_container
+    from proctor.sandbox import labels, open_sandbox
+    from proctor.sandbox.containers import remove_container
 
     opened = await open_sandbox("docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS)
     try:
@@ -479,7 +479,7 @@ async def _call_container_ids(sandbox: Sandbox) -> set[str]:
     """IDs of this sandbox's containers made for calls with non-default limits (role "call")."""
     import docker
 
-    from sandbox import labels
+    from proctor.sandbox import labels
 
     described = sandbox.describe()
     client = docker.DockerClient(base_url=str(described["engine"]))

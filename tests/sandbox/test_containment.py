@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from sandbox import Sandbox, open_sandbox
-from sandbox import labels as sandbox_labels
-from sandbox.containers import BACKSTOP_GRACE_S
+from proctor.sandbox import Sandbox, open_sandbox
+from proctor.sandbox import labels as sandbox_labels
+from proctor.sandbox.containers import BACKSTOP_GRACE_S
 from tests.sandbox.conftest import (
     DOCKER_RUNTIMES,
     TEST_LIMITS,
@@ -218,7 +218,7 @@ TIMEOUT_S = 2
 
 
 def _container_of(owner_pid: int, runtime: str = "runc") -> list[dict[str, object]]:
-    from sandbox.runtimes import connect_engine_for
+    from proctor.sandbox.runtimes import connect_engine_for
 
     engine = connect_engine_for(runtime)
     try:
@@ -333,9 +333,9 @@ def test_the_sweep_removes_a_stopped_orphan_and_keeps_a_live_owners_container(sa
     import docker
     from docker.errors import NotFound
 
-    from sandbox.api import Limits
-    from sandbox.cleanup import sweep_stopped_orphans
-    from sandbox.containers import create_started_container, remove_container
+    from proctor.sandbox.api import Limits
+    from proctor.sandbox.cleanup import sweep_stopped_orphans
+    from proctor.sandbox.containers import create_started_container, remove_container
 
     client = docker.from_env()
     finished = subprocess.Popen(["true"])
@@ -397,7 +397,7 @@ class FakeEngine:
     ],
 )
 def test_the_sweep_rule(state: str, age_s: float, owner: str, removed: bool) -> None:
-    from sandbox.cleanup import sweep_stopped_orphans
+    from proctor.sandbox.cleanup import sweep_stopped_orphans
 
     finished = subprocess.Popen(["true"])
     finished.wait()

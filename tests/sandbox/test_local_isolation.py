@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from sandbox import Limits, Sandbox, open_sandbox
-from sandbox.local_backend import LocalSandbox
+from proctor.sandbox import Limits, Sandbox, open_sandbox
+from proctor.sandbox.local_backend import LocalSandbox
 from tests.sandbox.conftest import TEST_LIMITS
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import SandboxUnavailable
-from sandbox.local_backend import LocalSandbox
+from proctor.sandbox import SandboxUnavailable
+from proctor.sandbox.local_backend import LocalSandbox
 
 
 def test_missing_bwrap_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -28,7 +28,7 @@ def test_missing_bwrap_is_refused_in_one_line(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "from agent.cli import main; main()",
+            "from proctor.agent.cli import main; main()",
             "sandbox",
             "exec",
             "--backend",

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.cli.terminal_text import escape_for_terminal
-from agent.model.base import ToolCall
-from agent.tracks.frontiermath.tools import parse_tool_call
+from proctor.agent.cli.terminal_text import escape_for_terminal
+from proctor.agent.model.base import ToolCall
+from proctor.agent.tracks.frontiermath.tools import parse_tool_call
 from tests.sandbox.conftest import run_proctor
 
 # A retitle, a screen clear, a carriage return overwrite, a C1 CSI, a bidi override, a bell,

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from sandbox.pool import Lease, WarmPool
+from proctor.sandbox.pool import Lease, WarmPool
 
 pytestmark = pytest.mark.asyncio
 

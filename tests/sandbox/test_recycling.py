@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from sandbox.docker_backend import DockerSandbox, open_docker_sandbox
+from proctor.sandbox.docker_backend import DockerSandbox, open_docker_sandbox
 from tests.sandbox.conftest import TEST_LIMITS
 
 pytestmark = [pytest.mark.docker, pytest.mark.asyncio(loop_scope="module")]

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agent.config import SandboxConfig
-from sandbox import Limits, SandboxError, SandboxUnavailable
-from sandbox import runtimes as runtimes_module
-from sandbox.runtimes import (
+from proctor.agent.config import SandboxConfig
+from proctor.sandbox import Limits, SandboxError, SandboxUnavailable
+from proctor.sandbox import runtimes as runtimes_module
+from proctor.sandbox.runtimes import (
     GVISOR_BASE_PIDS,
     GVISOR_PIDS_PER_TASK,
     connect_engine_for,
@@ -168,12 +168,12 @@ def test_exec_under_runsc_runs_inside_gvisor(sandbox_image: str, tmp_path: Path)
 async def test_a_crashed_gvisor_sandbox_is_a_sandbox_error_not_the_programs_exit(
     sandbox_image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import sandbox.containers
-    from sandbox.docker_backend import open_docker_sandbox
+    import proctor.sandbox.containers
+    from proctor.sandbox.docker_backend import open_docker_sandbox
 
     # A pids cgroup far too small for gVisor's own threads: its sentry panics (exit 2, no
     # launcher report) once the program has started a few processes.
-    monkeypatch.setattr(sandbox.containers, "host_pids_limit", lambda runtime, limits: 120)
+    monkeypatch.setattr(proctor.sandbox.containers, "host_pids_limit", lambda runtime, limits: 120)
     opened = await open_docker_sandbox(
         image=sandbox_image, pool_size=0, default_limits=TEST_LIMITS, runtime="runsc"
     )
@@ -226,7 +226,7 @@ def test_run_with_runtime_runsc_records_runtime_engine_version_and_image(
 
 
 def test_run_flags_set_the_runtime_and_engine_of_the_run_config() -> None:
-    from agent.run_config_loader import RunFlags, load_run_config
+    from proctor.agent.run_config_loader import RunFlags, load_run_config
 
     tasks = REPO / "configs" / "tasks" / "frontiermath-samples.jsonl"
     flags = RunFlags(

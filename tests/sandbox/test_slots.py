@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from sandbox import ExecResult, InvalidProgram, Limits, execution_caller
-from sandbox.slots import ExecutionSlots, LimitedSandbox
+from proctor.sandbox import ExecResult, InvalidProgram, Limits, execution_caller
+from proctor.sandbox.slots import ExecutionSlots, LimitedSandbox
 
 
 class RecordingSandbox:
@@ -161,8 +161,8 @@ def test_a_bound_below_one_is_refused() -> None:
 
 
 def test_the_bound_is_configured_by_file_and_flag_and_checked(tmp_path: Path) -> None:
-    from agent.errors import UserError
-    from agent.run_config_loader import RunFlags, load_run_config
+    from proctor.agent.errors import UserError
+    from proctor.agent.run_config_loader import RunFlags, load_run_config
 
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"id": "t"}\n')

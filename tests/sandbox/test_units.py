@@ -12,13 +12,13 @@ import time
 
 import pytest
 
-from sandbox.cleanup import is_orphan
-from sandbox.containers import _FrameSplitter, _Stream
-from sandbox.labels import OWNER_HOST, OWNER_PID, container_labels
-from sandbox.output import CappedBuffer
-from sandbox.pool import WarmPool
-from sandbox.program import python_argv, resolve_argv
-from sandbox.sizes import parse_size
+from proctor.sandbox.cleanup import is_orphan
+from proctor.sandbox.containers import _FrameSplitter, _Stream
+from proctor.sandbox.labels import OWNER_HOST, OWNER_PID, container_labels
+from proctor.sandbox.output import CappedBuffer
+from proctor.sandbox.pool import WarmPool
+from proctor.sandbox.program import python_argv, resolve_argv
+from proctor.sandbox.sizes import parse_size
 
 
 @pytest.mark.parametrize(
@@ -171,7 +171,7 @@ async def test_pool_survives_failing_creation() -> None:
 
 
 def test_launcher_fits_in_one_argument() -> None:
-    from sandbox.containers import LAUNCHER
+    from proctor.sandbox.containers import LAUNCHER
 
     # A NUL byte in an argument makes execve fail with EINVAL before anything runs.
     assert "\0" not in LAUNCHER and len(LAUNCHER.encode()) < 128 * 1024

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent.scoring.worker_pool import EEDWorkerPool
+from proctor.agent.scoring.worker_pool import EEDWorkerPool
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from agent.scoring.eed_bench import bench_pairs, run_bench
+from proctor.agent.scoring.eed_bench import bench_pairs, run_bench
 
 
 def test_the_pair_set_covers_every_category() -> None:
@@ -43,7 +43,7 @@ def test_run_bench_accounts_for_every_pair_and_all_worker_time() -> None:
 @pytest.mark.parametrize("args", [["--workers", "0"], ["--mode", "loose"]])
 def test_bench_command_rejects_bad_flags_in_one_line(args: list[str]) -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "from agent.cli import main; main()", "bench", "eed", *args],
+        [sys.executable, "-c", "from proctor.agent.cli import main; main()", "bench", "eed", *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from agent.scoring import eed
-from agent.scoring.eed import eed_score, published_pair_budget_s
-from agent.scoring.eed_pipeline import LIMITED_STEPS
-from agent.scoring.worker_pool import EEDWorkerPool, ScoredPair, StepLimits
-from agent.tracks.phybench import PhybenchTrack
-from agent.tracks.registry import make_track
+from proctor.agent.scoring import eed
+from proctor.agent.scoring.eed import eed_score, published_pair_budget_s
+from proctor.agent.scoring.eed_pipeline import LIMITED_STEPS
+from proctor.agent.scoring.worker_pool import EEDWorkerPool, ScoredPair, StepLimits
+from proctor.agent.tracks.phybench import PhybenchTrack
+from proctor.agent.tracks.registry import make_track
 
 
 class BudgetRecorder(EEDWorkerPool):

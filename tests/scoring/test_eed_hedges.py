@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent.records import Outcome
-from agent.scoring.eed import eed_score
-from agent.scoring.hedges import MAX_READINGS, answer_readings, scoring_pairs
-from agent.scoring.worker_pool import EEDWorkerPool
+from proctor.agent.records import Outcome
+from proctor.agent.scoring.eed import eed_score
+from proctor.agent.scoring.hedges import MAX_READINGS, answer_readings, scoring_pairs
+from proctor.agent.scoring.worker_pool import EEDWorkerPool
 
 REF = r"2mg + 4\frac{mv_0^2}{l}"
 REF_MINUS = r"2mg - 4\frac{mv_0^2}{l}"
@@ -211,7 +211,7 @@ async def test_phybench_track_scores_several_boxes_as_a_hedge_only_in_fixed_mode
 
 
 def test_phybench_default_mode_is_strict_as_documented() -> None:
-    from agent.tracks.phybench import PhybenchTrack
+    from proctor.agent.tracks.phybench import PhybenchTrack
 
     assert PhybenchTrack().settings.eed_mode == "strict"
     docs = (Path(__file__).resolve().parents[2] / "docs" / "judge-tracks.md").read_text()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.scoring.eed_pipeline import _REFERENCES, run_pipeline, step_category
+from proctor.agent.scoring.eed_pipeline import _REFERENCES, run_pipeline, step_category
 
 REFERENCE = r"2 m g + 4\frac{mv_0^2}{l}"
 ANSWERS = [r"2 m g+2\frac{mv_0^2}{l}", r"\frac{2m(gl + 2v_0^2)}{l}", r"m g", r"\frac{", r"\sqrt{-1}"]

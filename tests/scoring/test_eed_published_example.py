@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agent.scoring.eed import eed_score
-from agent.scoring.worker_pool import EEDWorkerPool
+from proctor.agent.scoring.eed import eed_score
+from proctor.agent.scoring.worker_pool import EEDWorkerPool
 
 REFERENCE = r"2 m g + 4\frac{mv_0^2}{l}"
 

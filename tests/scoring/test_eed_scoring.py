@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from agent.scoring.eed import eed_score, eed_score_async, string_gate
-from agent.scoring.worker_pool import EEDWorkerPool
+from proctor.agent.scoring.eed import eed_score, eed_score_async, string_gate
+from proctor.agent.scoring.worker_pool import EEDWorkerPool
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from agent.scoring.eed import eed_score
-from agent.scoring.worker_pool import EEDWorker, EEDWorkerPool, StepLimits, WorkerStartupError
+from proctor.agent.scoring.eed import eed_score
+from proctor.agent.scoring.worker_pool import EEDWorker, EEDWorkerPool, StepLimits, WorkerStartupError
 
 
 def _gone(pid: int) -> bool:
@@ -62,7 +62,7 @@ def test_a_worker_stops_when_its_parent_is_killed_mid_pair(tmp_path: Path) -> No
     script = tmp_path / "parent.py"
     script.write_text(
         "import sys\n"
-        "from agent.scoring.worker_pool import EEDWorkerPool, StepLimits\n"
+        "from proctor.agent.scoring.worker_pool import EEDWorkerPool, StepLimits\n"
         "pool = EEDWorkerPool(size=1)\n"
         "pool.warm_up()\n"
         "print(pool._all[0].pid, flush=True)\n"

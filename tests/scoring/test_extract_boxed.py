@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.scoring.eed import extract_boxed
+from proctor.agent.scoring.eed import extract_boxed
 
 
 @pytest.mark.parametrize(

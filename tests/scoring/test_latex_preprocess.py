@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.scoring.latex_preprocess import PreprocessError, keep_after_last_relation, preprocess
+from proctor.agent.scoring.latex_preprocess import PreprocessError, keep_after_last_relation, preprocess
 
 
 @pytest.mark.parametrize(

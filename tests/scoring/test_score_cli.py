@@ -9,7 +9,11 @@ from pathlib import Path
 
 import pytest
 
-_PROCTOR = [sys.executable, "-c", "import sys; from agent.cli import main; sys.argv[0] = 'proctor'; main()"]
+_PROCTOR = [
+    sys.executable,
+    "-c",
+    "import sys; from proctor.agent.cli import main; sys.argv[0] = 'proctor'; main()",
+]
 
 
 def proctor(*args: str) -> subprocess.CompletedProcess[str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import sympy as sp
 
-from agent.scoring.eed_pipeline import score_from_distance
-from agent.scoring.expr_tree import TreeNode, UnsupportedExpression, leaf, node, sympy_to_tree
-from agent.scoring.tree_edit import subtree_cost, tree_edit_distance
+from proctor.agent.scoring.eed_pipeline import score_from_distance
+from proctor.agent.scoring.expr_tree import TreeNode, UnsupportedExpression, leaf, node, sympy_to_tree
+from proctor.agent.scoring.tree_edit import subtree_cost, tree_edit_distance
 
 m, g, v, ell, x, y = sp.symbols("m g v l x y", positive=True)
 

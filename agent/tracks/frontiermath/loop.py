@@ -15,17 +15,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.budget import RequestPlan, TokenBudget
-from agent.model.base import ChatResponse, ModelError, record_message, reply_notes
-from agent.records import Outcome, SubmissionRecord, ToolCallRecord
-from agent.tokens import estimate_message_tokens, estimate_tools_tokens
-from agent.tracks.base import SampleContext
-from agent.tracks.frontiermath.profiles import DEFAULT_PROTOCOL, ProtocolProfile, get_profile
-from agent.tracks.frontiermath.provider_limits import output_ceiling_from_error
-from agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
-from agent.tracks.frontiermath.submission import SubmissionResult, SubmissionRunner
-from agent.tracks.frontiermath.tasks import FrontierMathTask
-from agent.tracks.frontiermath.tools import (
+from proctor.agent.budget import RequestPlan, TokenBudget
+from proctor.agent.model.base import ChatResponse, ModelError, record_message, reply_notes
+from proctor.agent.records import Outcome, SubmissionRecord, ToolCallRecord
+from proctor.agent.tokens import estimate_message_tokens, estimate_tools_tokens
+from proctor.agent.tracks.base import SampleContext
+from proctor.agent.tracks.frontiermath.profiles import DEFAULT_PROTOCOL, ProtocolProfile, get_profile
+from proctor.agent.tracks.frontiermath.provider_limits import output_ceiling_from_error
+from proctor.agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
+from proctor.agent.tracks.frontiermath.submission import SubmissionResult, SubmissionRunner
+from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
+from proctor.agent.tracks.frontiermath.tools import (
     NOTHING_PRINTED,
     PYTHON_TOOL,
     SUBMIT_TOOL,
@@ -35,7 +35,7 @@ from agent.tracks.frontiermath.tools import (
     parse_tool_call,
     tool_schemas,
 )
-from sandbox import SandboxError
+from proctor.sandbox import SandboxError
 
 DEFAULT_MAX_TURNS = 1000
 

@@ -13,10 +13,10 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from agent.config import RunConfig
-from agent.errors import UserError
-from agent.input_files import MAX_CONFIG_BYTES, read_text_input
-from agent.tracks.frontiermath.tasks import FrontierMathTask
+from proctor.agent.config import RunConfig
+from proctor.agent.errors import UserError
+from proctor.agent.input_files import MAX_CONFIG_BYTES, read_text_input
+from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
 
 # configs/ sits next to the packages in a checkout; the template ships there.
 DEFAULT_TEMPLATE = Path(__file__).resolve().parents[3] / "configs" / "prompts" / "frontiermath.txt"

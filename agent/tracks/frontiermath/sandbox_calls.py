@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from agent.tracks.base import RunEvents
-from sandbox import ExecResult, Sandbox
+from proctor.agent.tracks.base import RunEvents
+from proctor.sandbox import ExecResult, Sandbox
 
 
 async def run_in_sandbox(

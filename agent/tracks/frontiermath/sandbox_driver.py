@@ -32,7 +32,7 @@ from typing import Any
 try:  # in the sandbox the bootstrap registers the codec under this name
     import proctor_value_codec as codec
 except ImportError:  # on the host (tests)
-    from agent.tracks.frontiermath import value_codec as codec
+    from proctor.agent.tracks.frontiermath import value_codec as codec
 
 TRACEBACK_CHARS = 4000
 REPR_CHARS = 2000

@@ -25,15 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agent.config import SandboxConfig
-from agent.records import Outcome, SubmissionRecord
-from agent.tracks.base import RunEvents
-from agent.tracks.frontiermath import value_codec
-from agent.tracks.frontiermath.checks import check_submission_code
-from agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
-from agent.tracks.frontiermath.sandbox_driver import MARK_REFERENCE_READY, MARK_RETURNED
-from agent.tracks.frontiermath.tasks import FrontierMathTask
-from sandbox import ExecResult, Limits, Sandbox, SandboxError
+from proctor.agent.config import SandboxConfig
+from proctor.agent.records import Outcome, SubmissionRecord
+from proctor.agent.tracks.base import RunEvents
+from proctor.agent.tracks.frontiermath import value_codec
+from proctor.agent.tracks.frontiermath.checks import check_submission_code
+from proctor.agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
+from proctor.agent.tracks.frontiermath.sandbox_driver import MARK_REFERENCE_READY, MARK_RETURNED
+from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
+from proctor.sandbox import ExecResult, Limits, Sandbox, SandboxError
 
 # answer()'s limit is the driver's own timer for a well-behaved submission; the sandbox kills
 # the call at the limit plus this grace whatever the submission does to that timer. It covers

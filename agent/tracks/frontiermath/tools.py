@@ -6,8 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from agent.model.base import ToolCall
-from sandbox import ExecResult, InvalidProgram, check_program_text
+from proctor.agent.model.base import ToolCall
+from proctor.sandbox import ExecResult, InvalidProgram, check_program_text
 
 PYTHON_TOOL = "python"
 SUBMIT_TOOL = "submit_answer"

@@ -7,14 +7,14 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from agent.capped_text import capped
-from agent.errors import UserError
-from agent.records import Outcome, ReferenceRecord, SampleRecord
-from agent.tracks.base import SampleContext, Track
-from agent.tracks.frontiermath.loop import DEFAULT_MAX_TURNS, Conversation
-from agent.tracks.frontiermath.profiles import get_profile
-from agent.tracks.frontiermath.prompt import load_template, render_prompt
-from agent.tracks.frontiermath.tasks import FrontierMathTask, load_frontiermath_tasks
+from proctor.agent.capped_text import capped
+from proctor.agent.errors import UserError
+from proctor.agent.records import Outcome, ReferenceRecord, SampleRecord
+from proctor.agent.tracks.base import SampleContext, Track
+from proctor.agent.tracks.frontiermath.loop import DEFAULT_MAX_TURNS, Conversation
+from proctor.agent.tracks.frontiermath.profiles import get_profile
+from proctor.agent.tracks.frontiermath.prompt import load_template, render_prompt
+from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask, load_frontiermath_tasks
 
 
 def _now() -> str:

@@ -6,12 +6,12 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from agent.config import SandboxConfig
-from agent.records import Outcome
-from agent.tracks.base import NullEvents, RunEvents
-from agent.tracks.frontiermath.submission import SubmissionRunner
-from agent.tracks.frontiermath.tasks import FrontierMathTask
-from sandbox import Sandbox
+from proctor.agent.config import SandboxConfig
+from proctor.agent.records import Outcome
+from proctor.agent.tracks.base import NullEvents, RunEvents
+from proctor.agent.tracks.frontiermath.submission import SubmissionRunner
+from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
+from proctor.sandbox import Sandbox
 
 
 @dataclass(frozen=True)
