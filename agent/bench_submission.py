@@ -21,12 +21,20 @@ from proctor.sandbox.bench import percentile
 
 # Only API that every Proctor tree has: open_sandbox, SandboxConfig, SubmissionRunner.evaluate.
 _TIMING_SCRIPT = """\
-import asyncio, json, sys, time
-from proctor.agent.config import SandboxConfig
-from proctor.agent.tracks.base import NullEvents
-from proctor.agent.tracks.frontiermath.submission import SubmissionRunner
-from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
-from proctor.sandbox import open_sandbox
+import asyncio, importlib, json, sys, time
+# Trees from before the proctor.* layout install `agent` and `sandbox` at the top level.
+try:
+    importlib.import_module("proctor.agent")
+    PREFIX = "proctor."
+except ImportError:
+    PREFIX = ""
+def load(module, name):
+    return getattr(importlib.import_module(PREFIX + module), name)
+SandboxConfig = load("agent" + ".config", "SandboxConfig")
+NullEvents = load("agent" + ".tracks.base", "NullEvents")
+SubmissionRunner = load("agent" + ".tracks.frontiermath.submission", "SubmissionRunner")
+FrontierMathTask = load("agent" + ".tracks.frontiermath.tasks", "FrontierMathTask")
+open_sandbox = load("sandbox", "open_sandbox")
 
 CODE = "def answer():\\n    return 6 * 7\\n"
 
