@@ -18,7 +18,6 @@ import importlib.metadata
 import os
 import platform
 import re
-import signal
 import socket
 import sys
 import time
@@ -41,6 +40,7 @@ from proctor.agent.progress import RunProgress
 from proctor.agent.records import RERUN_ON_RESUME, Outcome, SampleRecord
 from proctor.agent.run_config_loader import parse_size
 from proctor.agent.run_guard import GuardedClient, RunGuard, StopReason
+from proctor.agent.sample_workers import ShieldedWrites, drive_workers
 from proctor.agent.store import RunStore, file_sha256, resume_conflicts, sample_key
 from proctor.agent.summary import judge_prices_from_config, prices_from_config, summarize
 from proctor.agent.tracks.base import SampleContext, Track
@@ -604,7 +604,7 @@ class Runner:
         queue: Iterator[PlannedSample] = iter(pending)
         finished = 0
 
-        writes: set[asyncio.Future[Any]] = set()
+        writes = ShieldedWrites(writer)
 
         async def worker() -> None:
             nonlocal finished
@@ -617,7 +617,7 @@ class Runner:
                 started_at, started = utc_now(), time.monotonic()
                 record = await self._run_one(track, sample, run_id, sandbox, clients[sample.label], judge)
                 try:
-                    stored = await self._write(writer, record, writes)
+                    stored = await writes.write(record)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
@@ -625,45 +625,18 @@ class Runner:
                     # error it is (a bare record; it is the content that failed).
                     self._note_harness_error(sample, exc)
                     failed = harness_error_record(sample, run_id, track.name, exc, started_at, started)
-                    stored = await self._write(writer, failed, writes)
+                    stored = await writes.write(failed)
                 finished += 1
                 self.progress.sample_finished(stored)
 
-        loop = asyncio.get_running_loop()
         self._workers = [
             asyncio.create_task(worker())
             for _ in range(min(self.config.max_concurrency, max(len(pending), 1)))
         ]
-        handled: list[int] = []
-        if self.handle_signals:
-            for signum in (int(signal.SIGINT), int(signal.SIGTERM)):
-                with contextlib.suppress(NotImplementedError, RuntimeError):
-                    loop.add_signal_handler(signum, self._interrupt, signum)
-                    handled.append(signum)
-        try:
-            results = await asyncio.gather(*self._workers, return_exceptions=True)
-            # Writes whose worker was cancelled mid-await still finish before the file closes.
-            await asyncio.gather(*writes, return_exceptions=True)
-        finally:
-            for signum in handled:
-                loop.remove_signal_handler(signum)
-        for outcome in results:
-            if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
-                raise outcome
+        await drive_workers(
+            self._workers, writes, handle_signals=self.handle_signals, on_signal=self._interrupt
+        )
         return finished
-
-    @staticmethod
-    async def _write(writer: Any, record: SampleRecord, writes: set[asyncio.Future[Any]]) -> SampleRecord:
-        # Shielded: once a record is complete, Ctrl-C must not leave it unwritten; the
-        # write is awaited again after the workers stop, before the file is closed.
-        write = asyncio.ensure_future(asyncio.to_thread(writer.append, record))
-        writes.add(write)
-        try:
-            stored: SampleRecord = await asyncio.shield(write)
-        finally:
-            if write.done():
-                writes.discard(write)
-        return stored
 
     def _stopping(self) -> bool:
         stop = self.guard.stop

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from proctor.agent.rescore.stored_run import StoredRun, StoredSample
 from proctor.agent.run_config_loader import check_run_dir, parse_size
 from proctor.agent.run_guard import RunGuard
 from proctor.agent.runner import describe_exception, environment_info, model_labels, open_clients, utc_now
+from proctor.agent.sample_workers import ShieldedWrites, drive_workers
 from proctor.agent.store import RunStore, SampleKey, SampleWriter, file_sha256, sample_key
 from proctor.agent.summary import prices_from_config, summarize
 from proctor.agent.tracks.registry import make_track
@@ -343,7 +343,7 @@ class Rescorer:
     ) -> int:
         queue: Iterator[PlannedRegrade] = iter(pending)
         regraded = 0
-        writes: set[asyncio.Future[Any]] = set()
+        writes = ShieldedWrites(writer)
 
         async def worker() -> None:
             nonlocal regraded
@@ -352,30 +352,17 @@ class Rescorer:
                     return
                 self.progress.sample_started()
                 record = await self._regrade_one(regrader, item, context)
-                stored = await _write(writer, record, writes)
+                stored = await writes.write(record)
                 regraded += 1 if record.rescore is not None and record.rescore.rescored else 0
                 self.progress.sample_finished(stored)
 
-        loop = asyncio.get_running_loop()
         self._workers = [
             asyncio.create_task(worker())
             for _ in range(min(self.config.max_concurrency, max(len(pending), 1)))
         ]
-        handled: list[int] = []
-        if self.handle_signals:
-            for signum in (int(signal.SIGINT), int(signal.SIGTERM)):
-                with contextlib.suppress(NotImplementedError, RuntimeError):
-                    loop.add_signal_handler(signum, self._interrupt, signum)
-                    handled.append(signum)
-        try:
-            results = await asyncio.gather(*self._workers, return_exceptions=True)
-            await asyncio.gather(*writes, return_exceptions=True)
-        finally:
-            for signum in handled:
-                loop.remove_signal_handler(signum)
-        for outcome in results:
-            if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
-                raise outcome
+        await drive_workers(
+            self._workers, writes, handle_signals=self.handle_signals, on_signal=self._interrupt
+        )
         return regraded
 
     async def _regrade_one(
@@ -419,17 +406,3 @@ class Rescorer:
         asyncio.get_running_loop().remove_signal_handler(signum)
         for task in self._workers:
             task.cancel()
-
-
-async def _write(
-    writer: SampleWriter, record: SampleRecord, writes: set[asyncio.Future[Any]]
-) -> SampleRecord:
-    # Shielded, as in the runner: a graded record is never left unwritten by Ctrl-C.
-    write = asyncio.ensure_future(asyncio.to_thread(writer.append, record))
-    writes.add(write)
-    try:
-        stored: SampleRecord = await asyncio.shield(write)
-    finally:
-        if write.done():
-            writes.discard(write)
-    return stored
