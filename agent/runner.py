@@ -40,7 +40,7 @@ from proctor.agent.progress import RunProgress
 from proctor.agent.records import RERUN_ON_RESUME, Outcome, SampleRecord
 from proctor.agent.run_config_loader import parse_size
 from proctor.agent.run_guard import GuardedClient, RunGuard, StopReason
-from proctor.agent.sample_workers import ShieldedWrites, drive_workers
+from proctor.agent.sample_workers import ShieldedWrites, drive_workers, final_status
 from proctor.agent.store import RunStore, file_sha256, resume_conflicts, sample_key
 from proctor.agent.summary import judge_prices_from_config, prices_from_config, summarize
 from proctor.agent.tracks.base import SampleContext, Track
@@ -466,16 +466,7 @@ class Runner:
                 self.interrupted = True
 
         stop = self.guard.stop
-        if self.interrupted:
-            status = "interrupted"
-        elif failure is not None:
-            # A sample the harness failed on is recorded (harness_error); only a failure of the
-            # run itself (store, sandbox, clients) marks the whole run failed.
-            status = "failed"
-        elif stop is not None:
-            status = stop.status
-        else:
-            status = "finished"
+        status = final_status(interrupted=self.interrupted, failure=failure, stop=stop)
         records = [r for r in store.load(repair=False).records if sample_key(r) in planned_keys]
         session.update(
             ended_at=utc_now(), status=status, ran=ran_now, harness_errors=self.harness_errors[:50]

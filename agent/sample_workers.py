@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from proctor.agent.records import SampleRecord
+from proctor.agent.run_guard import StopReason
 
 
 class ShieldedWrites:
@@ -61,3 +62,15 @@ async def drive_workers(
     for outcome in results:
         if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
             raise outcome
+
+
+def final_status(*, interrupted: bool, failure: BaseException | None, stop: StopReason | None) -> str:
+    """What run.json says about a session. A sample the harness failed on is recorded
+    (harness_error); only a failure of the run itself (store, sandbox, clients) is ``failed``."""
+    if interrupted:
+        return "interrupted"
+    if failure is not None:
+        return "failed"
+    if stop is not None:
+        return stop.status
+    return "finished"

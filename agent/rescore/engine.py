@@ -30,7 +30,7 @@ from proctor.agent.rescore.stored_run import StoredRun, StoredSample
 from proctor.agent.run_config_loader import check_run_dir, parse_size
 from proctor.agent.run_guard import RunGuard
 from proctor.agent.runner import describe_exception, environment_info, model_labels, open_clients, utc_now
-from proctor.agent.sample_workers import ShieldedWrites, drive_workers
+from proctor.agent.sample_workers import ShieldedWrites, drive_workers, final_status
 from proctor.agent.store import RunStore, SampleKey, SampleWriter, file_sha256, sample_key
 from proctor.agent.summary import prices_from_config, summarize
 from proctor.agent.tracks.registry import make_track
@@ -264,14 +264,7 @@ class Rescorer:
             if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
                 self.interrupted = True
         stop = self.guard.stop
-        if self.interrupted:
-            status = "interrupted"
-        elif failure is not None:
-            status = "failed"
-        elif stop is not None:
-            status = stop.status
-        else:
-            status = "finished"
+        status = final_status(interrupted=self.interrupted, failure=failure, stop=stop)
         records = [r for r in store.load(repair=False).records if sample_key(r) in planned_keys]
         header["rescore"]["rescored"] = sum(
             1 for r in records if r.rescore is not None and r.rescore.rescored
