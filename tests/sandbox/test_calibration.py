@@ -28,10 +28,10 @@ async def test_the_figure_reflects_the_cpu_quota(sandbox: Sandbox) -> None:
     if sandbox.describe().get("runtime") != "runsc":
         assert record["inside_s"] >= 2.0 * record["cpu_s"], record
         return
-    # gVisor's own CPU clock does not follow the host's quota (docs/sandbox.md, "Runtimes"), so
-    # its cpu_s says nothing here. What the quota does is seen against the same workload at a
-    # whole CPU: a quarter of the CPU takes >= 4x the work's time; 1.5x leaves room for a loaded
-    # host stretching the whole-CPU run too.
+    # Inside gVisor neither the CPU clock nor the wall clock follows the host's throttling
+    # (docs/sandbox.md, "Runtimes"): cpu_s and inside_s say little here. The host's clock does:
+    # the same workload at a quarter of a CPU takes far longer from outside than at a whole CPU
+    # (>= 4x the work's time against ~1x; 1.5x leaves room for start-up and a loaded host).
     full = await calibrate(sandbox, TEST_LIMITS.replace(cpus=1.0))
     assert "error" not in full, full
-    assert record["inside_s"] >= 1.5 * full["inside_s"], (record, full)
+    assert record["outside_s"] >= 1.5 * full["outside_s"], (record, full)
