@@ -74,11 +74,13 @@ async def test_no_boxed_answer_is_no_submission() -> None:
 
 
 async def test_pathological_answer_is_scorer_timeout_within_its_limit() -> None:
-    task = ScienceTask(id="slow", question="Q", answer=r"\sin(x)^{50}+\cos(x)^{50}+\tan(y)^{30}")
+    # Far beyond the 1 s budget: more than 8 s with a warm worker
+    # here (a smaller pair finished in 0.6 s once its worker was warm, which made this racy).
+    reference = r"\sin(x)^{50}\cos(y)^{40}+\cos(x)^{50}\sin(y)^{45}+\tan(x+y)^{30}+\tan(y)^{30}"
+    answer = r"\sin(x)^{49}\cos(y)^{41}+\cos(x)^{51}\sin(y)^{44}+\tan(x+y)^{31}+\tan(y)^{31}"
+    task = ScienceTask(id="slow", question="Q", answer=reference)
     started = asyncio.get_running_loop().time()
-    record = await run(
-        task, [Reply(content=r"\boxed{\sin(x)^{49}+\cos(x)^{51}+\tan(y)^{31}}")], {"eed_timeout_s": 1.0}
-    )
+    record = await run(task, [Reply(content=f"\\boxed{{{answer}}}")], {"eed_timeout_s": 1.0})
     assert asyncio.get_running_loop().time() - started < 15
     assert record.outcome is Outcome.SCORER_TIMEOUT and not record.success
     assert record.eed is not None and record.eed.status == "timeout"
