@@ -2,6 +2,7 @@
 
 Protocol: newline-delimited JSON both ways. The parent sends
 ``{"id", "reference", "answer", "mode", "skip"}``; the worker answers with
+``{"kind": "accepted", "id"}`` as soon as it has read the request,
 ``{"kind": "step", "id", "step"}`` before every sympy step and one
 ``{"kind": "result", "id", "result"}`` at the end. ``{"kind": "ready"}`` is sent once after the
 imports are warm. The parent enforces time limits by killing this process, so nothing here
@@ -64,6 +65,9 @@ def serve(requests: IO[bytes], replies: IO[bytes]) -> None:
     for line in requests:
         request = json.loads(line)
         request_id = request["id"]
+        # Tells the parent the request reached a live worker: a worker that dies before this line
+        # (killed while idle, say) never saw the pair, so the parent re-sends it to a fresh one.
+        _send(replies, {"kind": "accepted", "id": request_id})
 
         def report_step(step: str, request_id: Any = request_id) -> None:
             _send(replies, {"kind": "step", "id": request_id, "step": step})

@@ -14,6 +14,7 @@ pair's whole budget runs out, the worker is killed and the pair's outcome is a t
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import queue
@@ -119,7 +120,10 @@ class EEDWorker:
         self._process.wait()
         for stream in (self._process.stdin, self._process.stdout):
             if stream is not None:
-                stream.close()
+                # Closing stdin flushes what a write to the dead process left buffered: that
+                # raises BrokenPipeError, and the process is gone either way.
+                with contextlib.suppress(OSError):
+                    stream.close()
         self._stderr.close()
 
     def _trim_stderr(self, keep_under: int = 1 << 20) -> None:
@@ -191,13 +195,37 @@ class EEDWorker:
         budget_s: float,
         limits: StepLimits,
     ) -> Attempt:
-        if not self.alive():
-            self.restart()
-        self.wait_ready()
+        """One attempt at the pair. A worker that dies before it accepts the request never saw
+        the pair (it was killed while idle, or was still exiting when ``alive()`` looked): the
+        request goes once more to a fresh worker instead of counting as a crash."""
+        started = time.monotonic()
+        for delivery in range(2):
+            if not self.alive():
+                self.restart()
+            self.wait_ready()
+            attempt = self._attempt(reference, answer, mode, skip, started + budget_s, limits, started)
+            if attempt is not None:
+                return attempt
+            if delivery == 0:
+                self.restart()
+        elapsed = time.monotonic() - started
+        self.restart()
+        return Attempt("crashed", elapsed_s=elapsed)
+
+    def _attempt(
+        self,
+        reference: str,
+        answer: str,
+        mode: str,
+        skip: list[str],
+        budget_deadline: float,
+        limits: StepLimits,
+        started: float,
+    ) -> Attempt | None:
+        """Send the request and follow it; None when the worker died before accepting it."""
         self._next_id += 1
         request = {"id": self._next_id, "reference": reference, "answer": answer, "mode": mode, "skip": skip}
-        started = time.monotonic()
-        budget_deadline = started + budget_s
+        accepted = False
         step: str | None = None
         step_started = started
         step_deadline = float("inf")
@@ -221,7 +249,10 @@ class EEDWorker:
                     )
                 if message.get("id") != self._next_id:
                     continue
-                if message["kind"] == "step":
+                if message["kind"] == "accepted":
+                    accepted = True
+                elif message["kind"] == "step":
+                    accepted = True
                     step = message["step"]
                     step_started = time.monotonic()
                     limit = limits.for_step(message["step"])
@@ -230,6 +261,8 @@ class EEDWorker:
                     self._trim_stderr()
                     return Attempt("result", result=message["result"], elapsed_s=time.monotonic() - started)
         except (EOFError, OSError, ValueError):  # died, pipe broken, or garbled message
+            if not accepted:
+                return None
             elapsed = time.monotonic() - started
             self.restart()
             return Attempt(

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -43,6 +44,47 @@ def test_a_worker_killed_while_idle_is_replaced() -> None:
         assert attempt.kind == "result" and attempt.result is not None
         assert attempt.result["status"] == "equivalent"
         assert worker.pid != first_pid
+    finally:
+        worker.kill()
+
+
+def test_a_worker_that_looks_alive_but_is_dying_gets_the_pair_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race behind the idle-kill case: a killed multi-threaded worker can still look alive to
+    ``poll()`` while its threads exit, so the pair is written to a dying process. It never
+    accepted the pair, so the pair goes to a fresh worker instead of coming back ``crashed``."""
+    worker = EEDWorker()
+    try:
+        worker.wait_ready()
+        first_pid = worker.pid
+        os.kill(first_pid, signal.SIGKILL)
+        assert _wait_gone(first_pid, 5)
+        real_alive = EEDWorker.alive
+        looked = {"count": 0}
+
+        def alive_once_wrongly(self: EEDWorker) -> bool:
+            looked["count"] += 1
+            return True if looked["count"] == 1 else real_alive(self)
+
+        monkeypatch.setattr(EEDWorker, "alive", alive_once_wrongly)
+        attempt = worker.run("x^2", r"x \cdot x", "strict", [], 30.0, StepLimits())
+        assert attempt.kind == "result" and attempt.result is not None, attempt
+        assert attempt.result["status"] == "equivalent"
+        assert worker.pid != first_pid and worker.spawn_count == 2
+    finally:
+        worker.kill()
+
+
+def test_a_worker_killed_after_accepting_a_pair_is_a_crash_not_a_silent_resend() -> None:
+    worker = EEDWorker()
+    try:
+        worker.wait_ready()
+        first_pid = worker.pid
+        killer = threading.Timer(1.5, os.kill, (first_pid, signal.SIGKILL))
+        killer.start()
+        attempt = worker.run("(x+1)^{10000}", "(x+1)^{9999}", "strict", [], 60.0, StepLimits())
+        killer.join()
+        assert attempt.kind == "crashed" and attempt.step is not None, attempt
+        assert worker.spawn_count == 2  # replaced once, after the crash; the pair was not re-sent
     finally:
         worker.kill()
 
