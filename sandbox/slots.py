@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import threading
+import time
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Hashable, Iterator, Sequence
 from contextvars import ContextVar
@@ -190,8 +191,15 @@ class LimitedSandbox:
             raise
         except ValueError:
             pass
+        queued_at = time.time()
+        waiting_since = time.monotonic()
         async with self.slots.slot(_CALLER.get()):
-            return await self.inner.exec(code, argv=argv, stdin=stdin, timeout=timeout, limits=limits)
+            wait_s = time.monotonic() - waiting_since
+            result = await self.inner.exec(code, argv=argv, stdin=stdin, timeout=timeout, limits=limits)
+        # For the audit trail: when the call asked for a slot (host wall clock) and how long it
+        # waited; neither counts towards the call's time limit.
+        result.extra["slot"] = {"queued_at": queued_at, "wait_s": round(wait_s, 6)}
+        return result
 
     def describe(self) -> dict[str, Any]:
         return {**self.inner.describe(), "max_concurrent_executions": self.slots.capacity}

@@ -104,10 +104,11 @@ def test_sixty_parallel_calls_run_under_the_bound_and_do_not_starve_another_samp
     assert starts[-1] - starts[0] > CALL_TIMEOUT_S, starts
     # Fair turns: of the sixty calls still waiting when the single call was queued, at most
     # the bound (plus one for a slot freed in the same instant) started before it; a FIFO
-    # queue would have started every one of them first. When it was queued: its end minus
-    # the tool call's whole duration, which includes its wait for a slot.
+    # queue would have started every one of them first. When it was queued: the host's clock
+    # when the call asked for a slot, as the call's record keeps it.
     one_call = next(c for c in records["ONE"]["tool_calls"] if c["name"] == "python")
-    queued_at = one[0][1] - one_call["duration_s"]
+    queued_at = one_call["sandbox"]["extra"]["slot"]["queued_at"]
+    assert one_call["sandbox"]["extra"]["slot"]["wait_s"] > 0  # it really waited behind the sixty
     waiting = [start for start, _ in many if start > queued_at]
     jumped_ahead = sum(1 for start in waiting if start < one[0][0])
     assert len(waiting) >= BOUND + 5, (len(waiting), queued_at, starts[:5])
