@@ -272,6 +272,7 @@ class DockerSandbox:
         caller = current_caller()
         for attempt in range(2):
             lease = await self.pool.acquire(caller)
+            served_before = lease.uses  # 0 unless recycling handed out a reset container
             try:
                 raw = await self._run_leased(lease, program, stdin, timeout, limits)
             except ContainerGone as exc:
@@ -281,7 +282,9 @@ class DockerSandbox:
                     raise SandboxError(f"the docker sandbox failed: {exc}") from exc
                 log.warning("sandbox: warm container lost (%s); using another one", exc)
                 continue
-            return self._result(raw, lease.item.id)
+            result = self._result(raw, lease.item.id)
+            result.extra["container_calls_before"] = served_before
+            return result
         raise AssertionError("unreachable")
 
     async def _run_leased(

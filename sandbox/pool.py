@@ -4,14 +4,18 @@ The pool knows nothing about Docker: it is given coroutines that make one ready 
 destroy one, and reset one that a call has used (the reset proves the container clean or fails,
 see docs/sandbox.md "Recycled containers"). A container serves one call at a time.
 
-Its size follows demand. A call takes an idle container (preferring one its own caller used
-last), or, when none is idle, a new one is created for it while the pool is under its bound;
-at the bound the call waits for the next container to come back (back-pressure) instead of
-creating more. The bound is the process's execution slots (calls that can run at once) plus
-the spare ``size``, so the pool never holds more containers than calls can use. After a call
-the container is reset off the caller's path and becomes idle again; containers idle longer
-than ``idle_s`` beyond the spare ``size`` are removed, so the pool shrinks when demand falls.
-The spare is kept started ahead of demand in the background.
+Its size follows demand. A call takes an idle container it may use: one never used, or one
+its own caller (one sample of a run, see :func:`proctor.sandbox.slots.execution_caller`) used
+before. A container that served one caller never serves another, so what a reset cannot clear
+(counters such as the next process ID, see docs/sandbox.md) never links two samples. When none
+is idle, a new one is created while the pool is under its bound; at the bound an idle container
+of another caller is removed to make room, and otherwise the call waits for the next container
+to come back (back-pressure) instead of creating more. The bound is the process's execution
+slots (calls that can run at once) plus the spare ``size``, so the pool never holds more
+containers than calls can use. After a call the container is reset off the caller's path and
+becomes idle again; containers idle longer than ``idle_s`` beyond the spare ``size`` are
+removed, so the pool shrinks when demand falls. The spare is kept started ahead of demand in
+the background.
 """
 
 from __future__ import annotations
@@ -102,16 +106,12 @@ class WarmPool(Generic[Item]):
             self._refill_task = asyncio.create_task(self._refill_forever(), name="sandbox-pool-refill")
 
     def take(self, caller: Hashable = None) -> Lease[Item] | None:
-        """An idle container for one call, or None when none is idle (never waits).
-
-        Prefers the container the same caller used last, then one never used: what a reset
-        cannot clear (counters such as the next process ID, see docs/sandbox.md) then stays
-        within one caller's calls whenever the pool has a choice.
-        """
-        if not self._idle:
+        """An idle container this caller may use, or None when there is none (never waits)."""
+        index = self._pick(caller)
+        if index is None:
             self._wake.set()
             return None
-        lease = self._idle.pop(self._pick(caller))
+        lease = self._idle.pop(index)
         lease.caller = caller
         self._in_use += 1
         self._filled.clear()
@@ -121,21 +121,37 @@ class WarmPool(Generic[Item]):
         asyncio.get_running_loop().call_later(REFILL_DELAY_S, self._wake.set)
         return lease
 
-    def _pick(self, caller: Hashable) -> int:
-        """The caller's own container, else a never-used one, else the one idle longest."""
+    def _pick(self, caller: Hashable) -> int | None:
+        """The caller's own container (the one used last), else a never-used one, else None."""
         newest = range(len(self._idle) - 1, -1, -1)
         own = next((i for i in newest if self._idle[i].uses and self._idle[i].caller == caller), None)
         if own is not None:
             return own
-        unused = next((i for i in newest if not self._idle[i].uses), None)
-        return 0 if unused is None else unused
+        return next((i for i in newest if not self._idle[i].uses), None)
+
+    def _evict_for(self, caller: Hashable) -> Item | None:
+        """At the bound: the longest-idle container of another caller, taken out to be removed."""
+        victim = next(
+            (i for i, lease in enumerate(self._idle) if lease.uses and lease.caller != caller), None
+        )
+        return None if victim is None else self._idle.pop(victim).item
 
     async def acquire(self, caller: Hashable = None) -> Lease[Item]:
-        """An idle container, a new one while under the bound, or the next one to come back."""
+        """A usable idle container, a new one while under the bound, or the next to come back."""
         while True:
             lease = self.take(caller)
             if lease is not None:
                 return lease
+            if self._total >= self.bound():
+                victim = self._evict_for(caller)
+                if victim is not None:
+                    # Removed before its place is reused, so the bound holds at every instant;
+                    # only a caller that finds nothing else pays for it.
+                    try:
+                        await self._discard(victim)
+                    except Exception as exc:  # its place is freed all the same; the sweep retries
+                        log.info("sandbox pool: an evicted container was not removed (%s)", exc)
+                    continue
             if self._total < self.bound():
                 self._total += 1
                 self._in_use += 1

@@ -227,6 +227,33 @@ async def test_pinned_libraries_in_answers_under_docker() -> None:
         await sandbox.aclose()
 
 
+@pytest.mark.docker
+async def test_with_recycling_on_the_verdict_runs_in_containers_no_call_used() -> None:
+    """The sample's own python calls leave a reset container behind for the sample; the answer
+    and verification runs must not get it (nor each other's), so no hole in a reset can reach a
+    verdict."""
+    from proctor.sandbox import execution_caller, open_sandbox
+
+    sandbox = await open_sandbox("docker", pool_size=1, recycle_containers=True)
+    try:
+        with execution_caller("one-sample"):
+            used = set()
+            for _ in range(3):
+                call = await sandbox.exec("print(1)", timeout=30)
+                assert call.exit_code == 0, call
+                used.add(call.extra["container_id"])
+                await sandbox.settle(60)
+            assert len(used) == 1  # recycled for the sample: the test is not vacuous
+            result = await runner(sandbox).evaluate("def answer():\n    return 42\n", integer_task())
+        assert result.outcome is Outcome.CORRECT, result.error
+        assert result.record.answer_exec is not None and result.record.verify_exec is not None
+        verdict_runs = [result.record.answer_exec["extra"], result.record.verify_exec["extra"]]
+        assert all(run["container_calls_before"] == 0 for run in verdict_runs), verdict_runs
+        assert not used & {run["container_id"] for run in verdict_runs}
+    finally:
+        await sandbox.aclose()
+
+
 async def test_a_value_too_large_for_the_output_cap_is_an_answer_error(local_sandbox: Sandbox) -> None:
     code = "def answer():\n    return list(range(400000))\n"
     result = await runner(local_sandbox).evaluate(code, integer_task())

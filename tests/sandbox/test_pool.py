@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proctor.sandbox.pool import Lease, WarmPool
 
@@ -24,9 +26,9 @@ class Engine:
         self.peak_alive = 0
 
     async def create(self) -> str:
+        await asyncio.sleep(0.01)  # a creation cancelled here leaves nothing, like the engine's
         self.alive += 1
         self.peak_alive = max(self.peak_alive, self.alive)
-        await asyncio.sleep(0.01)
         self.made.append(f"c{len(self.made)}")
         return self.made[-1]
 
@@ -58,8 +60,10 @@ async def test_grows_with_demand_to_the_bound_then_callers_wait_for_a_container(
     assert not waiting.done(), "at the bound a call must wait, not create"
     pool.give_back(leases[0], reusable=True)
     fifth = await asyncio.wait_for(waiting, 5)
-    assert fifth.item == leases[0].item and fifth.uses == 1  # the recycled one, after its reset
-    assert len(engine.made) == 4 and engine.peak_alive <= pool.bound()
+    # Caller 0's container, once reset, never serves another caller: it is removed to make room.
+    assert fifth.item not in {lease.item for lease in leases} and fifth.uses == 0
+    assert leases[0].item in engine.destroyed
+    assert len(engine.made) == 5 and engine.peak_alive <= pool.bound()
     for lease in [*leases[1:], fifth]:
         pool.give_back(lease, reusable=True)
     await pool.close()
@@ -109,6 +113,54 @@ async def test_prefers_the_container_its_own_caller_used_last() -> None:
     assert (await pool.acquire("them")).item == theirs.item
     assert (await pool.acquire("me")).item == mine.item
     await pool.close()
+
+
+async def test_a_used_container_never_serves_another_caller() -> None:
+    """What a reset cannot clear (the next PID, IPC and inode counters) must never link two
+    samples: a recycled container goes back only to the caller that used it."""
+    engine = Engine()
+    pool = engine.pool(size=2, capacity=2)
+    pool.start()
+    assert await pool.wait_full(5)
+    mine = await pool.acquire("me")
+    pool.give_back(mine, reusable=True)
+    assert await pool.wait_full(5)
+    assert mine.item in {lease.item for lease in pool._idle}  # reset and idle, owned by "me"
+    others = [await pool.acquire(f"other-{n}") for n in range(4)]  # up to and past the bound
+    assert mine.item not in {lease.item for lease in others}
+    assert mine.item in engine.destroyed  # removed to make room, not handed over
+    assert all(lease.uses == 0 for lease in others)
+    for lease in others:
+        pool.give_back(lease, reusable=True)
+    await pool.close()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("abcd"), st.booleans()), min_size=1, max_size=30))
+def test_random_call_sequences_never_share_a_container_between_callers(
+    calls: list[tuple[str, bool]],
+) -> None:
+    async def scenario() -> dict[str, set[str]]:
+        engine = Engine()
+        pool = engine.pool(size=1, capacity=2)
+        pool.start()
+        served: dict[str, set[str]] = {}
+        held: list[Lease[str]] = []
+        for caller, clean in calls:
+            if len(held) == 2:  # the bound's calls are running: one ends first
+                pool.give_back(held.pop(0), reusable=clean)
+            lease = await asyncio.wait_for(pool.acquire(caller), 5)
+            served.setdefault(lease.item, set()).add(caller)
+            held.append(lease)
+            await asyncio.sleep(0)
+        for lease in held:
+            pool.give_back(lease, reusable=True)
+        await pool.close()
+        assert engine.alive == 0
+        return served
+
+    served = asyncio.run(scenario())
+    assert all(len(callers) == 1 for callers in served.values()), served
 
 
 async def test_shrinks_back_to_the_spare_when_demand_falls() -> None:

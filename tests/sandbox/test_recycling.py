@@ -15,6 +15,7 @@ import pytest
 import pytest_asyncio
 
 from proctor.sandbox.docker_backend import DockerSandbox, open_docker_sandbox
+from proctor.sandbox.slots import execution_caller
 from tests.sandbox.conftest import TEST_LIMITS
 
 pytestmark = [pytest.mark.docker, pytest.mark.asyncio(loop_scope="module")]
@@ -307,3 +308,24 @@ async def test_by_default_every_call_gets_a_container_no_call_used_before(sandbo
         assert None not in seen and len(set(seen)) == 4, seen
     finally:
         await opened.aclose()
+
+
+async def test_a_recycled_container_never_serves_another_caller(recycling: DockerSandbox) -> None:
+    """Counters a reset cannot undo must never link two samples: caller A's container, reset and
+    idle, is never handed to caller B (B gets a container that ran nothing), while A gets its own
+    back (so the test cannot pass because the pool simply stopped recycling)."""
+    where = LOOK + "\nprint(json.dumps(container()))\n"
+
+    async def container_of(caller: str) -> str:
+        assert await recycling.settle(60)
+        with execution_caller(caller):
+            result = await recycling.exec(where, timeout=30)
+        assert result.exit_code == 0, result
+        found: str = json.loads(result.stdout.strip().splitlines()[-1])
+        return found
+
+    first_a = await container_of("sample-a")
+    again_a = await container_of("sample-a")
+    assert again_a == first_a  # recycled for its own caller
+    seen_by_b = {await container_of("sample-b") for _ in range(3)}
+    assert first_a not in seen_by_b

@@ -33,7 +33,7 @@ from proctor.agent.tracks.frontiermath.checks import check_submission_code
 from proctor.agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
 from proctor.agent.tracks.frontiermath.sandbox_driver import MARK_REFERENCE_READY, MARK_RETURNED
 from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
-from proctor.sandbox import ExecResult, Limits, Sandbox, SandboxError
+from proctor.sandbox import ExecResult, Limits, Sandbox, SandboxError, execution_caller
 
 # answer()'s limit is the driver's own timer for a well-behaved submission; the sandbox kills
 # the call at the limit plus this grace whatever the submission does to that timer. It covers
@@ -148,9 +148,12 @@ class SubmissionRunner:
         payload = json.dumps({**request, "nonce": nonce}) + "\n"
         if value is not None:
             payload += json.dumps(value)
-        result = await run_in_sandbox(
-            self.sandbox, self.events, driver_program(), timeout=timeout, stdin=payload
-        )
+        # A caller of its own: with container recycling on, the runs that decide the verdict
+        # get a container no python call of this sample (or any other) ever used.
+        with execution_caller(("submission", nonce)):
+            result = await run_in_sandbox(
+                self.sandbox, self.events, driver_program(), timeout=timeout, stdin=payload
+            )
         return result, nonce
 
     async def evaluate(
