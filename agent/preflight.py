@@ -18,7 +18,7 @@ import openai
 
 from proctor.agent.config import ModelConfig, RunConfig
 from proctor.agent.errors import UserError
-from proctor.agent.model.base import EndpointRefused, ModelError
+from proctor.agent.model.base import EndpointRefused, ModelError, Usage
 from proctor.agent.model.endpoint import Endpoint, configured_base_url, is_local_model, without_secrets
 from proctor.agent.model.retry import RetryPolicy
 from proctor.agent.tracks.base import Track
@@ -85,6 +85,8 @@ class PreflightResult:
     error: str | None
     # Something worth knowing that is not a failure (a rate limit).
     note: str | None = None
+    # What the endpoint reported the probe cost: it is spent, so run.json says so.
+    usage: Usage | None = None
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -95,6 +97,15 @@ class PreflightResult:
             "ok": self.error is None,
             **({"error": self.error} if self.error else {}),
             **({"note": self.note} if self.note else {}),
+            **(
+                {
+                    "input_tokens": self.usage.input_tokens,
+                    "output_tokens": self.usage.output_tokens,
+                    "usage_estimated": self.usage.estimated,
+                }
+                if self.usage is not None
+                else {}
+            ),
         }
 
 
@@ -114,11 +125,13 @@ async def _probe(use: EndpointUse) -> PreflightResult:
     started = time.monotonic()
     error: str | None = None
     note: str | None = None
+    usage: Usage | None = None
     client = make_client(cfg, retry_policy=PREFLIGHT_RETRY)
     try:
-        await client.complete(
+        response = await client.complete(
             [{"role": "user", "content": PREFLIGHT_PROMPT}], max_output_tokens=PREFLIGHT_MAX_OUTPUT_TOKENS
         )
+        usage = response.usage
     except ModelError as exc:
         if _rate_limited(exc):
             # Rate limits are the run's to wait out (it retries them); refusing to start would
@@ -130,7 +143,7 @@ async def _probe(use: EndpointUse) -> PreflightResult:
         error = f"{type(exc).__name__}: {exc}"
     finally:
         await client.aclose()
-    return PreflightResult(use, time.monotonic() - started, error, note)
+    return PreflightResult(use, time.monotonic() - started, error, note, usage)
 
 
 async def preflight(uses: list[EndpointUse]) -> list[PreflightResult]:

@@ -160,6 +160,11 @@ async def test_the_preflight_probes_model_and_judge_once_each_with_the_run_s_set
         assert len(bodies) == 2 and PREFLIGHT_PROMPT not in json.dumps(bodies[1])
     session = json.loads((tmp_path / "run" / "run.json").read_text())["sessions"][-1]
     assert [(p["role"], p["ok"]) for p in session["preflight"]] == [("model", True), ("judge", True)]
+    # The probes are spent tokens: each records what its endpoint reported (the scripted default).
+    assert [(p["input_tokens"], p["output_tokens"], p["usage_estimated"]) for p in session["preflight"]] == [
+        (10, 5, False),
+        (10, 5, False),
+    ]
 
 
 async def test_a_rate_limited_preflight_lets_the_run_start_and_wait(tmp_path: Path) -> None:
