@@ -39,6 +39,11 @@ REFILL_DELAY_S = 0.25
 # (the engine's counters, the kernel's) stays bounded.
 MAX_USES = 100
 IDLE_S = 30.0
+# With recycling, each caller (sample) keeps its own container between its calls, so the pool
+# may hold this many more than it can run at once. An idle container costs ~4.4 MiB and no CPU;
+# without the room, more callers than the bound would evict each other's on every call and pay
+# for a new container each time (3.4 calls/s instead of 15 at 16 callers, measured).
+KEEP_OWNED = 32
 
 
 Item = TypeVar("Item")
@@ -65,6 +70,7 @@ class WarmPool(Generic[Item]):
         capacity: Callable[[], int] = lambda: 1,
         max_uses: int = MAX_USES,
         idle_s: float = IDLE_S,
+        keep_owned: int = KEEP_OWNED,
         first_retry_s: float = _FIRST_RETRY_S,
         max_retry_s: float = _MAX_RETRY_S,
     ) -> None:
@@ -76,10 +82,12 @@ class WarmPool(Generic[Item]):
         self._reset = reset
         self._capacity = capacity
         self.max_uses = max_uses
+        self.keep_owned = keep_owned
         self.idle_s = idle_s
         self._idle: list[Lease[Item]] = []
         self._total = 0  # containers that exist or are being made, until destroyed
         self._in_use = 0
+        self._resetting: dict[Hashable, int] = {}  # caller -> its containers being reset now
         self._changed = asyncio.Event()
         self._wake = asyncio.Event()
         self._filled = asyncio.Event()
@@ -98,8 +106,11 @@ class WarmPool(Generic[Item]):
         return self.size > 0 and self._reset is not None
 
     def bound(self) -> int:
-        """At most this many containers exist: one per call that can run at once, plus the spare."""
-        return max(1, self._capacity()) + self.size
+        """At most this many containers exist: one per call that can run at once, plus the spare,
+        plus (recycling) room for callers' own idle containers. Calls running at once are bounded
+        by the execution slots, never by this."""
+        owned = self.keep_owned if self.recycling else 0
+        return max(1, self._capacity()) + self.size + owned
 
     def start(self) -> None:
         if self.size > 0 and self._refill_task is None:
@@ -142,6 +153,12 @@ class WarmPool(Generic[Item]):
             lease = self.take(caller)
             if lease is not None:
                 return lease
+            if self._resetting.get(caller):
+                # Its own container is being reset (tens of ms): cheaper to wait for it than to
+                # create one (hundreds) or to evict another caller's.
+                self._changed.clear()
+                await self._changed.wait()
+                continue
             if self._total >= self.bound():
                 victim = self._evict_for(caller)
                 if victim is not None:
@@ -172,6 +189,7 @@ class WarmPool(Generic[Item]):
         self._in_use -= 1
         lease.uses += 1
         if reusable and self.recycling and not self._closed and lease.uses < self.max_uses:
+            self._resetting[lease.caller] = self._resetting.get(lease.caller, 0) + 1
             self._spawn(self._recycle(lease), "sandbox-recycle")
         else:
             self._spawn(self._discard(lease.item), "sandbox-remove")
@@ -229,6 +247,15 @@ class WarmPool(Generic[Item]):
         task.add_done_callback(self._background.discard)
 
     async def _recycle(self, lease: Lease[Item]) -> None:
+        try:
+            await self._reset_and_return(lease)
+        finally:
+            left = self._resetting.pop(lease.caller, 1) - 1
+            if left:
+                self._resetting[lease.caller] = left
+            self._changed.set()  # a caller waiting for this reset looks again, whatever came of it
+
+    async def _reset_and_return(self, lease: Lease[Item]) -> None:
         assert self._reset is not None
         try:
             await self._reset(lease.item)

@@ -17,7 +17,8 @@ pytestmark = pytest.mark.asyncio
 class Engine:
     """Fake create/destroy/reset that count what the pool asks for."""
 
-    def __init__(self, reset_fails: bool = False) -> None:
+    def __init__(self, reset_fails: bool = False, create_s: float = 0.01) -> None:
+        self.create_s = create_s
         self.made: list[str] = []
         self.destroyed: list[str] = []
         self.resets: list[str] = []
@@ -26,7 +27,7 @@ class Engine:
         self.peak_alive = 0
 
     async def create(self) -> str:
-        await asyncio.sleep(0.01)  # a creation cancelled here leaves nothing, like the engine's
+        await asyncio.sleep(self.create_s)  # a creation cancelled here leaves nothing, like the engine's
         self.alive += 1
         self.peak_alive = max(self.peak_alive, self.alive)
         self.made.append(f"c{len(self.made)}")
@@ -42,10 +43,16 @@ class Engine:
         if self.reset_fails:
             raise RuntimeError("not clean")
 
-    def pool(self, size: int, capacity: int, **kwargs: float) -> WarmPool[str]:
+    def pool(self, size: int, capacity: int, keep_owned: int = 0, **kwargs: float) -> WarmPool[str]:
         return WarmPool(
-            self.create, self.destroy, size, reset=self.reset, capacity=lambda: capacity, **kwargs
-        )  # type: ignore[arg-type]
+            self.create,
+            self.destroy,
+            size,
+            reset=self.reset,
+            capacity=lambda: capacity,
+            keep_owned=keep_owned,
+            **kwargs,  # type: ignore[arg-type]
+        )
 
 
 async def test_grows_with_demand_to_the_bound_then_callers_wait_for_a_container() -> None:
@@ -136,13 +143,16 @@ async def test_a_used_container_never_serves_another_caller() -> None:
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from("abcd"), st.booleans()), min_size=1, max_size=30))
+@given(
+    st.lists(st.tuples(st.sampled_from("abcd"), st.booleans()), min_size=1, max_size=30),
+    st.sampled_from([0, 2]),
+)
 def test_random_call_sequences_never_share_a_container_between_callers(
-    calls: list[tuple[str, bool]],
+    calls: list[tuple[str, bool]], keep_owned: int
 ) -> None:
     async def scenario() -> dict[str, set[str]]:
         engine = Engine()
-        pool = engine.pool(size=1, capacity=2)
+        pool = engine.pool(size=1, capacity=2, keep_owned=keep_owned)
         pool.start()
         served: dict[str, set[str]] = {}
         held: list[Lease[str]] = []
@@ -195,3 +205,37 @@ async def test_lost_containers_free_their_place_under_the_bound() -> None:
     pool.give_back(second, reusable=True)  # size 0: no recycling, it goes
     await pool.close()
     assert second.item in engine.destroyed and not pool.recycling
+
+
+async def test_a_caller_waits_for_its_own_reset_rather_than_creating_or_evicting() -> None:
+    """Back-to-back calls of one sample: its container is being reset when the next call comes;
+    a reset takes tens of ms, a new container hundreds, so the call waits for its own."""
+    engine = Engine(create_s=0.3)
+    pool = engine.pool(size=1, capacity=2)
+    pool.start()
+    assert await pool.wait_full(5)
+    first = await pool.acquire("me")  # the spare; the refill starts another (0.3 s)
+    pool.give_back(first, reusable=True)  # the reset (0.01 s) starts in the background
+    again = await asyncio.wait_for(pool.acquire("me"), 5)
+    assert again.item == first.item and again.uses == 1
+    assert engine.resets == [first.item] and len(engine.made) <= 2  # nothing made for this call
+    pool.give_back(again, reusable=True)
+    await pool.close()
+    assert engine.alive == 0
+
+
+async def test_more_callers_than_slots_each_keep_their_own_container() -> None:
+    """Sixteen samples on two slots: each keeps its container between its calls (room for owned
+    containers), instead of evicting another's and paying for a new one every call."""
+    engine = Engine()
+    pool = engine.pool(size=1, capacity=2, keep_owned=32)
+    pool.start()
+    assert pool.bound() == 2 + 1 + 32
+    for _ in range(3):
+        for caller in range(16):
+            lease = await asyncio.wait_for(pool.acquire(caller), 5)
+            pool.give_back(lease, reusable=True)
+            assert await pool.wait_full(5)
+    assert len(engine.made) <= 16 + 1 and not engine.destroyed  # one per caller (+ the spare)
+    await pool.close()
+    assert engine.alive == 0
