@@ -11,11 +11,12 @@ before. A container that served one caller never serves another, so what a reset
 is idle, a new one is created while the pool is under its bound; at the bound an idle container
 of another caller is removed to make room, and otherwise the call waits for the next container
 to come back (back-pressure) instead of creating more. The bound is the process's execution
-slots (calls that can run at once) plus the spare ``size``, so the pool never holds more
-containers than calls can use. After a call the container is reset off the caller's path and
-becomes idle again; containers idle longer than ``idle_s`` beyond the spare ``size`` are
-removed, so the pool shrinks when demand falls. The spare is kept started ahead of demand in
-the background.
+slots (calls that can run at once) plus the spare ``size``, plus, with recycling, room for
+``keep_owned`` callers' own idle containers. After a call the container is reset off the
+caller's path and becomes idle again, for its caller only. The spare counts never-used
+containers only and is kept started ahead of demand in the background; unused containers idle
+longer than ``idle_s`` beyond it, and a caller's own idle longer than ``owned_idle_s``, are
+removed, so the pool shrinks when demand falls.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ IDLE_S = 30.0
 # without the room, more callers than the bound would evict each other's on every call and pay
 # for a new container each time (3.4 calls/s instead of 15 at 16 callers, measured).
 KEEP_OWNED = 32
+# A sample's calls are minutes apart when its model thinks long; its own container waits that
+# long (idle, it costs memory only), while unused containers beyond the spare go after IDLE_S.
+OWNED_IDLE_S = 300.0
 
 
 Item = TypeVar("Item")
@@ -70,6 +74,7 @@ class WarmPool(Generic[Item]):
         capacity: Callable[[], int] = lambda: 1,
         max_uses: int = MAX_USES,
         idle_s: float = IDLE_S,
+        owned_idle_s: float = OWNED_IDLE_S,
         keep_owned: int = KEEP_OWNED,
         first_retry_s: float = _FIRST_RETRY_S,
         max_retry_s: float = _MAX_RETRY_S,
@@ -84,6 +89,7 @@ class WarmPool(Generic[Item]):
         self.max_uses = max_uses
         self.keep_owned = keep_owned
         self.idle_s = idle_s
+        self.owned_idle_s = owned_idle_s
         self._idle: list[Lease[Item]] = []
         self._total = 0  # containers that exist or are being made, until destroyed
         self._in_use = 0
@@ -285,11 +291,24 @@ class WarmPool(Generic[Item]):
         self._changed.set()
         self._wake.set()
 
+    def _spare_count(self) -> int:
+        """Idle containers any caller may take: never used. A caller's own do not count."""
+        return sum(1 for lease in self._idle if not lease.uses)
+
     def _trim_idle(self) -> None:
-        """Remove containers idle for ``idle_s`` beyond the spare: the pool shrinks with demand."""
+        """Remove a caller's own container idle for ``owned_idle_s``, and unused ones beyond the
+        spare idle for ``idle_s``: the pool shrinks with demand."""
         now = time.monotonic()
-        while len(self._idle) > self.size and now - self._idle[0].idle_since > self.idle_s:
-            self._spawn(self._discard(self._idle.pop(0).item), "sandbox-trim")
+        spare = self._spare_count()
+        for lease in list(self._idle):
+            if lease.uses:
+                expired = now - lease.idle_since > self.owned_idle_s
+            else:
+                expired = spare > self.size and now - lease.idle_since > self.idle_s
+                spare -= expired
+            if expired:
+                self._idle.remove(lease)
+                self._spawn(self._discard(lease.item), "sandbox-trim")
 
     async def _refill_forever(self) -> None:
         retry_s = self._first_retry_s
@@ -297,8 +316,9 @@ class WarmPool(Generic[Item]):
             self._trim_idle()
             # Spare containers are started only while under the bound and while no call is
             # waiting for one to come back: back-pressure applies to the refill too.
-            if len(self._idle) >= self.size or self._total >= self.bound():
-                if len(self._idle) >= self.size and not self._background:
+            spare = self._spare_count()
+            if spare >= self.size or self._total >= self.bound():
+                if spare >= self.size and not self._background:
                     self._filled.set()
                 self._wake.clear()
                 with contextlib.suppress(TimeoutError):

@@ -175,17 +175,18 @@ def test_random_call_sequences_never_share_a_container_between_callers(
 
 async def test_shrinks_back_to_the_spare_when_demand_falls() -> None:
     engine = Engine()
-    pool = engine.pool(size=1, capacity=4, idle_s=0.2)
+    pool = engine.pool(size=1, capacity=4, idle_s=0.2, owned_idle_s=0.2)
     pool.start()
     leases: list[Lease[str]] = [await pool.acquire(caller) for caller in range(5)]
     for lease in leases:
         pool.give_back(lease, reusable=True)
-    assert await pool.wait_full(5)
-    assert pool.ready_count == 5
     for _ in range(40):
         await asyncio.sleep(0.1)
-        if pool.total == 1:
+        if pool.total == 1 and pool.ready_count == 1:
             break
+    # Every caller's container was reset, idled past its time and went; the spare is new.
+    assert sorted(engine.resets) == sorted(lease.item for lease in leases)
+    assert {lease.item for lease in leases} <= set(engine.destroyed)
     assert pool.total == 1 and pool.ready_count == 1
     await pool.close()
     assert engine.alive == 0
@@ -239,3 +240,26 @@ async def test_more_callers_than_slots_each_keep_their_own_container() -> None:
     assert len(engine.made) <= 16 + 1 and not engine.destroyed  # one per caller (+ the spare)
     await pool.close()
     assert engine.alive == 0
+
+
+async def test_a_callers_own_container_outlives_the_idle_time_of_unused_ones() -> None:
+    """A sample's next call may come minutes later (a model thinking): its own container stays
+    for ``owned_idle_s``, while unused containers beyond the spare go after ``idle_s``."""
+    engine = Engine()
+    pool = engine.pool(size=1, capacity=2, keep_owned=4, idle_s=0.1, owned_idle_s=1.0)
+    pool.start()
+    mine = await pool.acquire("me")
+    pool.give_back(mine, reusable=True)
+    assert await pool.wait_full(5)
+    await asyncio.sleep(0.4)
+    pool._wake.set()
+    await asyncio.sleep(0.1)
+    assert (await pool.acquire("me")).item == mine.item  # still there after idle_s
+    pool.give_back(mine, reusable=True)
+    for _ in range(30):
+        await asyncio.sleep(0.1)
+        pool._wake.set()
+        if mine.item in engine.destroyed:
+            break
+    assert mine.item in engine.destroyed  # gone after owned_idle_s
+    await pool.close()
