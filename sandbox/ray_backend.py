@@ -227,6 +227,25 @@ class RaySandbox:
             deadline_margin_s=self.deadline_margin_s,
         )
 
+    def on_node(self, node_id: str) -> RaySandbox:
+        """A view that sends every call to the one serving worker of ``node_id`` and never
+        elsewhere (the audit checks each node in turn): a call it cannot run there fails.
+
+        It shares this sandbox's connection: close this one, not the view.
+        """
+        chosen = [w for w in self.workers if w.node_id == node_id and not w.lost]
+        if not chosen:
+            raise SandboxUnavailable(f"no ray sandbox worker serves node {node_id}")
+        return RaySandbox(
+            self.address,
+            self.image,
+            self.image_id,
+            chosen,
+            [],
+            default_limits=self.default_limits,
+            deadline_margin_s=self.deadline_margin_s,
+        )
+
     async def aclose(self) -> None:
         if self._closed:
             return

@@ -230,6 +230,50 @@ async def test_a_warm_container_lost_on_a_node_is_replaced(sandbox: Sandbox) -> 
         assert result.extra["container_id"] not in removed
 
 
+# -- the audit through ray ------------------------------------------------------------------
+
+
+async def test_a_node_view_runs_every_call_on_its_node_only(sandbox: Sandbox, cluster: LocalCluster) -> None:
+    node2 = cluster.nodes["node2"].node_id
+    view = sandbox.on_node(node2)  # type: ignore[attr-defined]
+    results = await asyncio.gather(*(view.exec("print(5)", timeout=30) for _ in range(4)))
+    assert {r.extra["ray"]["node"] for r in results} == {node2}
+    with pytest.raises(SandboxUnavailable, match="no ray sandbox worker serves node"):
+        sandbox.on_node("f" * 56)  # type: ignore[attr-defined]
+
+
+async def test_the_audit_through_ray_checks_every_node_and_each_holds(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    from proctor.agent.audit.battery import select_checks
+
+    report = tmp_path / "audit.json"
+    page = tmp_path / "audit.html"
+    args = ["sandbox", "audit", "--backend", "ray", "--ray-address", cluster.address, "--quick"]
+    done = await asyncio.to_thread(
+        cluster.proctor, *args, "--json", str(report), "--html", str(page), timeout=300
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    data = json.loads(report.read_text())
+    assert data["backend"] == "ray" and data["runtime"] == "runc" and data["passed"] is True
+    assert data["sandbox"]["ray_address"] == cluster.address
+    nodes = data["sandbox"]["nodes"]
+    expected_nodes = sorted(cluster.nodes[n].node_id[:12] for n in ENGINE_SOCKETS)
+    assert sorted(n.split()[0] for n in nodes) == expected_nodes
+    quick = {check.id for check in select_checks("ray", quick=True)}
+    host_side = {check.id for check in select_checks("ray", quick=True) if check.host_side}
+    assert host_side
+    for node in nodes:
+        rows = {row["id"]: row for row in data["rows"] if row["node"] == node}
+        assert set(rows) == quick
+        assert all(row["verdict"] in ("held", "weak") for row in rows.values()), rows
+        # This cluster's nodes share the audit's kernel: the host-side checks ran, and held.
+        for check_id in host_side:
+            assert rows[check_id]["verdict"] == "held", rows[check_id]
+    assert len(data["rows"]) == 2 * len(quick)
+    assert "on 2 node(s)" in done.stdout and "<th>node</th>" in page.read_text()
+
+
 # -- a full scripted FrontierMath run: ray against docker ----------------------------------
 
 
