@@ -68,3 +68,28 @@ async def test_a_warm_container_lost_while_waiting_is_replaced(sandbox_image: st
         assert (result.exit_code, result.stdout) == (0, "still served\n")
     finally:
         await opened.aclose()
+
+
+@pytest.mark.docker
+async def test_every_warm_container_lost_at_once_is_replaced(sandbox_image: str) -> None:
+    """An engine restart or `cleanup --all` from elsewhere kills the whole pool, not one container:
+    the next call must still be served (the first dead one found drops every dead one)."""
+    import docker
+
+    from proctor.sandbox import labels, open_sandbox
+    from proctor.sandbox.containers import remove_container
+
+    opened = await open_sandbox("docker", image=sandbox_image, pool_size=3, default_limits=TEST_LIMITS)
+    try:
+        assert await opened.settle(60)  # type: ignore[attr-defined]
+        api = docker.from_env().api
+        run_label = f"{labels.RUN_ID}={opened.describe()['run_id']}"
+        warm = api.containers(filters={"label": [labels.LABEL_FILTER, run_label]})
+        assert len(warm) == 3
+        for container in warm:
+            await asyncio.to_thread(remove_container, api, container["Id"])
+        result = await opened.exec("print('still served')", timeout=30)
+        assert (result.exit_code, result.stdout) == (0, "still served\n")
+        assert result.extra["container_id"] not in {c["Id"] for c in warm}
+    finally:
+        await opened.aclose()

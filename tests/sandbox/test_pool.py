@@ -143,3 +143,22 @@ async def test_lost_containers_free_their_place_under_the_bound() -> None:
     pool.give_back(second, reusable=True)  # size 0: no recycling, it goes
     await pool.close()
     assert second.item in engine.destroyed and not pool.recycling
+
+
+async def test_dead_idle_containers_are_dropped_at_once_and_replaced() -> None:
+    engine = Engine()
+    pool = engine.pool(size=3, capacity=4)
+    pool.start()
+    assert await pool.wait_full(5)
+    assert pool.ready_count == 3 and pool.total == 3
+    dead = {"c0", "c2"}
+    assert pool.drop_idle(lambda item: item in dead) == 2
+    assert pool.ready_count == 1
+    # The survivor is what the next call gets; the dead ones are destroyed and the spare refilled.
+    lease = await pool.acquire("caller")
+    assert lease.item == "c1"
+    pool.give_back(lease, reusable=True)
+    assert await pool.wait_full(5)
+    assert set(engine.destroyed) >= dead and pool.ready_count == 3
+    assert all(item not in dead for item in (lease.item for lease in pool._idle))
+    await pool.close()
