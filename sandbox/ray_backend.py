@@ -228,12 +228,13 @@ class RaySandbox:
         )
 
     def on_node(self, node_id: str) -> RaySandbox:
-        """A view that sends every call to the one serving worker of ``node_id`` and never
-        elsewhere (the audit checks each node in turn): a call it cannot run there fails.
+        """A view that sends every call to the worker of ``node_id`` and never elsewhere (the
+        audit checks each node in turn): a call it cannot run there, the worker lost included,
+        fails with SandboxError rather than moving to another node.
 
         It shares this sandbox's connection: close this one, not the view.
         """
-        chosen = [w for w in self.workers if w.node_id == node_id and not w.lost]
+        chosen = [w for w in self.workers if w.node_id == node_id]
         if not chosen:
             raise SandboxUnavailable(f"no ray sandbox worker serves node {node_id}")
         return RaySandbox(
