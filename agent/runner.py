@@ -588,7 +588,11 @@ class Runner:
         self.progress.console.print(headline(report), markup=False, highlight=False, soft_wrap=True)
         if report.broken:
             await sandbox.aclose()
-            names = ", ".join(f"{row.id} ({row.observed})" for row in report.broken)
+            # Through ray a check runs on every node: say on which one it failed.
+            names = ", ".join(
+                f"{row.id}{f' on node {row.node}' if row.node else ''} ({row.observed})"
+                for row in report.broken
+            )
             failed = len(report.broken)
             raise UserError(
                 f"--audit {self.audit}: the sandbox failed {failed} check(s), not starting: {names}"

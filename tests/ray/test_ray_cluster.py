@@ -327,12 +327,18 @@ async def test_scripted_frontiermath_run_through_ray_matches_docker(
     tasks = write_fm_tasks(tmp_path / "tasks.jsonl", FM_TASKS)
     with ScriptedServer(computing_model("ray", 0.0)) as server:
         env = {"OPENAI_BASE_URL": server.base_url, "OPENAI_API_KEY": "test"}
-        args = fm_run_args(tasks, tmp_path / "run", "ray", cluster)
-        done = await asyncio.to_thread(cluster.proctor, *args, env=env, timeout=240)
+        # With the run's own audit first: through ray it checks every node before any sample.
+        args = [*fm_run_args(tasks, tmp_path / "run", "ray", cluster), "--audit", "quick"]
+        done = await asyncio.to_thread(cluster.proctor, *args, env=env, timeout=400)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     records = read_lines(tmp_path / "run" / "samples.jsonl")
     assert {r["task_id"]: r["outcome"] for r in records} == docker_outcomes
     header = json.loads((tmp_path / "run" / "run.json").read_text())
+    from proctor.agent.audit.battery import select_checks
+
+    audit = header["audit"]
+    assert audit["backend"] == "ray" and audit["passed"] is True and audit["counts"]["broken"] == 0
+    assert sum(audit["counts"].values()) == len(ENGINE_SOCKETS) * len(select_checks("ray", quick=True))
     assert header["sandbox"]["backend"] == "ray" and header["sandbox_isolates_less"] is False
     assert header["sessions"][-1]["sandbox_image_id"] == header["sandbox"]["image_id"]
     nodes = {n["node_id"] for n in header["sandbox"]["nodes"]}
