@@ -15,6 +15,7 @@ import datetime as dt
 import hashlib
 import importlib
 import importlib.metadata
+import logging
 import os
 import platform
 import re
@@ -37,7 +38,7 @@ from proctor.agent.model.base import ModelClient, ModelError
 from proctor.agent.model.endpoint import without_secrets
 from proctor.agent.preflight import EndpointUse, check_keys, endpoint_uses, preflight, require_judge
 from proctor.agent.progress import RunProgress
-from proctor.agent.records import RERUN_ON_RESUME, Outcome, SampleRecord
+from proctor.agent.records import RERUN_ON_RESUME, Outcome, ReferenceRecord, SampleRecord
 from proctor.agent.run_config_loader import parse_size
 from proctor.agent.run_guard import GuardedClient, RunGuard, StopReason
 from proctor.agent.sample_workers import ShieldedWrites, drive_workers, final_status
@@ -47,6 +48,8 @@ from proctor.agent.tracks.base import SampleContext, Track
 from proctor.agent.tracks.frontiermath.profiles import get_profile
 from proctor.agent.tracks.registry import make_track
 from proctor.sandbox import Limits, Sandbox, execution_caller, open_sandbox
+
+log = logging.getLogger(__name__)
 
 # open_sandbox's signature: (backend, *, image, pool_size, default_limits) -> Sandbox.
 SandboxOpener = Callable[..., Awaitable[Sandbox]]
@@ -217,6 +220,15 @@ def _fallback_model_error(
         finished_at=utc_now(),
         duration_s=time.monotonic() - started,
     )
+
+
+def reference_or_none(track: Track, task: Any) -> ReferenceRecord | None:
+    """The track's reference for ``task``; None rather than losing the record if it cannot say."""
+    try:
+        return track.reference_for(task)
+    except Exception as exc:  # a malformed task must not cost the sample its record
+        log.warning("no reference for task %s: %s", getattr(task, "id", "?"), describe_exception(exc))
+        return None
 
 
 # Bounds on what a harness_error record keeps of the exception (a hostile reply can make the
@@ -576,7 +588,11 @@ class Runner:
         self.progress.console.print(headline(report), markup=False, highlight=False, soft_wrap=True)
         if report.broken:
             await sandbox.aclose()
-            names = ", ".join(f"{row.id} ({row.observed})" for row in report.broken)
+            # Through ray a check runs on every node: say on which one it failed.
+            names = ", ".join(
+                f"{row.id}{f' on node {row.node}' if row.node else ''} ({row.observed})"
+                for row in report.broken
+            )
             failed = len(report.broken)
             raise UserError(
                 f"--audit {self.audit}: the sandbox failed {failed} check(s), not starting: {names}"
@@ -613,10 +629,19 @@ class Runner:
                     raise
                 except Exception as exc:
                     # The record itself could not be stored: keep the sample as the harness
-                    # error it is (a bare record; it is the content that failed).
+                    # error it is (a bare record; it is the content that failed), with the
+                    # reference every record carries unless that is what the store refused.
                     self._note_harness_error(sample, exc)
                     failed = harness_error_record(sample, run_id, track.name, exc, started_at, started)
-                    stored = await writes.write(failed)
+                    try:
+                        referenced = failed.model_copy(
+                            update={"reference": reference_or_none(track, sample.task)}
+                        )
+                        stored = await writes.write(referenced)
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception:
+                        stored = await writes.write(failed)
                 finished += 1
                 self.progress.sample_finished(stored)
 
@@ -704,6 +729,11 @@ class Runner:
             update={
                 "retries": tally.model_retries,
                 "judge_retries": tally.judge_retries,
+                # What the sample is graded against, on every record: a harness error or a
+                # fallback record has none from its track, and an auditor must still see it.
+                "reference": record.reference
+                if record.reference is not None
+                else reference_or_none(track, sample.task),
                 "run_id": run_id,
                 "task_id": str(sample.task.id),
                 "trial": sample.trial,

@@ -280,7 +280,14 @@ class DockerSandbox:
                 # elsewhere). Nothing ran in it, so another container may run the program.
                 if attempt:
                     raise SandboxError(f"the docker sandbox failed: {exc}") from exc
-                log.warning("sandbox: warm container lost (%s); using another one", exc)
+                # Others may have died with it: drop every idle one that did, so the second
+                # attempt gets a live container or a fresh one, never another dead one.
+                dropped = self.pool.drop_idle(lambda container: container.gone())
+                log.warning(
+                    "sandbox: warm container lost (%s; %d more idle ones gone); using another one",
+                    exc,
+                    dropped,
+                )
                 continue
             result = self._result(raw, lease.item.id)
             result.extra["container_calls_before"] = served_before

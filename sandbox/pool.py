@@ -206,6 +206,18 @@ class WarmPool(Generic[Item]):
         self._in_use -= 1
         self._forget_one()
 
+    def drop_idle(self, dead: Callable[[Item], bool]) -> int:
+        """Discard every idle item ``dead`` says is gone, so no later call meets it; how many.
+
+        One container found dead while it waited usually means others died with it (an engine
+        restart, `proctor sandbox cleanup --all` from elsewhere): they are all dropped at once.
+        """
+        gone = [lease for lease in self._idle if dead(lease.item)]
+        for lease in gone:
+            self._idle.remove(lease)
+            self._spawn(self._discard(lease.item), "sandbox-remove-dead")
+        return len(gone)
+
     @property
     def ready_count(self) -> int:
         return len(self._idle)

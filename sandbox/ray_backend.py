@@ -34,6 +34,8 @@ log = logging.getLogger(__name__)
 
 # Beyond the call's own timeout: container start, the launcher's kill grace, a loaded node.
 DEADLINE_MARGIN_S = 30.0
+# How long a cancelled call waits for its worker to remove the call's container.
+CANCEL_WAIT_S = 15.0
 IMAGE_ID_ENV = "PROCTOR_RAY_IMAGE_ID"
 _CONNECT_LOCK = threading.Lock()
 _CONNECTIONS = 0  # open RaySandbox objects of this process that share its one Ray connection
@@ -164,6 +166,9 @@ class RaySandbox:
     def describe(self) -> dict[str, Any]:
         from proctor.sandbox.image import image_libraries
 
+        # Every worker runs the docker backend with its default runtime; say which, or that
+        # the nodes disagree (then no single runtime describes this sandbox).
+        runtimes = {w.info.get("runtime") for w in self.workers}
         return {
             "backend": self.backend,
             "image": self.image,
@@ -171,6 +176,7 @@ class RaySandbox:
             "ray_address": self.address or "auto",
             "isolation": "container",
             "isolates_less": False,
+            "runtime": runtimes.pop() if len(runtimes) == 1 else None,
             "notes": [
                 "every call runs in a fresh container of a worker node's docker backend "
                 "(the docker backend's isolation, unchanged)",
@@ -189,6 +195,7 @@ class RaySandbox:
                     "image_id": w.info.get("image_id"),
                     "host_cpus": w.info.get("host_cpus"),
                     "host_cpu_model": w.info.get("host_cpu_model"),
+                    "boot_id": w.info.get("boot_id"),
                 }
                 for w in self.workers
             ],
@@ -215,6 +222,26 @@ class RaySandbox:
             self.image,
             self.image_id,
             live,
+            [],
+            default_limits=self.default_limits,
+            deadline_margin_s=self.deadline_margin_s,
+        )
+
+    def on_node(self, node_id: str) -> RaySandbox:
+        """A view that sends every call to the worker of ``node_id`` and never elsewhere (the
+        audit checks each node in turn): a call it cannot run there, the worker lost included,
+        fails with SandboxError rather than moving to another node.
+
+        It shares this sandbox's connection: close this one, not the view.
+        """
+        chosen = [w for w in self.workers if w.node_id == node_id]
+        if not chosen:
+            raise SandboxUnavailable(f"no ray sandbox worker serves node {node_id}")
+        return RaySandbox(
+            self.address,
+            self.image,
+            self.image_id,
+            chosen,
             [],
             default_limits=self.default_limits,
             deadline_margin_s=self.deadline_margin_s,
@@ -328,10 +355,25 @@ class RaySandbox:
             worker.lost = True
             raise _Lost(_one_line(exc)) from None
         except asyncio.CancelledError:
+            # As the docker backend does, a cancelled call returns only once its container is
+            # gone: the worker's exec is cancelled in turn and awaits the removal (bounded, in
+            # case the node went silent at the same moment).
             _cancel(ray, ref)
+            if ray.is_initialized():
+                await _settled(ref, CANCEL_WAIT_S)
             raise
         finally:
             worker.in_flight -= 1
+
+
+async def _settled(ref: Any, within_s: float) -> None:
+    """Wait until ``ref`` has an outcome, whatever it is, for at most ``within_s``."""
+    outcome = asyncio.wrap_future(ref.future())
+    await asyncio.wait({outcome}, timeout=within_s)
+    if outcome.done() and not outcome.cancelled():
+        outcome.exception()  # expected (the task was cancelled): retrieved, so never logged
+    elif not outcome.done():
+        outcome.cancel()
 
 
 def _cancel(ray: Any, ref: Any) -> None:

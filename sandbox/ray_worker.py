@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.sandbox.api import ExecResult, Limits, SandboxError, SandboxUnavailable
+from proctor.sandbox.runtimes import RUNC
 
 NAMESPACE = "proctor"
 ACTOR_PREFIX = "proctor-sandbox-worker-"
@@ -139,6 +140,11 @@ class SandboxWorker:
             "niceness": os.getpriority(os.PRIO_PROCESS, 0),
             "host_cpus": os.cpu_count(),
             "host_cpu_model": _cpu_model(),
+            # The docker backend's default runtime: every call on this node runs under it.
+            "runtime": RUNC,
+            # Which kernel this node runs: an audit on the same machine can inspect the node's
+            # host from its own process; one elsewhere cannot (agent/audit, docs/sandbox.md).
+            "boot_id": _boot_id(),
         }
 
     async def exec(
@@ -208,6 +214,14 @@ class SandboxWorker:
             sandbox.start()
             self._pools[default_limits] = sandbox
             return sandbox
+
+
+def _boot_id() -> str | None:
+    """This kernel's boot ID: equal on two processes exactly when they share a running kernel."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip() or None
+    except OSError:
+        return None
 
 
 def _cpu_model() -> str | None:

@@ -82,7 +82,13 @@ class AuditReport:
             "counts": self.counts(),
             "passed": not self.broken,
             "not_held": [
-                {"id": r.id, "verdict": r.verdict.value, "observed": r.observed, "evidence": r.evidence}
+                {
+                    "id": r.id,
+                    **({"node": r.node} if r.node is not None else {}),
+                    "verdict": r.verdict.value,
+                    "observed": r.observed,
+                    "evidence": r.evidence,
+                }
                 for r in self.rows
                 if r.verdict in (Verdict.BROKEN, Verdict.WEAK)
             ],
@@ -105,7 +111,14 @@ def select_checks(backend: str, quick: bool, only: Iterable[str] | None = None) 
 async def run_check(check: Check, ctx: AuditContext) -> Row:
     started = time.monotonic()
     if ctx.backend not in check.backends:
-        finding = Finding(Verdict.SKIPPED, f"applies to {', '.join(check.backends)} only")
+        why = check.not_applicable.get(ctx.backend) or f"applies to {', '.join(check.backends)} only"
+        finding = Finding(Verdict.SKIPPED, why)
+    elif check.host_side and not ctx.host_local:
+        finding = Finding(
+            Verdict.SKIPPED,
+            f"node {ctx.node} runs another kernel than this audit: what the check plants on or "
+            "looks for in its own host is not that node's host (run the audit on that machine)",
+        )
     else:
         try:
             finding = await asyncio.wait_for(check.run(ctx), timeout=check.timeout_s)
@@ -122,6 +135,7 @@ async def run_check(check: Check, ctx: AuditContext) -> Row:
         verdict=finding.verdict,
         evidence=escape_text(finding.evidence),
         duration_s=time.monotonic() - started,
+        node=ctx.node,
     )
 
 

@@ -292,6 +292,7 @@ CHECKS = [
         "none alive on the host after the call",
         escaped_children,
         quick=True,
+        host_side=True,
     ),
     Check(
         "enforce.fork_bomb",

@@ -387,7 +387,13 @@ async def environment(ctx: AuditContext) -> Finding:
 
 CHECKS = [
     Check(
-        "files.host", FILES, "read a file the audit wrote on the host", "not visible", host_files, quick=True
+        "files.host",
+        FILES,
+        "read a file the audit wrote on the host",
+        "not visible",
+        host_files,
+        quick=True,
+        host_side=True,
     ),
     Check(
         "files.engine_socket",
@@ -442,6 +448,7 @@ CHECKS = [
         "not visible",
         host_processes,
         quick=True,
+        host_side=True,
     ),
     Check(
         "proc.masked",

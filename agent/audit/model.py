@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,11 @@ class AuditContext:
     runtime: str | None = None
     # The engine socket the sandbox's containers run on (the SIGKILL check's controller uses it).
     engine: str | None = None
+    # Ray: the node every call of this context runs on (the audit checks each node in turn).
+    node: str | None = None
+    # Whether the calls run on this process's own kernel, so that what a check plants on or
+    # looks for in "the host" is the host of the program (False for a ray node elsewhere).
+    host_local: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -59,7 +64,12 @@ class Check:
     run: CheckFunc
     quick: bool = False
     timeout_s: float = 20.0
-    backends: tuple[str, ...] = ("docker", "local")
+    backends: tuple[str, ...] = ("docker", "local", "ray")
+    # Why the check cannot apply to a backend it leaves out, in one line (shown on its row).
+    not_applicable: Mapping[str, str] = field(default_factory=dict)
+    # The check plants something on the audit's own host, or looks there (a file, a process,
+    # an abstract socket): it means something only where the program runs on that host.
+    host_side: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,9 +82,13 @@ class Row:
     verdict: Verdict
     evidence: str
     duration_s: float
+    # Ray: the node this row's calls ran on ("<node ID prefix> (<hostname>)"); None elsewhere.
+    node: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        where = {"node": self.node} if self.node is not None else {}
         return {
+            **where,
             "id": self.id,
             "class": self.klass,
             "tried": self.tried,

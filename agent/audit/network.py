@@ -235,5 +235,6 @@ CHECKS = [
         "unreachable; no other process's socket listed",
         abstract_unix,
         quick=True,
+        host_side=True,
     ),
 ]

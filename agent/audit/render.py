@@ -14,6 +14,8 @@ from proctor.agent.audit.battery import AuditReport
 from proctor.agent.audit.model import Verdict
 
 COLUMNS = ("class", "check", "tried", "expected", "observed", "verdict", "evidence")
+# Through ray every check runs once per node: the node is a column of its own.
+NODE_COLUMNS = ("node", *COLUMNS)
 STYLES = {Verdict.HELD: "green", Verdict.WEAK: "yellow", Verdict.BROKEN: "bold red", Verdict.SKIPPED: "dim"}
 
 
@@ -21,19 +23,27 @@ def headline(report: AuditReport) -> str:
     counts = report.counts()
     parts = ", ".join(f"{counts[v.value]} {v.value}" for v in Verdict)
     runtime = f", runtime {report.runtime}" if report.runtime else ""
+    nodes = report.sandbox.get("nodes")
+    on = f" on {len(nodes)} node(s)" if isinstance(nodes, list) else ""
     return (
-        f"sandbox audit ({report.mode}) of backend {report.backend}{runtime}: {len(report.rows)} checks, "
+        f"sandbox audit ({report.mode}) of backend {report.backend}{on}{runtime}: {len(report.rows)} checks, "
         f"{parts}; {report.duration_s:.1f} s"
     )
 
 
+def _by_node(report: AuditReport) -> bool:
+    return any(row.node is not None for row in report.rows)
+
+
 def print_table(report: AuditReport, console: Console) -> None:
     table = Table(title=Text(headline(report)), show_lines=False, expand=False)
-    for name in COLUMNS:
+    by_node = _by_node(report)
+    for name in NODE_COLUMNS if by_node else COLUMNS:
         table.add_column(name, overflow="fold")
     for row in report.rows:
         # Text objects: evidence is escaped already and must never be read as rich markup.
         table.add_row(
+            *([Text(row.node or "")] if by_node else []),
             Text(row.klass),
             Text(row.id),
             Text(row.tried),
@@ -71,10 +81,21 @@ def render_html(report: AuditReport) -> str:
         ("started", report.started_at),
         ("limits", json.dumps(report.limits, sort_keys=True)),
     ]
+    by_node = _by_node(report)
+    if isinstance(report.sandbox.get("ray_address"), str):
+        facts.insert(1, ("ray address", str(report.sandbox["ray_address"])))
     rows = "".join(
         "<tr>"
         + "".join(
-            f"<td>{esc(cell)}</td>" for cell in (row.klass, row.id, row.tried, row.expected, row.observed)
+            f"<td>{esc(cell)}</td>"
+            for cell in (
+                *([row.node or ""] if by_node else []),
+                row.klass,
+                row.id,
+                row.tried,
+                row.expected,
+                row.observed,
+            )
         )
         + f'<td class="{row.verdict.value}">{esc(row.verdict.value)}</td>'
         + f'<td class="evidence">{esc(row.evidence)}</td></tr>'
@@ -89,7 +110,7 @@ def render_html(report: AuditReport) -> str:
         f"<h1>Proctor sandbox audit</h1><p>{esc(headline(report))}</p><ul>"
         + "".join(f"<li>{esc(k)}: <b>{esc(v)}</b></li>" for k, v in facts)
         + "</ul><table><thead><tr>"
-        + "".join(f"<th>{name}</th>" for name in COLUMNS)
+        + "".join(f"<th>{name}</th>" for name in (NODE_COLUMNS if by_node else COLUMNS))
         + "</tr></thead><tbody>"
         + rows
         + "</tbody></table></body></html>\n"

@@ -22,7 +22,7 @@ from proctor.agent.run_config_loader import format_validation_error, parse_size,
 from proctor.sandbox import Limits, Sandbox, SandboxUnavailable, open_sandbox
 from proctor.sandbox.runtimes import RUNTIMES
 
-AUDIT_BACKENDS = ("auto", "docker", "local")
+AUDIT_BACKENDS = ("auto", "docker", "local", "ray")
 EXIT_BROKEN = 1
 
 
@@ -45,16 +45,21 @@ def limits_from_config(path: Path) -> tuple[SandboxConfig, Limits]:
     return config, Limits(memory_bytes=memory, cpus=config.cpus)
 
 
-def check_runtime(runtime: str | None, backend: str, docker_host: str | None = None) -> None:
+def check_runtime(
+    runtime: str | None, backend: str, docker_host: str | None = None, ray_address: str | None = None
+) -> None:
     """Refuse, in one line, a runtime this Proctor does not know or a backend that has none.
 
-    Whether an engine offers it is settled when the sandbox opens (one line too).
+    Whether an engine offers it is settled when the sandbox opens (one line too). A ray worker
+    uses its own node's engine and runtime, so ray refuses both flags as local does.
     """
     if runtime is not None and runtime not in RUNTIMES:
         raise UserError(f"--runtime: {runtime!r} is not one of {', '.join(RUNTIMES)}")
-    if backend == "local" and (runtime is not None or docker_host is not None):
+    if backend in ("local", "ray") and (runtime is not None or docker_host is not None):
         flag = "--runtime" if runtime is not None else "--docker-host"
         raise UserError(f"{flag}: applies to the docker backend only")
+    if ray_address is not None and backend != "ray":
+        raise UserError("--ray-address: applies to the ray backend only")
 
 
 async def open_audited_sandbox(
@@ -64,6 +69,7 @@ async def open_audited_sandbox(
     limits: Limits,
     runtime: str | None = None,
     docker_host: str | None = None,
+    ray_address: str | None = None,
 ) -> Sandbox:
     """The sandbox under audit, opened as an eval opens it. Tests swap this for weakened ones."""
     return await open_sandbox(
@@ -73,6 +79,7 @@ async def open_audited_sandbox(
         default_limits=limits,
         runtime=runtime,
         docker_host=docker_host,
+        ray_address=ray_address,
     )
 
 
@@ -85,9 +92,12 @@ async def _audit(
     runtime: str | None,
     only: list[str] | None,
     docker_host: str | None = None,
+    ray_address: str | None = None,
 ) -> AuditReport:
     try:
-        if runtime or docker_host:
+        if ray_address:
+            sandbox = await open_audited_sandbox(backend, image, pool_size, limits, ray_address=ray_address)
+        elif runtime or docker_host:
             sandbox = await open_audited_sandbox(backend, image, pool_size, limits, runtime, docker_host)
         else:
             sandbox = await open_audited_sandbox(backend, image, pool_size, limits)
@@ -97,7 +107,8 @@ async def _audit(
 
     def progress(row: Row) -> None:
         total["done"] += 1
-        print(f"  {row.verdict.value:>7}  {row.id}", file=sys.stderr, flush=True)
+        where = f"  [{row.node}]" if row.node is not None else ""
+        print(f"  {row.verdict.value:>7}  {row.id}{where}", file=sys.stderr, flush=True)
 
     try:
         return await audit_sandbox(sandbox, limits, quick=quick, runtime=runtime, only=only, on_row=progress)
@@ -107,7 +118,11 @@ async def _audit(
 
 @sandbox_app.command("audit")
 def audit_command(
-    backend: Annotated[str, typer.Option(help="auto, docker or local.")] = "auto",
+    backend: Annotated[str, typer.Option(help="auto, docker, local or ray.")] = "auto",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="Ray cluster for --backend ray (default: RAY_ADDRESS or auto); audits every node."),
+    ] = None,
     runtime: Annotated[
         str | None, typer.Option(help="Container runtime to audit: runc (default) or runsc.")
     ] = None,
@@ -141,12 +156,16 @@ def audit_command(
         if config.runtime != "runc" and runtime is None:
             runtime = config.runtime
         docker_host = docker_host or config.docker_host
-    check_runtime(runtime, backend, docker_host)
+        if backend == "ray":
+            ray_address = ray_address or config.ray_address
+    check_runtime(runtime, backend, docker_host, ray_address)
     for flag, path in (("--json", json_file), ("--html", html_file)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{flag}: {path.parent} is not a directory")
     logging.getLogger("proctor.sandbox.factory").setLevel(logging.ERROR)
-    report = asyncio.run(_audit(backend, image, pool_size, limits, quick, runtime, only, docker_host))
+    report = asyncio.run(
+        _audit(backend, image, pool_size, limits, quick, runtime, only, docker_host, ray_address)
+    )
     console = Console() if sys.stdout.isatty() else Console(width=200)
     print_table(report, console)
     if json_file is not None:

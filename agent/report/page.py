@@ -289,6 +289,8 @@ def _totals(samples: list[SampleRecord], prices: Prices, run: RunData) -> str:
         )
     if group["model_retries"]:
         facts.append(f"{group['model_retries']} model retries")
+    if group["judge_retries"]:
+        facts.append(f"{group['judge_retries']} judge retries")
     return '<p class="totals">' + " · ".join(esc(f) for f in facts) + "</p>"
 
 

@@ -29,7 +29,14 @@ from proctor.agent.rescore.settings import describe_changes, judge_endpoint
 from proctor.agent.rescore.stored_run import StoredRun, StoredSample
 from proctor.agent.run_config_loader import check_run_dir, parse_size
 from proctor.agent.run_guard import RunGuard
-from proctor.agent.runner import describe_exception, environment_info, model_labels, open_clients, utc_now
+from proctor.agent.runner import (
+    describe_exception,
+    environment_info,
+    model_labels,
+    open_clients,
+    reference_or_none,
+    utc_now,
+)
 from proctor.agent.sample_workers import ShieldedWrites, drive_workers, final_status
 from proctor.agent.store import RunStore, SampleKey, SampleWriter, file_sha256, sample_key
 from proctor.agent.summary import prices_from_config, summarize
@@ -364,7 +371,11 @@ class Rescorer:
         original = item.stored.record
         if isinstance(item.answer, NotRescored):
             note = _note(original, rescored=False, reason=item.answer.reason)
-            return original.model_copy(update={"run_id": self.run_id, "rescore": note})
+            carried: dict[str, Any] = {"run_id": self.run_id, "rescore": note}
+            if original.reference is None and item.task is not None:
+                # A harness error or fallback of a run before every record carried one.
+                carried["reference"] = reference_or_none(regrader.track, item.task)
+            return original.model_copy(update=carried)
         started = time.monotonic()
         try:
             with execution_caller(object()):

@@ -49,6 +49,8 @@ Update = dict[str, Any]
 class Regrader(ABC):
     needs_judge = False
     needs_sandbox = False
+    # The run's track: its grading, and the reference every record carries (reference_for).
+    track: Track
 
     @abstractmethod
     def stored_answer(self, record: SampleRecord, path: Path, line: int) -> Any:
@@ -92,6 +94,8 @@ def _verdict_update(verdict: Verdict) -> Update:
 
 
 class ScienceRegrader(Regrader):
+    track: OlympiadTrack | ResearchTrack | PhybenchTrack
+
     def __init__(self, track: OlympiadTrack | ResearchTrack | PhybenchTrack) -> None:
         self.track = track
         self.needs_judge = not isinstance(track, PhybenchTrack)
@@ -120,6 +124,7 @@ _FRONTIERMATH_GRADED = frozenset(
 
 class FrontierMathRegrader(Regrader):
     needs_sandbox = True
+    track: FrontierMathTrack
 
     def __init__(self, track: FrontierMathTrack) -> None:
         self.track = track

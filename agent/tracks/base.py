@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Protocol
 
 from proctor.agent.config import RunConfig
 from proctor.agent.model.base import ModelClient
-from proctor.agent.records import SampleRecord
+from proctor.agent.records import ReferenceRecord, SampleRecord
 from proctor.sandbox import Sandbox
 
 
@@ -86,6 +86,12 @@ class Track(ABC):
     @abstractmethod
     def load_tasks(self, path: Path) -> list[Any]:
         """Load and validate tasks; raise proctor.agent.tasks.TaskFileError naming file, line and field."""
+
+    def reference_for(self, task: Any) -> ReferenceRecord | None:
+        """What a sample of ``task`` is graded against, as its record keeps it. The runner puts
+        it on every record, those of samples that ended in a harness error or a fallback
+        included, so an auditor sees what any sample would have been graded against."""
+        return None
 
     @abstractmethod
     async def run_sample(self, task: Any, trial: int, ctx: SampleContext) -> SampleRecord:

@@ -14,7 +14,7 @@ from proctor.agent.config import RunConfig
 from proctor.agent.judge.grading import grade_olympiad
 from proctor.agent.judge.prompts import ANSWER_PLACEHOLDERS, OLYMPIAD_PLACEHOLDERS, load_template
 from proctor.agent.model.base import ModelClient
-from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.records import Outcome, ReferenceRecord, SampleRecord
 from proctor.agent.tracks.base import SampleContext, Track
 from proctor.agent.tracks.science_common import (
     ModelFailed,
@@ -54,6 +54,9 @@ class OlympiadTrack(Track):
             "precheck": self.settings.precheck,
         }
 
+    def reference_for(self, task: ScienceTask) -> ReferenceRecord:
+        return reference_of("answer", task.answer)
+
     def load_tasks(self, path: Path) -> list[ScienceTask]:
         return load_science_tasks(path, "olympiad")
 
@@ -70,7 +73,7 @@ class OlympiadTrack(Track):
         return await ask_model_once(log, self.answer_prompt(task, log.ctx))
 
     async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
-        log = SampleLog(self.name, task.id, trial, task.subject, ctx, reference_of("answer", task.answer))
+        log = SampleLog(self.name, task.id, trial, task.subject, ctx, self.reference_for(task))
         try:
             response = await self._answer(log, task)
         except ModelFailed as exc:

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 from proctor.agent.answer_shape import boxed_contents, distinct
 from proctor.agent.config import RunConfig
 from proctor.agent.judge.prompts import ANSWER_PLACEHOLDERS, load_template
-from proctor.agent.records import EEDRecord, Outcome, SampleRecord
+from proctor.agent.records import EEDRecord, Outcome, ReferenceRecord, SampleRecord
 from proctor.agent.scoring.eed import (
     PUBLISHED_EQUALS_LIMIT_S,
     PUBLISHED_SIMPLIFY_LIMIT_S,
@@ -48,6 +48,9 @@ class PhybenchTrack(Track):
         self.settings = parse_options(PhybenchOptions, self.options, self.name)
         self.answer_template = load_template(self.settings.answer_prompt, ANSWER_PLACEHOLDERS)
 
+    def reference_for(self, task: ScienceTask) -> ReferenceRecord:
+        return reference_of("answer", task.answer)
+
     def load_tasks(self, path: Path) -> list[ScienceTask]:
         return load_science_tasks(path, "phybench")
 
@@ -78,7 +81,7 @@ class PhybenchTrack(Track):
         return extract_boxed(response)
 
     async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
-        log = SampleLog(self.name, task.id, trial, task.subject, ctx, reference_of("answer", task.answer))
+        log = SampleLog(self.name, task.id, trial, task.subject, ctx, self.reference_for(task))
         try:
             prompt = render_answer_prompt(task.question, self.answer_template, ctx)
             response = await ask_model_once(log, prompt)

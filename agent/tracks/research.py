@@ -13,7 +13,7 @@ from proctor.agent.config import RunConfig
 from proctor.agent.judge.grading import grade_research
 from proctor.agent.judge.prompts import ANSWER_PLACEHOLDERS, RESEARCH_PLACEHOLDERS, load_template
 from proctor.agent.model.base import ModelClient
-from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.records import Outcome, ReferenceRecord, SampleRecord
 from proctor.agent.tracks.base import SampleContext, Track
 from proctor.agent.tracks.science_common import (
     ModelFailed,
@@ -46,6 +46,9 @@ class ResearchTrack(Track):
     def effective_settings(self, config: RunConfig) -> dict[str, Any]:
         return {**paper_protocol_settings(config), "success_threshold": self.settings.success_threshold}
 
+    def reference_for(self, task: ScienceTask) -> ReferenceRecord:
+        return reference_of("rubric", task.answer)
+
     def load_tasks(self, path: Path) -> list[ScienceTask]:
         return load_science_tasks(path, "research")
 
@@ -53,7 +56,7 @@ class ResearchTrack(Track):
         return render_answer_prompt(task.question, self.answer_template, ctx)
 
     async def run_sample(self, task: ScienceTask, trial: int, ctx: SampleContext) -> SampleRecord:
-        log = SampleLog(self.name, task.id, trial, task.subject, ctx, reference_of("rubric", task.answer))
+        log = SampleLog(self.name, task.id, trial, task.subject, ctx, self.reference_for(task))
         try:
             response = await ask_model_once(log, self.answer_prompt(task, ctx))
         except ModelFailed as exc:

@@ -80,6 +80,13 @@ def test_every_check_is_classed_bounded_and_quick_subset_is_small() -> None:
         (["--runtime", "kata"], "--runtime: 'kata' is not one of runc, runsc"),
         (["--backend", "local", "--runtime", "runc"], "--runtime: applies to the docker backend only"),
         (["--json", "/nonexistent/dir/a.json"], "--json: /nonexistent/dir is not a directory"),
+        (["--backend", "ray", "--runtime", "runsc"], "--runtime: applies to the docker backend only"),
+        (["--backend", "ray", "--docker-host", "unix:///x.sock"], "--docker-host: applies to the docker"),
+        (["--backend", "docker", "--ray-address", "127.0.0.2:1"], "--ray-address: applies to the ray"),
+        (
+            ["--backend", "ray", "--ray-address", "127.0.0.2:1"],
+            "--backend ray: nothing answers at the Ray address 127.0.0.2:1",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
@@ -107,6 +114,66 @@ def test_report_header_text_for_a_recorded_audit() -> None:
         "not_held": [{"id": "limits.tmpfs", "verdict": "weak"}],
     }
     assert _audit_text(recorded) == "quick: 20 held, 1 weak, 0 broken, 0 skipped (weak: limits.tmpfs)"
+
+
+class _FakeRayCluster:
+    """Stands in for a ray sandbox's describe() and per-node views; runs nothing."""
+
+    backend = "ray"
+
+    def __init__(self, boot_ids: dict[str, str | None]) -> None:
+        self.boot_ids = boot_ids
+        self.views: list[str] = []
+
+    def describe(self) -> dict[str, Any]:
+        nodes = [{"node_id": n * 4, "hostname": f"host-{n}", "boot_id": b} for n, b in self.boot_ids.items()]
+        return {"backend": "ray", "runtime": "runc", "image_id": "sha256:" + "0" * 64, "nodes": nodes}
+
+    def on_node(self, node_id: str) -> _FakeRayCluster:
+        self.views.append(node_id)
+        return self
+
+    async def exec(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a skipped check must run nothing")
+
+
+def test_through_ray_each_node_is_a_target_and_only_a_node_on_this_kernel_is_host_local() -> None:
+    from proctor.agent.audit import audit_targets, own_boot_id
+
+    here = own_boot_id()
+    assert here
+    fake = _FakeRayCluster({"aaa": here, "bbb": "another-kernel", "ccc": None})
+    targets = audit_targets(fake)  # type: ignore[arg-type]
+    assert fake.views == ["aaa" * 4, "bbb" * 4, "ccc" * 4]
+    assert [(t.node, t.host_local) for t in targets] == [
+        ("aaaaaaaaaaaa (host-aaa)", True),
+        ("bbbbbbbbbbbb (host-bbb)", False),
+        # A node that cannot say which kernel it runs is not assumed to be this one.
+        ("cccccccccccc (host-ccc)", False),
+    ]
+
+
+async def test_host_side_checks_on_a_node_elsewhere_and_the_controller_check_say_why_they_skip() -> None:
+    from proctor.agent.audit import audit_sandbox
+    from proctor.sandbox import Limits
+
+    host_side = {check.id for check in ALL_CHECKS if check.host_side}
+    # Those that plant on or look at the audit's own host: a file, a process, a socket, survivors.
+    assert host_side == {"files.host", "proc.host_processes", "net.abstract_unix", "enforce.escaped_children"}
+    fake = _FakeRayCluster({"bbb": "another-kernel"})
+    report = await audit_sandbox(
+        fake,  # type: ignore[arg-type]
+        Limits(),
+        only=[*sorted(host_side), "enforce.controller_killed"],
+    )
+    rows = {row.id: row for row in report.rows}
+    assert set(rows) == host_side | {"enforce.controller_killed"}
+    for check_id in host_side:
+        assert rows[check_id].verdict.value == "skipped"
+        assert rows[check_id].observed.startswith("node bbbbbbbbbbbb (host-bbb) runs another kernel")
+    assert "worker actor" in rows["enforce.controller_killed"].observed
+    assert all(row.node == "bbbbbbbbbbbb (host-bbb)" for row in report.rows)
+    assert report.to_dict()["sandbox"]["nodes"] == ["bbbbbbbbbbbb (host-bbb)"]
 
 
 # -- the default docker sandbox ----------------------------------------------------------------

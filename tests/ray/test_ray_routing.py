@@ -287,3 +287,16 @@ def test_an_address_where_no_cluster_answers_fails_at_once_in_one_line(
         timeout=60,
     )
     assert (completed.returncode, completed.stderr.strip()) == (2, f"proctor: error: {expected}")
+
+
+async def test_a_node_view_never_moves_a_call_to_another_node_even_when_its_worker_is_lost() -> None:
+    sandbox = box(("dead", fails(actor_died())), ("alive", ran("alive")))
+    view = sandbox.on_node("dead")
+    with pytest.raises(SandboxError, match="no ray sandbox worker could run this call"):
+        await view.exec("print(1)", timeout=5)
+    assert sandbox.workers[1].handle.exec.calls == []
+    # Lost now: still that node's view, and still only that node.
+    with pytest.raises(SandboxError, match="no ray sandbox worker could run this call"):
+        await sandbox.on_node("dead").exec("print(1)", timeout=5)
+    assert sandbox.workers[1].handle.exec.calls == []
+    assert (await sandbox.on_node("alive").exec("print(1)", timeout=5)).extra["ray"]["node"] == "alive"

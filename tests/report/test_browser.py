@@ -264,3 +264,26 @@ def test_grid_cells_open_their_sample_and_passk_shows(browser: Chromium, small_r
     outcome = browser.evaluate(f"document.querySelector('#row-{cell} .outcome').textContent")
     expected = browser.evaluate("document.querySelectorAll('table.grid td[data-sample]')[7].dataset.outcome")
     assert outcome == expected.replace("_", " ")
+
+
+def test_a_samples_judge_retries_show_next_to_its_model_retries(browser: Chromium, tmp_path: Path) -> None:
+    from tests.report.test_render import retries_run
+
+    run_dir = retries_run(tmp_path, judge_retries=[3, 0], model_retries=[2, 0])
+    page = _open(browser, run_dir, "browser-retries")
+    fields = []
+    for index in range(2):
+        browser.evaluate(f"window.__proctorReport.open({index})")
+        fields.append(
+            browser.evaluate(
+                "Array.from(document.querySelectorAll("
+                f"'.detail[data-sample=\"{index}\"] > .fields > .field'))"
+                ".map(f => [f.querySelector('.label').textContent, f.querySelector('.value').textContent])"
+            )
+        )
+    labels = [label for label, _ in fields[0]]
+    assert labels.index("judge retries") == labels.index("retries") + 1
+    assert dict(fields[0])["judge retries"] == "3" and dict(fields[0])["retries"] == "2"
+    # None to show: no field, as for the model's retries.
+    assert "judge retries" not in dict(fields[1]) and "retries" not in dict(fields[1])
+    _assert_offline_and_clean(browser, page)

@@ -294,3 +294,50 @@ def test_a_run_with_no_finished_samples_still_renders(tmp_path: Path) -> None:
     assert "plot-durations" not in html
     blocks = dict(JSON_BLOCK.findall(html))
     assert json.loads(blocks["sample-index"]) == []
+
+
+def retries_run(tmp_path: Path, judge_retries: list[int], model_retries: list[int]) -> Path:
+    from tests.report.run_factory import make_judged_sample
+
+    rng = random.Random(8)
+    samples = [
+        make_judged_sample(rng, index, run_id="retries", model="openai/m").model_copy(
+            update={"judge_retries": judged, "retries": answered}
+        )
+        for index, (judged, answered) in enumerate(zip(judge_retries, model_retries, strict=True))
+    ]
+    return write_run(
+        tmp_path / "retries",
+        samples,
+        header(
+            "retries",
+            ["openai/m"],
+            track="frontierscience-olympiad",
+            force_at=660_000,
+            cap=10**6,
+            backend="docker",
+            samples=samples,
+            judge={"name": "openai/judge"},
+        ),
+    )
+
+
+def test_judge_retries_are_shown_beside_the_model_retries(tmp_path: Path) -> None:
+    html = _render(retries_run(tmp_path, judge_retries=[3, 0, 4], model_retries=[1, 1, 0]))
+    totals = re.search(r'<p class="totals">(.*?)</p>', html)
+    assert totals
+    facts = totals.group(1).split(" · ")
+    # Next to each other, each with its own count (the summary's model_retries and judge_retries).
+    assert facts.index("7 judge retries") == facts.index("2 model retries") + 1
+    # Each sample's record reaches the page with its own count, for its detail view.
+    embedded = [
+        json.loads(block)
+        for block in re.findall(r'<script type="application/json" id="sample-\d+">(.*?)</script>', html, re.S)
+    ]
+    assert [record["judge_retries"] for record in embedded] == [3, 0, 4]
+
+
+def test_a_run_without_judge_retries_says_nothing_of_them(tmp_path: Path) -> None:
+    html = _render(retries_run(tmp_path, judge_retries=[0, 0], model_retries=[2, 0]))
+    totals = re.search(r'<p class="totals">(.*?)</p>', html)
+    assert totals and "2 model retries" in totals.group(1) and "judge retries" not in totals.group(1)

@@ -191,3 +191,25 @@ async def test_a_judge_that_refuses_the_key_stops_the_rescore_at_once(
     header = json.loads((tmp_path / "stopped" / "run.json").read_text())
     assert header["status"] == "stopped: auth" and header["sessions"][-1]["stopped"]["kind"] == "auth"
     assert len(read_lines(tmp_path / "stopped" / "samples.jsonl")) <= 1
+
+
+async def test_a_carried_over_harness_error_gains_the_reference_every_record_carries(
+    research_run: StoredResearchRun, tmp_path: Path
+) -> None:
+    samples = research_run.directory / "samples.jsonl"
+    lines = read_lines(samples)
+    # As an older run recorded a harness error: no reference, nothing graded.
+    lines[0].update(outcome="harness_error", error="RuntimeError: bug", reference=None, judge=None)
+    graded_reference = lines[1]["reference"]
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    with ScriptedServer(fixed_points_judge(9)) as judge:
+        out = tmp_path / "again"
+        await rescore(research_run.directory, out, judge="openai/j", judge_base_url=judge.base_url)
+    records = read_lines(tmp_path / "again" / "samples.jsonl")
+    key = (lines[0]["task_id"], lines[0]["trial"])
+    (carried,) = [r for r in records if (r["task_id"], r["trial"]) == key]
+    assert carried["outcome"] == "harness_error" and carried["rescore"]["rescored"] is False
+    # The same kind of reference the graded records carry, from the tasks file.
+    assert carried["reference"]["kind"] == graded_reference["kind"] == "rubric"
+    (task,) = [t for t in read_lines(research_run.tasks) if t["id"] == lines[0]["task_id"]]
+    assert carried["reference"]["text"] == task["rubric"]

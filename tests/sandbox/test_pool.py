@@ -262,4 +262,23 @@ async def test_a_callers_own_container_outlives_the_idle_time_of_unused_ones() -
         if mine.item in engine.destroyed:
             break
     assert mine.item in engine.destroyed  # gone after owned_idle_s
+
+
+async def test_dead_idle_containers_are_dropped_at_once_and_replaced() -> None:
+    engine = Engine()
+    pool = engine.pool(size=3, capacity=4)
+    pool.start()
+    assert await pool.wait_full(5)
+    assert pool.ready_count == 3 and pool.total == 3
+    dead = {"c0", "c2"}
+    assert pool.drop_idle(lambda item: item in dead) == 2
+    assert pool.ready_count == 1
+    # The survivor is what the next call gets; the dead ones are destroyed and the spare refilled.
+    lease = await pool.acquire("caller")
+    assert lease.item == "c1"
+    pool.give_back(lease, reusable=True)
+    assert await pool.wait_full(5)
+    # The given-back one is its caller's own now; the spare (never-used containers) is full again.
+    assert set(engine.destroyed) >= dead and pool._spare_count() == 3
+    assert all(item not in dead for item in (lease.item for lease in pool._idle))
     await pool.close()

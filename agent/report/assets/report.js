@@ -395,7 +395,8 @@
         ", reasoning " + rec.reasoning_tokens.toLocaleString() + ")"),
       field("forced submission turn", rec.forced_submission_turn),
       field("token cap reached", rec.cap_reached ? "yes" : null, "bad"),
-      field("retries", rec.retries || null), field("duration", fmtSeconds(rec.duration_s)),
+      field("retries", rec.retries || null), field("judge retries", rec.judge_retries || null),
+      field("duration", fmtSeconds(rec.duration_s)),
       field("sandbox image", rec.sandbox_image, "mono"));
     detail.appendChild(facts);
     if (rec.error) detail.appendChild(el("div", { cls: "error-text", text: rec.error }));

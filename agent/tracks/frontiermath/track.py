@@ -44,6 +44,9 @@ class FrontierMathTrack(Track):
         self.max_turns = int(self.options.get("max_turns", DEFAULT_MAX_TURNS))
         self._templates: dict[Path | None, str] = {}
 
+    def reference_for(self, task: FrontierMathTask) -> ReferenceRecord:
+        return reference_of(task)
+
     def load_tasks(self, path: Path) -> list[FrontierMathTask]:
         return load_frontiermath_tasks(path)
 
@@ -91,7 +94,7 @@ class FrontierMathTrack(Track):
             transcript=result.transcript,
             tool_calls=result.tool_calls,
             submission=result.submission,
-            reference=reference_of(task),
+            reference=self.reference_for(task),
             sandbox_image=_image_of(ctx),
             retries=result.retries,
             started_at=started_at,

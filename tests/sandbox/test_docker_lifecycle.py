@@ -1,0 +1,95 @@
+"""The docker backend's own container handling: cancellation and a warm container lost in the pool.
+
+These open a docker sandbox of their own (not the backend-parametrized ``sandbox`` of the
+conformance suite), because what they check is how the docker backend treats its containers.
+The ray backend runs this same docker backend on every node; tests/ray/test_ray_cluster.py
+checks the same two properties through Ray (a cancelled call, a warm container lost on a node).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from tests.sandbox.conftest import TEST_LIMITS
+from tests.sandbox.test_conformance import host_processes_with
+
+pytestmark = pytest.mark.asyncio(loop_scope="session")
+
+
+@pytest.mark.docker
+async def test_cancelled_call_and_close_leave_no_container(sandbox_image: str) -> None:
+    import docker
+
+    from proctor.sandbox import labels, open_sandbox
+
+    token = f"cancelled-{uuid.uuid4().hex}"
+    opened = await open_sandbox("docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS)
+    run_filter = {"label": [labels.LABEL_FILTER, f"{labels.RUN_ID}={opened.describe()['run_id']}"]}
+    call = asyncio.create_task(opened.exec(f"# {token}\nimport time\ntime.sleep(60)\n", timeout=60))
+    assert await asyncio.to_thread(lambda: _appears(token, 30.0)), "the program never started"
+    call.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    # Cancellation awaited the removal: the program and its container are gone already.
+    assert host_processes_with(token) == []
+    await opened.aclose()
+    assert docker.from_env().api.containers(all=True, filters=run_filter) == []
+
+
+def _appears(token: str, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while not host_processes_with(token):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.docker
+async def test_a_warm_container_lost_while_waiting_is_replaced(sandbox_image: str) -> None:
+    import docker
+
+    from proctor.sandbox import labels, open_sandbox
+    from proctor.sandbox.containers import remove_container
+
+    opened = await open_sandbox("docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS)
+    try:
+        assert await opened.settle(60)  # type: ignore[attr-defined]
+        api = docker.from_env().api
+        run_label = f"{labels.RUN_ID}={opened.describe()['run_id']}"
+        warm = api.containers(filters={"label": [labels.LABEL_FILTER, run_label]})
+        assert len(warm) == 1
+        await asyncio.to_thread(remove_container, api, warm[0]["Id"])
+        result = await opened.exec("print('still served')", timeout=30)
+        assert (result.exit_code, result.stdout) == (0, "still served\n")
+    finally:
+        await opened.aclose()
+
+
+@pytest.mark.docker
+async def test_every_warm_container_lost_at_once_is_replaced(sandbox_image: str) -> None:
+    """An engine restart or `cleanup --all` from elsewhere kills the whole pool, not one container:
+    the next call must still be served (the first dead one found drops every dead one)."""
+    import docker
+
+    from proctor.sandbox import labels, open_sandbox
+    from proctor.sandbox.containers import remove_container
+
+    opened = await open_sandbox("docker", image=sandbox_image, pool_size=3, default_limits=TEST_LIMITS)
+    try:
+        assert await opened.settle(60)  # type: ignore[attr-defined]
+        api = docker.from_env().api
+        run_label = f"{labels.RUN_ID}={opened.describe()['run_id']}"
+        warm = api.containers(filters={"label": [labels.LABEL_FILTER, run_label]})
+        assert len(warm) == 3
+        for container in warm:
+            await asyncio.to_thread(remove_container, api, container["Id"])
+        result = await opened.exec("print('still served')", timeout=30)
+        assert (result.exit_code, result.stdout) == (0, "still served\n")
+        assert result.extra["container_id"] not in {c["Id"] for c in warm}
+    finally:
+        await opened.aclose()
