@@ -139,3 +139,20 @@ def test_unevaluated_calculus_does_not_outsource_the_work_to_the_verifier() -> N
     series = sympy.Sum(1 / sympy.Symbol("k") ** 2, (sympy.Symbol("k"), 1, sympy.oo))
     assert driver.compare(series, sympy.pi**2 / 6)[0] is False
     assert driver.compare(series, series)[0] is True  # an unevaluated reference may be matched
+
+
+@pytest.mark.parametrize(
+    ("candidate", "expected"),
+    [
+        (sympy.Integral(sympy.exp(-(sympy.Symbol("x") ** 2)), (sympy.Symbol("x"), 0, 1)), 0.746824132812427),
+        (sympy.Sum(1 / sympy.Symbol("k") ** 2, (sympy.Symbol("k"), 1, sympy.oo)), 1.6449340668482264),
+        (sympy.Integral(4 / (1 + sympy.Symbol("x") ** 2), (sympy.Symbol("x"), 0, 1)), sympy.pi),
+        # Inside a sequence the element goes through the same tolerance path.
+        ([sympy.Sum(1 / sympy.Symbol("k") ** 2, (sympy.Symbol("k"), 1, sympy.oo))], [1.6449340668482264]),
+    ],
+)
+def test_unevaluated_calculus_never_meets_a_tolerance(candidate: Any, expected: Any) -> None:
+    """Against a tolerance the difference is evaluated numerically: that must not compute an
+    unevaluated integral or sum for the submission (it did: both were `correct`)."""
+    same, why = driver.compare(candidate, expected, 1e-6)
+    assert same is False and "unevaluated" in why

@@ -191,7 +191,12 @@ def compare(candidate: Any, expected: Any, tolerance: float | None = None) -> tu
     import sympy
 
     if tolerance is not None and _is_real_number(expected) and _is_real_number(candidate):
-        difference = abs(sympy.N(_to_sympy(candidate) - _to_sympy(expected), 50))
+        value, reference = _to_sympy(candidate), _to_sympy(expected)
+        # Numerical evaluation would compute an unevaluated integral or sum for the submission.
+        pending = _unevaluated_work(value, reference)
+        if pending:
+            return False, _unevaluated_text(pending)
+        difference = abs(sympy.N(value - reference, 50))
         if difference.is_comparable is not True:
             return False, f"the difference {short_repr(difference)} is not a finite real number"
         return bool(
@@ -332,6 +337,26 @@ def _compare_matrices(candidate: Any, expected: Any) -> tuple[bool, str]:
     return True, "equal"
 
 
+def _unevaluated_work(value: Any, expected: Any) -> list[str]:
+    """The unevaluated calculus in the value that the reference does not have.
+
+    An unevaluated integral, sum or limit would have the verifier do the work answer() was timed
+    for (by simplification, or by numerical evaluation against a tolerance): the value must be
+    the result, unless the reference itself is unevaluated. Every comparison path that hands a
+    sympy value to sympy's own machinery asks this first.
+    """
+    import sympy
+
+    unevaluated = (sympy.Integral, sympy.Sum, sympy.Product, sympy.Limit, sympy.Derivative)
+    value_has = value.has if isinstance(value, sympy.Basic) else (lambda kind: False)
+    expected_has = expected.has if isinstance(expected, sympy.Basic) else (lambda kind: False)
+    return [kind.__name__ for kind in unevaluated if value_has(kind) and not expected_has(kind)]
+
+
+def _unevaluated_text(pending: list[str]) -> str:
+    return f"the value is unevaluated ({', '.join(pending)}); submit the evaluated result"
+
+
 def _compare_symbolic(candidate: Any, expected: Any) -> tuple[bool, str]:
     import sympy
 
@@ -355,12 +380,9 @@ def _compare_symbolic(candidate: Any, expected: Any) -> tuple[bool, str]:
         return _verdict(bool(same), value, expected)
     if not (isinstance(value, sympy.Expr) and isinstance(expected, sympy.Expr)):
         return _verdict(False, value, expected)
-    # An unevaluated integral, sum or limit would have the verifier do the work answer() was
-    # timed for: the value must be the result, unless the reference itself is unevaluated.
-    unevaluated = (sympy.Integral, sympy.Sum, sympy.Product, sympy.Limit, sympy.Derivative)
-    pending = [kind.__name__ for kind in unevaluated if value.has(kind) and not expected.has(kind)]
+    pending = _unevaluated_work(value, expected)
     if pending:
-        return False, f"the value is unevaluated ({', '.join(pending)}); submit the evaluated result"
+        return False, _unevaluated_text(pending)
     if value.has(sympy.nan, sympy.zoo) or expected.has(sympy.nan, sympy.zoo):
         return _verdict(False, value, expected)
     if sympy.simplify(value - expected) == 0:
