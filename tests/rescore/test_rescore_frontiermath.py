@@ -139,7 +139,8 @@ async def test_an_edited_verdict_is_graded_again_never_carried_over(
             sandbox=sandbox,
             max_concurrency=2,
         )
-        assert (await execute_run(config, progress=quiet_progress(), handle_signals=False)).status == "finished"
+        first = await execute_run(config, progress=quiet_progress(), handle_signals=False)
+        assert first.status == "finished"
     samples = tmp_path / "run" / "samples.jsonl"
     stored = read_lines(samples)
     assert {r["outcome"] for r in stored} == {"incorrect"}
