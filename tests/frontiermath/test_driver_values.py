@@ -156,3 +156,18 @@ def test_unevaluated_calculus_never_meets_a_tolerance(candidate: Any, expected: 
     unevaluated integral or sum for the submission (it did: both were `correct`)."""
     same, why = driver.compare(candidate, expected, 1e-6)
     assert same is False and "unevaluated" in why
+
+
+@pytest.mark.parametrize("error", [MemoryError(), OverflowError("too big"), KeyError("t")])
+def test_any_failure_to_rebuild_the_value_is_the_values(
+    monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    """Decoding runs after the reference-ready mark: an exception the codec did not foresee must
+    become a decode_error (the answer's), not escape to the driver's harness_error."""
+
+    def failing(data: object) -> object:
+        raise error
+
+    monkeypatch.setattr(driver.codec, "decode_value", failing)
+    value, failure = driver._decode_candidate({"value_json": '{"t": "int", "v": "0x2a"}'})
+    assert value is None and failure is not None and failure["status"] == "decode_error"

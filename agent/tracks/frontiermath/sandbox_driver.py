@@ -613,7 +613,7 @@ def _decode_candidate(request: dict[str, Any]) -> tuple[Any, dict[str, Any] | No
     """The value, rebuilt by the allowlist decoder; parsed only now, after the reference is ready."""
     try:
         return codec.decode_value(json.loads(request["value_json"])), None
-    except (codec.ValueCodecError, ValueError, RecursionError) as exc:
+    except Exception as exc:  # MemoryError too: whatever decoding the value raises is the value's
         return None, {"status": "decode_error", "error": f"{type(exc).__name__}: {exc}"[:TRACEBACK_CHARS]}
 
 
