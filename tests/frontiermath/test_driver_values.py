@@ -171,3 +171,48 @@ def test_any_failure_to_rebuild_the_value_is_the_values(
     monkeypatch.setattr(driver.codec, "decode_value", failing)
     value, failure = driver._decode_candidate({"value_json": '{"t": "int", "v": "0x2a"}'})
     assert value is None and failure is not None and failure["status"] == "decode_error"
+
+
+PI_MINUS_RATIONAL = "4*pi - 188684/15015"
+
+
+@pytest.mark.parametrize(
+    ("candidate", "reference", "tolerance"),
+    [
+        # The rational part replaced by a 1-bit Float 3.4 away from it: was "symbolically equal".
+        (sympy.Add(4 * sympy.pi, sympy.Float(-16, precision=1), evaluate=False), PI_MINUS_RATIONAL, None),
+        (sympy.Add(4 * sympy.pi, sympy.Float(-12, precision=2), evaluate=False), PI_MINUS_RATIONAL, None),
+        (
+            sympy.Add(sympy.sqrt(2), sympy.Float(2, precision=1), evaluate=False),
+            "sqrt(2) + Rational(7, 3)",
+            None,
+        ),
+        # The right value plus a low-precision error that rounding made vanish.
+        (sympy.Add(sympy.sqrt(2) + 1, sympy.Float(0.1875, precision=2), evaluate=False), "sqrt(2) + 1", None),
+        (sympy.Add(4 * sympy.pi, sympy.Float(-16, precision=1), evaluate=False), PI_MINUS_RATIONAL, 1e-6),
+        # numpy's float16 becomes an 11-bit Float; in a sympy tree it rounded the same way.
+        (
+            [sympy.Add(4 * sympy.pi, sympy.Float(-12.5, precision=11), evaluate=False)],
+            f"[{PI_MINUS_RATIONAL}]",
+            1e-6,
+        ),
+    ],
+)
+def test_low_precision_floats_never_round_a_wrong_value_into_the_reference(
+    candidate: Any, reference: str, tolerance: float | None
+) -> None:
+    expected = driver.evaluate_reference(reference)
+    same, why = driver.compare(candidate, expected, tolerance)
+    assert same is False, why
+
+
+def test_floats_are_compared_as_the_exact_numbers_they_store() -> None:
+    pi = sympy.pi
+    # Exactly the reference, written with Floats: still equal.
+    assert driver.compare(sympy.Mul(sympy.Float(1.0, precision=1), pi, evaluate=False), pi)[0] is True
+    assert driver.compare(pi + sympy.Float(0.5), pi + sympy.Rational(1, 2))[0] is True
+    # A double is within any sensible tolerance of what it approximates, exactly measured.
+    assert driver.compare(3.141592653589793, pi, 1e-12)[0] is True
+    assert driver.compare(numpy.float16(3.140625), pi, 1e-3)[0] is True
+    assert driver.compare(numpy.float16(3.140625), pi, 1e-4)[0] is False
+    assert driver.exact_numbers(sympy.Float(0.1)) == sympy.Rational(3602879701896397, 2**55)

@@ -456,3 +456,23 @@ async def test_unevaluated_calculus_never_meets_a_tolerance(sandbox: Sandbox, ex
     result = await judge(sandbox, code, FLOAT_PI, ROOMY)
     assert result.outcome is Outcome.INCORRECT, (result.outcome, result.error)
     assert "unevaluated" in (result.record.verification or ""), result.record.verification
+
+
+PI_MINUS_RATIONAL = task("pi minus rational", answer="4*pi - 188684/15015", answer_type="sympy expression")
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "sympy.Add(4 * sympy.pi, sympy.Float(-16, precision=1), evaluate=False)",
+        "sympy.Add(4 * sympy.pi, sympy.Float(-12, precision=2), evaluate=False)",
+    ],
+)
+async def test_a_low_precision_float_never_rounds_into_the_reference(
+    sandbox: Sandbox, expression: str
+) -> None:
+    """The rational part guessed to 1 or 2 bits: sympy added it to the reference's rational at
+    that precision and the difference simplified to 0, so a value 3.4 away was `correct`."""
+    code = f"import sympy\n\ndef answer():\n    return {expression}\n"
+    result = await judge(sandbox, code, PI_MINUS_RATIONAL, ROOMY)
+    assert result.outcome is Outcome.INCORRECT, (result.outcome, result.error)

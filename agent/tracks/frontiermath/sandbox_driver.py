@@ -196,7 +196,7 @@ def compare(candidate: Any, expected: Any, tolerance: float | None = None) -> tu
         pending = _unevaluated_work(value, reference)
         if pending:
             return False, _unevaluated_text(pending)
-        difference = abs(sympy.N(value - reference, 50))
+        difference = abs(sympy.N(exact_numbers(value) - exact_numbers(reference), 50))
         if difference.is_comparable is not True:
             return False, f"the difference {short_repr(difference)} is not a finite real number"
         return bool(
@@ -337,6 +337,25 @@ def _compare_matrices(candidate: Any, expected: Any) -> tuple[bool, str]:
     return True, "equal"
 
 
+def exact_numbers(expr: Any) -> Any:
+    """The expression with every sympy Float replaced by the exact rational it stores.
+
+    sympy adds a Float to a Rational at the Float's own precision, which a submission chooses:
+    ``4*pi + Float(-16, precision=1)`` minus ``4*pi - 188684/15015`` simplified to 0, so a value
+    off by 3.4 was "symbolically equal" (and a numpy float16 brings 11 bits). A Float is an
+    exact binary number; compared as that number, nothing is rounded. NaN and infinities are
+    not Floats in sympy and stay as they are.
+    """
+    import sympy
+
+    if not isinstance(expr, sympy.Basic):
+        return expr
+    floats = expr.atoms(sympy.Float)
+    if not floats:
+        return expr
+    return expr.xreplace({number: sympy.Rational(number) for number in floats})
+
+
 def _unevaluated_work(value: Any, expected: Any) -> list[str]:
     """The unevaluated calculus in the value that the reference does not have.
 
@@ -383,6 +402,8 @@ def _compare_symbolic(candidate: Any, expected: Any) -> tuple[bool, str]:
     pending = _unevaluated_work(value, expected)
     if pending:
         return False, _unevaluated_text(pending)
+    # From here sympy does arithmetic on both sides: with their Floats exact, it cannot round.
+    value, expected = exact_numbers(value), exact_numbers(expected)
     if value.has(sympy.nan, sympy.zoo) or expected.has(sympy.nan, sympy.zoo):
         return _verdict(False, value, expected)
     if sympy.simplify(value - expected) == 0:
