@@ -190,6 +190,12 @@ PI_MINUS_RATIONAL = "4*pi - 188684/15015"
         # The right value plus a low-precision error that rounding made vanish.
         (sympy.Add(sympy.sqrt(2) + 1, sympy.Float(0.1875, precision=2), evaluate=False), "sqrt(2) + 1", None),
         (sympy.Add(4 * sympy.pi, sympy.Float(-16, precision=1), evaluate=False), PI_MINUS_RATIONAL, 1e-6),
+        # Set complements compare the end points: the same rounding made a wrong interval equal.
+        (
+            sympy.Interval(0, sympy.Add(4 * sympy.pi, sympy.Float(-12, precision=2), 1, evaluate=False)),
+            "Interval(0, 4*pi - 188684/15015 + 1)",
+            None,
+        ),
         # numpy's float16 becomes an 11-bit Float; in a sympy tree it rounded the same way.
         (
             [sympy.Add(4 * sympy.pi, sympy.Float(-12.5, precision=11), evaluate=False)],

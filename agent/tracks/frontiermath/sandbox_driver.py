@@ -387,6 +387,9 @@ def _compare_symbolic(candidate: Any, expected: Any) -> tuple[bool, str]:
         return False, f"expected a sympy object, got {_describe(candidate)}"
     if value == expected:
         return True, "structurally equal"
+    # From here sympy does arithmetic on both sides (set complements compare end points too):
+    # with their Floats exact, it cannot round at a precision the submission picked.
+    value, expected = exact_numbers(value), exact_numbers(expected)
     if isinstance(expected, sympy.Set) or isinstance(value, sympy.Set):
         same = (
             isinstance(value, sympy.Set)
@@ -402,8 +405,6 @@ def _compare_symbolic(candidate: Any, expected: Any) -> tuple[bool, str]:
     pending = _unevaluated_work(value, expected)
     if pending:
         return False, _unevaluated_text(pending)
-    # From here sympy does arithmetic on both sides: with their Floats exact, it cannot round.
-    value, expected = exact_numbers(value), exact_numbers(expected)
     if value.has(sympy.nan, sympy.zoo) or expected.has(sympy.nan, sympy.zoo):
         return _verdict(False, value, expected)
     if sympy.simplify(value - expected) == 0:
