@@ -37,8 +37,9 @@ class PointsVerdict:
 
 
 _BINARY_LINE = re.compile(r"VERDICT: (CORRECT|INCORRECT)")
-# Plain decimal numbers only: no fractions ("7/10"), no exponents, no units.
-_POINTS_LINE = re.compile(r"VERDICT: ([+-]?(?:\d+(?:\.\d*)?|\.\d+))")
+# Plain decimal numbers only: no fractions ("7/10"), no exponents, no units, and ASCII digits
+# only (``\d`` would also take "１０" or "١٠", which float() reads as 10).
+_POINTS_LINE = re.compile(r"VERDICT: ([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))")
 
 
 def last_nonempty_line(reply: str | None) -> str:

@@ -91,11 +91,39 @@ def _note(record: SampleRecord, *, rescored: bool, reason: str | None = None) ->
     )
 
 
+def _claimed_verdict(record: SampleRecord) -> tuple[str, str] | None:
+    """The field and value by which a record holding no answer still claims a result, if any.
+
+    A record is carried over only when it holds nothing to grade (no submission, no reply), so it
+    cannot have earned anything: an edited one that says ``correct``, ``success: true``, points
+    or an EED score would otherwise enter the new summary without ever being graded.
+    """
+    if record.outcome is Outcome.CORRECT:
+        return "outcome", "'correct'"
+    if record.success:
+        return "success", "true"
+    if record.score != 0.0:
+        return "score", repr(record.score)
+    if record.judge is not None and (record.judge.points is not None or record.judge.verdict is not None):
+        return "judge", "a verdict"
+    if record.eed is not None:
+        return "eed", "a score"
+    return None
+
+
 def plan_regrades(stored: StoredRun, regrader: Regrader, tasks: dict[str, Any]) -> list[PlannedRegrade]:
     """Validate every stored record before anything is graded: bad data stops the run here."""
     planned: list[PlannedRegrade] = []
     for sample in stored.samples:
         answer = regrader.stored_answer(sample.record, stored.samples_path, sample.line)
+        claimed = _claimed_verdict(sample.record) if isinstance(answer, NotRescored) else None
+        if claimed is not None:
+            where, value = claimed
+            raise UserError(
+                f"{stored.samples_path}: line {sample.line}: field '{where}': {value}, but the record "
+                f"holds no answer to grade ({answer.reason}); a result that was never graded "
+                "cannot be carried over"
+            )
         task = tasks.get(sample.record.task_id)
         if task is None and not isinstance(answer, NotRescored):
             raise UserError(

@@ -153,6 +153,9 @@ class FrontierMathRegrader(Regrader):
             "error": result.error,
             "submission": result.record,
             "reference": frontiermath_reference(task),
+            # No judge or EED grades FrontierMath: whatever a stored record says there is not kept.
+            "judge": None,
+            "eed": None,
         }
 
 

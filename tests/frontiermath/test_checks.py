@@ -38,3 +38,14 @@ def test_rule_violations_are_reported(code: str, expected: str) -> None:
 def test_several_problems_are_all_reported() -> None:
     problems = check_submission_code("def answer(x):\n    return x  # no\n")
     assert len(problems) == 2
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["-" * 3000 + "42", "1+" * 3000 + "1", "x." * 3000 + "y", "not " * 3000 + "True", "~" * 5000 + "1"],
+)
+def test_code_nested_past_the_parser_is_a_problem_not_a_crash(expression: str) -> None:
+    """3 KB of unary minus makes Python's parser raise RecursionError. Raised out of the checks it
+    ended the sample as a harness error, which is counted apart and re-run: a way to abstain."""
+    problems = check_submission_code(f"def answer():\n    return {expression}\n")
+    assert problems == ["the code cannot be parsed: it is nested too deeply for Python's parser"]

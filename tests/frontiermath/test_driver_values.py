@@ -139,3 +139,86 @@ def test_unevaluated_calculus_does_not_outsource_the_work_to_the_verifier() -> N
     series = sympy.Sum(1 / sympy.Symbol("k") ** 2, (sympy.Symbol("k"), 1, sympy.oo))
     assert driver.compare(series, sympy.pi**2 / 6)[0] is False
     assert driver.compare(series, series)[0] is True  # an unevaluated reference may be matched
+
+
+@pytest.mark.parametrize(
+    ("candidate", "expected"),
+    [
+        (sympy.Integral(sympy.exp(-(sympy.Symbol("x") ** 2)), (sympy.Symbol("x"), 0, 1)), 0.746824132812427),
+        (sympy.Sum(1 / sympy.Symbol("k") ** 2, (sympy.Symbol("k"), 1, sympy.oo)), 1.6449340668482264),
+        (sympy.Integral(4 / (1 + sympy.Symbol("x") ** 2), (sympy.Symbol("x"), 0, 1)), sympy.pi),
+        # Inside a sequence the element goes through the same tolerance path.
+        ([sympy.Sum(1 / sympy.Symbol("k") ** 2, (sympy.Symbol("k"), 1, sympy.oo))], [1.6449340668482264]),
+    ],
+)
+def test_unevaluated_calculus_never_meets_a_tolerance(candidate: Any, expected: Any) -> None:
+    """Against a tolerance the difference is evaluated numerically: that must not compute an
+    unevaluated integral or sum for the submission (it did: both were `correct`)."""
+    same, why = driver.compare(candidate, expected, 1e-6)
+    assert same is False and "unevaluated" in why
+
+
+@pytest.mark.parametrize("error", [MemoryError(), OverflowError("too big"), KeyError("t")])
+def test_any_failure_to_rebuild_the_value_is_the_values(
+    monkeypatch: pytest.MonkeyPatch, error: Exception
+) -> None:
+    """Decoding runs after the reference-ready mark: an exception the codec did not foresee must
+    become a decode_error (the answer's), not escape to the driver's harness_error."""
+
+    def failing(data: object) -> object:
+        raise error
+
+    monkeypatch.setattr(driver.codec, "decode_value", failing)
+    value, failure = driver._decode_candidate({"value_json": '{"t": "int", "v": "0x2a"}'})
+    assert value is None and failure is not None and failure["status"] == "decode_error"
+
+
+PI_MINUS_RATIONAL = "4*pi - 188684/15015"
+
+
+@pytest.mark.parametrize(
+    ("candidate", "reference", "tolerance"),
+    [
+        # The rational part replaced by a 1-bit Float 3.4 away from it: was "symbolically equal".
+        (sympy.Add(4 * sympy.pi, sympy.Float(-16, precision=1), evaluate=False), PI_MINUS_RATIONAL, None),
+        (sympy.Add(4 * sympy.pi, sympy.Float(-12, precision=2), evaluate=False), PI_MINUS_RATIONAL, None),
+        (
+            sympy.Add(sympy.sqrt(2), sympy.Float(2, precision=1), evaluate=False),
+            "sqrt(2) + Rational(7, 3)",
+            None,
+        ),
+        # The right value plus a low-precision error that rounding made vanish.
+        (sympy.Add(sympy.sqrt(2) + 1, sympy.Float(0.1875, precision=2), evaluate=False), "sqrt(2) + 1", None),
+        (sympy.Add(4 * sympy.pi, sympy.Float(-16, precision=1), evaluate=False), PI_MINUS_RATIONAL, 1e-6),
+        # Set complements compare the end points: the same rounding made a wrong interval equal.
+        (
+            sympy.Interval(0, sympy.Add(4 * sympy.pi, sympy.Float(-12, precision=2), 1, evaluate=False)),
+            "Interval(0, 4*pi - 188684/15015 + 1)",
+            None,
+        ),
+        # numpy's float16 becomes an 11-bit Float; in a sympy tree it rounded the same way.
+        (
+            [sympy.Add(4 * sympy.pi, sympy.Float(-12.5, precision=11), evaluate=False)],
+            f"[{PI_MINUS_RATIONAL}]",
+            1e-6,
+        ),
+    ],
+)
+def test_low_precision_floats_never_round_a_wrong_value_into_the_reference(
+    candidate: Any, reference: str, tolerance: float | None
+) -> None:
+    expected = driver.evaluate_reference(reference)
+    same, why = driver.compare(candidate, expected, tolerance)
+    assert same is False, why
+
+
+def test_floats_are_compared_as_the_exact_numbers_they_store() -> None:
+    pi = sympy.pi
+    # Exactly the reference, written with Floats: still equal.
+    assert driver.compare(sympy.Mul(sympy.Float(1.0, precision=1), pi, evaluate=False), pi)[0] is True
+    assert driver.compare(pi + sympy.Float(0.5), pi + sympy.Rational(1, 2))[0] is True
+    # A double is within any sensible tolerance of what it approximates, exactly measured.
+    assert driver.compare(3.141592653589793, pi, 1e-12)[0] is True
+    assert driver.compare(numpy.float16(3.140625), pi, 1e-3)[0] is True
+    assert driver.compare(numpy.float16(3.140625), pi, 1e-4)[0] is False
+    assert driver.exact_numbers(sympy.Float(0.1)) == sympy.Rational(3602879701896397, 2**55)

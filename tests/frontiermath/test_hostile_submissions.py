@@ -427,3 +427,52 @@ async def test_types_reach_verify_intact(sandbox: Sandbox, name: str) -> None:
     patient = SandboxConfig(answer_timeout_s=60, verify_timeout_s=60)
     result = await judge(sandbox, answer_code, target, patient)
     assert result.outcome is Outcome.CORRECT, (result.error, result.record.value_repr)
+
+
+# Room for sympy's import on a loaded machine: these must reach the comparison to prove anything.
+ROOMY = SandboxConfig(answer_timeout_s=30, verify_timeout_s=60)
+# A float reference: the numerical difference is then small but not exactly zero.
+FLOAT_PI = task("float pi", answer="3.141592653589793", tolerance=1e-9, answer_type="Python float")
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "sympy.Integral(4 / (1 + x**2), (x, 0, 1))",
+        "sympy.sqrt(6 * sympy.Sum(1 / k**2, (k, 1, sympy.oo)))",
+        "2 * sympy.Product(4 * k**2 / (4 * k**2 - 1), (k, 1, sympy.oo))",
+    ],
+)
+async def test_unevaluated_calculus_never_meets_a_tolerance(sandbox: Sandbox, expression: str) -> None:
+    """pi to within 1e-9 by handing the verifier an integral, a series or a product to evaluate:
+    numerical evaluation against the tolerance computed them, and each was `correct`."""
+    code = (
+        "import sympy\n\n"
+        "def answer():\n"
+        "    x = sympy.Symbol('x')\n"
+        "    k = sympy.Symbol('k', integer=True, positive=True)\n"
+        f"    return {expression}\n"
+    )
+    result = await judge(sandbox, code, FLOAT_PI, ROOMY)
+    assert result.outcome is Outcome.INCORRECT, (result.outcome, result.error)
+    assert "unevaluated" in (result.record.verification or ""), result.record.verification
+
+
+PI_MINUS_RATIONAL = task("pi minus rational", answer="4*pi - 188684/15015", answer_type="sympy expression")
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "sympy.Add(4 * sympy.pi, sympy.Float(-16, precision=1), evaluate=False)",
+        "sympy.Add(4 * sympy.pi, sympy.Float(-12, precision=2), evaluate=False)",
+    ],
+)
+async def test_a_low_precision_float_never_rounds_into_the_reference(
+    sandbox: Sandbox, expression: str
+) -> None:
+    """The rational part guessed to 1 or 2 bits: sympy added it to the reference's rational at
+    that precision and the difference simplified to 0, so a value 3.4 away was `correct`."""
+    code = f"import sympy\n\ndef answer():\n    return {expression}\n"
+    result = await judge(sandbox, code, PI_MINUS_RATIONAL, ROOMY)
+    assert result.outcome is Outcome.INCORRECT, (result.outcome, result.error)

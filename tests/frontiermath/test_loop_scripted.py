@@ -292,6 +292,8 @@ async def test_invalid_submission_is_graded_and_its_problems_recorded_by_default
         ("def answer(x=None):\n    return 42\n", "must take no arguments", Outcome.CORRECT),
         ("def answer(:\n    return 42\n", "syntax error", Outcome.ANSWER_ERROR),
         ("def solve():\n    return 42\n", "named 'answer'", Outcome.ANSWER_ERROR),
+        # Past the parser's nesting limit: the submission's failure, never a harness error.
+        ("def answer():\n    return " + "-" * 3000 + "42\n", "nested too deeply", Outcome.ANSWER_ERROR),
     ],
 )
 async def test_each_rule_violation_is_graded_by_default_and_recorded(

@@ -321,3 +321,56 @@ async def test_a_hostile_reply_is_the_answers_failure_never_a_harness_error(stdo
         assert result.record.verify_exec is not None and "before the submitted value" in (result.error or "")
     else:
         assert result.outcome in (Outcome.ANSWER_ERROR, Outcome.ANSWER_TIMEOUT), result.error
+
+
+class ScriptedVerifierSandbox:
+    """answer() really runs; the verification call prints what the test scripts, under its nonce."""
+
+    backend = "scripted-verifier"
+
+    def __init__(self, inner: Sandbox, verify_stdout: str) -> None:
+        self.inner = inner
+        self.verify_stdout = verify_stdout
+
+    async def exec(self, code: str | None = None, **kwargs: Any) -> ExecResult:
+        request = json.loads(str(kwargs["stdin"]).split("\n", 1)[0])
+        if request["mode"] == "answer":
+            return await self.inner.exec(code, **kwargs)
+        stdout = self.verify_stdout.replace("NONCE", request["nonce"])
+        return ExecResult(exit_code=0, stdout=stdout, stderr="", backend=self.backend)
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.backend}
+
+    async def aclose(self) -> None:
+        return None
+
+
+READY = "\n<<<PROCTOR-MARK NONCE reference-ready 0.100>>>\n"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"status": "harness_error", "error": "MemoryError"}',
+        '{"status": "ok", "verdict": "yes"}',
+        '{"status": "surprise"}',
+    ],
+    ids=["harness error", "verdict not a bool", "unknown status"],
+)
+async def test_a_verification_failure_after_the_value_was_touched_is_never_an_error(
+    local_sandbox: Sandbox, reply: str
+) -> None:
+    """Whatever breaks the verifier once it holds the value (say, a MemoryError while decoding
+    it) is the value's doing: `incorrect`, not `verify_error`, which is counted apart and re-run
+    (a way to abstain). Before the reference-ready mark the same reply is the harness's."""
+    code = "def answer():\n    return 42\n"
+    touched = await runner(ScriptedVerifierSandbox(local_sandbox, READY + _block(reply))).evaluate(
+        code, integer_task()
+    )
+    assert touched.outcome is Outcome.INCORRECT, touched.error
+    assert "while examining the submitted value" in (touched.record.verification or "")
+    untouched = await runner(ScriptedVerifierSandbox(local_sandbox, _block(reply))).evaluate(
+        code, integer_task()
+    )
+    assert untouched.outcome is Outcome.VERIFY_ERROR, untouched.error

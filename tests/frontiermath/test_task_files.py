@@ -149,3 +149,29 @@ def test_tolerance_from_yaml_must_be_finite(tmp_path: Path) -> None:
     path.write_text("- id: a\n  question: q\n  answer_type: float\n  answer: pi\n  tolerance: .nan\n")
     with pytest.raises(TaskFileError, match="field 'tolerance'"):
         load_frontiermath_tasks(path)
+
+
+DEEP = "-" * 5000 + "1"
+
+
+@pytest.mark.parametrize(
+    ("field", "source"),
+    [
+        ("answer", DEEP),
+        ("answer", "1+" * 5000 + "1"),
+        ("verification_code", "def verify(a):\n    return a == " + DEEP + "\n"),
+        ("reference_solution", "def answer():\n    return " + "x." * 5000 + "y\n"),
+    ],
+)
+def test_a_source_nested_past_the_parser_is_one_line_naming_the_field(
+    tmp_path: Path, field: str, source: str
+) -> None:
+    """A hostile task file: Python's parser raises RecursionError (or MemoryError) on these; the
+    load must still end in one line naming file, line and field, never a traceback."""
+    row = {k: v for k, v in GOOD.items() if k != "answer" or field != "verification_code"} | {field: source}
+    path = write_jsonl(tmp_path / "t.jsonl", [row])
+    with pytest.raises(TaskFileError) as caught:
+        load_frontiermath_tasks(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:1: field '{field}': not ") and "nested too deeply" in message
+    assert "\n" not in message

@@ -69,6 +69,10 @@ def test_points_verdict(reply: str, points: float) -> None:
         ("VERDICT: 7 points", "not of the form"),
         ("VERDICT: 1e1", "not of the form"),
         ("VERDICT: nan", "not of the form"),
+        # Digits of other scripts are look-alikes that float() would read as numbers.
+        ("VERDICT: \uff11\uff10", "not of the form"),
+        ("VERDICT: \u0661\u0660", "not of the form"),
+        ("VERDICT: 7.\u0665", "not of the form"),
         ("VERDICT: 7\nThat is my grade.", "not of the form"),
         ("", "empty"),
     ],

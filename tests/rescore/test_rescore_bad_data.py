@@ -45,6 +45,20 @@ def _transcript_content(record: dict[str, Any]) -> None:
     record["transcript"][-1]["content"] = {"text": "not a string"}
 
 
+def _unanswered(**claims: Any) -> Callable[[dict[str, Any]], None]:
+    """The record as a failed model call leaves it (no reply to grade), plus forged results."""
+
+    def edit(record: dict[str, Any]) -> None:
+        record.update(outcome="model_error", score=0.0, success=False, judge=None, eed=None)
+        record["transcript"] = record["transcript"][:1]
+        record.update(claims)
+
+    return edit
+
+
+_POINTS = {"decided_by": "judge", "verdict": "10", "points": 10.0}
+
+
 # (edit of the parsed lines, expected "line N: field 'F'")
 RECORD_ATTACKS = {
     "unknown outcome": (edit_line(1, _set(outcome="bogus")), "line 2: field 'outcome'"),
@@ -57,6 +71,18 @@ RECORD_ATTACKS = {
     "reply not text": (edit_line(4, _transcript_content), "line 5: field 'transcript.1.content'"),
     "task not in the tasks file": (edit_line(5, _set(task_id="r99")), "line 6: field 'task_id'"),
     "score not a number": (edit_line(0, _set(score="lots")), "line 1: field 'score'"),
+    # Records with nothing to grade are carried over: none may bring a result it never earned.
+    "correct without a reply": (edit_line(0, _unanswered(outcome="correct")), "line 1: field 'outcome'"),
+    "unanswered but successful": (
+        edit_line(1, _unanswered(success=True, score=10.0)),
+        "line 2: field 'success'",
+    ),
+    "unanswered with points": (edit_line(2, _unanswered(score=9.0)), "line 3: field 'score'"),
+    "unanswered with a judge verdict": (edit_line(3, _unanswered(judge=_POINTS)), "line 4: field 'judge'"),
+    "unanswered with an EED score": (
+        edit_line(4, _unanswered(eed={"score": 100.0})),
+        "line 5: field 'eed'",
+    ),
 }
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from proctor.agent.config import ModelConfig, RunConfig, SandboxConfig
+from proctor.agent.errors import UserError
 from proctor.agent.runner import execute_run
 from tests.rescore.conftest import quiet_progress, read_lines, rescore
 from tests.runner.test_frontiermath_runs import submitting_model
@@ -118,3 +119,55 @@ async def test_rescore_re_verifies_stored_submissions_with_the_fixed_task_file(
     assert exported["fm-0"].scores["proctor"].value == "C"
     assert exported["fm-1"].scores["proctor"].answer == records["fm-1"]["submission"]["code"]
     assert exported["fm-0"].target == "42"
+
+
+async def test_an_edited_verdict_is_graded_again_never_carried_over(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hostile run directory: a wrong submission's record is edited to claim every kind of
+    success. The re-score runs the submission again and records what it really is; a record that
+    claims `correct` without the submission to prove it is refused, never carried over."""
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    tasks = write_tasks(tmp_path / "tasks.jsonl", fixed=False)
+    sandbox = SandboxConfig(backend="docker", pool_size=1, calibrate=False)
+    with ScriptedServer(submitting_model()) as model_server:
+        config = RunConfig(
+            track="frontiermath",
+            tasks=tasks,
+            out=tmp_path / "run",
+            models=[ModelConfig(name="openai/scripted", base_url=model_server.base_url, max_retries=0)],
+            sandbox=sandbox,
+            max_concurrency=2,
+        )
+        first = await execute_run(config, progress=quiet_progress(), handle_signals=False)
+        assert first.status == "finished"
+    samples = tmp_path / "run" / "samples.jsonl"
+    stored = read_lines(samples)
+    assert {r["outcome"] for r in stored} == {"incorrect"}
+    forged = {
+        "outcome": "correct",
+        "score": 1.0,
+        "success": True,
+        "error": None,
+        "eed": {"score": 100.0},
+        "judge": {"decided_by": "judge", "verdict": "CORRECT"},
+    }
+    for record in stored:
+        record.update(forged)
+        record["submission"].update(verification="verify() returned True", value_repr="41")
+    samples.write_text("".join(json.dumps(r) + "\n" for r in stored))
+
+    again = await rescore(tmp_path / "run", tmp_path / "again", tasks=tasks)
+    records = read_lines(tmp_path / "again" / "samples.jsonl")
+    assert again.rescored_now == 2
+    assert {r["outcome"] for r in records} == {"incorrect"}
+    assert all(r["success"] is False and r["score"] == 0.0 for r in records)
+    assert all(r["eed"] is None and r["judge"] is None for r in records)
+    assert again.summary["overall"]["accuracy"]["mean"] == 0.0
+
+    # Without the submission there is nothing to re-verify: the claim is refused, not kept.
+    stored[0]["submission"] = None
+    samples.write_text("".join(json.dumps(r) + "\n" for r in stored))
+    with pytest.raises(UserError, match=rf"^{samples}: line 1: field 'outcome': 'correct', but"):
+        await rescore(tmp_path / "run", tmp_path / "third", tasks=tasks)
+    assert not (tmp_path / "third").exists()

@@ -145,8 +145,16 @@ async def test_samples_without_an_answer_are_carried_over_and_not_sent_to_the_ju
 ) -> None:
     samples = research_run.directory / "samples.jsonl"
     lines = read_lines(samples)
-    # As a run records it when the model endpoint failed for good: no reply in the transcript.
-    lines[0].update(outcome="model_error", error="model failed: 401", transcript=lines[0]["transcript"][:1])
+    # As a run records it when the model endpoint failed for good: no reply in the transcript, no
+    # judge, nothing earned (a record that still claims points is refused: test_rescore_bad_data).
+    lines[0].update(
+        outcome="model_error",
+        error="model failed: 401",
+        transcript=lines[0]["transcript"][:1],
+        score=0.0,
+        success=False,
+        judge=None,
+    )
     samples.write_text("".join(json.dumps(line) + "\n" for line in lines))
     with ScriptedServer(fixed_points_judge(9)) as judge:
         first = await rescore(

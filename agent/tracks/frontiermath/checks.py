@@ -17,9 +17,21 @@ def check_submission_code(code: str) -> list[str]:
         tree = ast.parse(code)
     except SyntaxError as exc:
         return [f"syntax error: {exc.msg} (line {exc.lineno})"]
+    except (RecursionError, MemoryError, ValueError) as exc:
+        # Python's parser gives up on an expression nested a few thousand deep (3 KB of "-" is
+        # enough). That is the code's problem, as a syntax error is: it cannot run either. Raised,
+        # it would end the sample as a harness error, which a model could use to abstain.
+        return [f"the code cannot be parsed: {unparseable_reason(exc)}"]
     problems = _answer_signature_problems(tree)
     problems.extend(_comment_problems(code))
     return problems
+
+
+def unparseable_reason(exc: BaseException) -> str:
+    """Why Python's parser gave up on source that is not a plain syntax error."""
+    if isinstance(exc, RecursionError | MemoryError):
+        return "it is nested too deeply for Python's parser"
+    return str(exc) or type(exc).__name__
 
 
 def _answer_signature_problems(tree: ast.Module) -> list[str]:
@@ -47,7 +59,7 @@ def _answer_signature_problems(tree: ast.Module) -> list[str]:
 def _comment_problems(code: str) -> list[str]:
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
-    except (tokenize.TokenError, SyntaxError) as exc:
+    except (tokenize.TokenError, SyntaxError, RecursionError, MemoryError, ValueError) as exc:
         return [f"cannot tokenize the code: {exc}"]
     lines = sorted({token.start[0] for token in tokens if token.type == tokenize.COMMENT})
     if not lines:

@@ -191,7 +191,12 @@ def compare(candidate: Any, expected: Any, tolerance: float | None = None) -> tu
     import sympy
 
     if tolerance is not None and _is_real_number(expected) and _is_real_number(candidate):
-        difference = abs(sympy.N(_to_sympy(candidate) - _to_sympy(expected), 50))
+        value, reference = _to_sympy(candidate), _to_sympy(expected)
+        # Numerical evaluation would compute an unevaluated integral or sum for the submission.
+        pending = _unevaluated_work(value, reference)
+        if pending:
+            return False, _unevaluated_text(pending)
+        difference = abs(sympy.N(exact_numbers(value) - exact_numbers(reference), 50))
         if difference.is_comparable is not True:
             return False, f"the difference {short_repr(difference)} is not a finite real number"
         return bool(
@@ -332,6 +337,45 @@ def _compare_matrices(candidate: Any, expected: Any) -> tuple[bool, str]:
     return True, "equal"
 
 
+def exact_numbers(expr: Any) -> Any:
+    """The expression with every sympy Float replaced by the exact rational it stores.
+
+    sympy adds a Float to a Rational at the Float's own precision, which a submission chooses:
+    ``4*pi + Float(-16, precision=1)`` minus ``4*pi - 188684/15015`` simplified to 0, so a value
+    off by 3.4 was "symbolically equal" (and a numpy float16 brings 11 bits). A Float is an
+    exact binary number; compared as that number, nothing is rounded. NaN and infinities are
+    not Floats in sympy and stay as they are.
+    """
+    import sympy
+
+    if not isinstance(expr, sympy.Basic):
+        return expr
+    floats = expr.atoms(sympy.Float)
+    if not floats:
+        return expr
+    return expr.xreplace({number: sympy.Rational(number) for number in floats})
+
+
+def _unevaluated_work(value: Any, expected: Any) -> list[str]:
+    """The unevaluated calculus in the value that the reference does not have.
+
+    An unevaluated integral, sum or limit would have the verifier do the work answer() was timed
+    for (by simplification, or by numerical evaluation against a tolerance): the value must be
+    the result, unless the reference itself is unevaluated. Every comparison path that hands a
+    sympy value to sympy's own machinery asks this first.
+    """
+    import sympy
+
+    unevaluated = (sympy.Integral, sympy.Sum, sympy.Product, sympy.Limit, sympy.Derivative)
+    value_has = value.has if isinstance(value, sympy.Basic) else (lambda kind: False)
+    expected_has = expected.has if isinstance(expected, sympy.Basic) else (lambda kind: False)
+    return [kind.__name__ for kind in unevaluated if value_has(kind) and not expected_has(kind)]
+
+
+def _unevaluated_text(pending: list[str]) -> str:
+    return f"the value is unevaluated ({', '.join(pending)}); submit the evaluated result"
+
+
 def _compare_symbolic(candidate: Any, expected: Any) -> tuple[bool, str]:
     import sympy
 
@@ -343,6 +387,9 @@ def _compare_symbolic(candidate: Any, expected: Any) -> tuple[bool, str]:
         return False, f"expected a sympy object, got {_describe(candidate)}"
     if value == expected:
         return True, "structurally equal"
+    # From here sympy does arithmetic on both sides (set complements compare end points too):
+    # with their Floats exact, it cannot round at a precision the submission picked.
+    value, expected = exact_numbers(value), exact_numbers(expected)
     if isinstance(expected, sympy.Set) or isinstance(value, sympy.Set):
         same = (
             isinstance(value, sympy.Set)
@@ -355,12 +402,9 @@ def _compare_symbolic(candidate: Any, expected: Any) -> tuple[bool, str]:
         return _verdict(bool(same), value, expected)
     if not (isinstance(value, sympy.Expr) and isinstance(expected, sympy.Expr)):
         return _verdict(False, value, expected)
-    # An unevaluated integral, sum or limit would have the verifier do the work answer() was
-    # timed for: the value must be the result, unless the reference itself is unevaluated.
-    unevaluated = (sympy.Integral, sympy.Sum, sympy.Product, sympy.Limit, sympy.Derivative)
-    pending = [kind.__name__ for kind in unevaluated if value.has(kind) and not expected.has(kind)]
+    pending = _unevaluated_work(value, expected)
     if pending:
-        return False, f"the value is unevaluated ({', '.join(pending)}); submit the evaluated result"
+        return False, _unevaluated_text(pending)
     if value.has(sympy.nan, sympy.zoo) or expected.has(sympy.nan, sympy.zoo):
         return _verdict(False, value, expected)
     if sympy.simplify(value - expected) == 0:
@@ -591,7 +635,7 @@ def _decode_candidate(request: dict[str, Any]) -> tuple[Any, dict[str, Any] | No
     """The value, rebuilt by the allowlist decoder; parsed only now, after the reference is ready."""
     try:
         return codec.decode_value(json.loads(request["value_json"])), None
-    except (codec.ValueCodecError, ValueError, RecursionError) as exc:
+    except Exception as exc:  # MemoryError too: whatever decoding the value raises is the value's
         return None, {"status": "decode_error", "error": f"{type(exc).__name__}: {exc}"[:TRACEBACK_CHARS]}
 
 

@@ -283,7 +283,12 @@ class SubmissionRunner:
             record.verification = _text(reply.get("error"))
             return SubmissionResult(Outcome.INCORRECT, f"incorrect: {record.verification}", record)
         if status != "ok" or not isinstance(reply.get("verdict"), bool):
-            return SubmissionResult(Outcome.VERIFY_ERROR, f"harness error: {_text(reply)}", record)
+            # Before the value was touched only the task or the harness can have failed; after,
+            # whatever broke, broke on the value (a value must not be able to abstain).
+            if not reached_value:
+                return SubmissionResult(Outcome.VERIFY_ERROR, f"harness error: {_text(reply)}", record)
+            record.verification = f"verification failed while examining the submitted value: {_text(reply)}"
+            return SubmissionResult(Outcome.INCORRECT, f"incorrect: {record.verification}", record)
         verdict: bool = reply["verdict"]
         record.verification = _text(reply.get("detail") or f"verify() returned {verdict}")
         record.reference_inexact = reply.get("reference_inexact") is True
