@@ -109,6 +109,10 @@ class JudgeRecord(_Stored):
     # The judge's own token use over all its attempts (not counted in the sample's totals).
     input_tokens: int = 0
     output_tokens: int = 0
+    # When the judge gave no verdict on the answer: the same prompt with a placeholder answer,
+    # and what the judge said of it ({"answer", "replies", "verdict"}). A verdict there puts the
+    # blame on the answer (``incorrect``); none puts it on the judge (``judge_error``).
+    answer_probe: dict[str, Any] | None = None
 
 
 class ReferenceRecord(_Stored):

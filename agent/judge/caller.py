@@ -12,8 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+import openai
+
 from proctor.agent.judge.verdict import VerdictParseError
-from proctor.agent.model.base import ModelClient, ModelError, Usage
+from proctor.agent.model.base import EndpointRefused, ModelClient, ModelError, Usage
 
 VerdictT = TypeVar("VerdictT")
 
@@ -26,6 +28,9 @@ class JudgeResult(Generic[VerdictT]):
     replies: list[str] = field(default_factory=list)
     parse_errors: list[str] = field(default_factory=list)
     model_error: str | None = None
+    # The endpoint answered, but refused this request's content for good (HTTP 400/413/422...:
+    # say, more than its context holds), as opposed to an outage or a refused key.
+    request_rejected: bool = False
     usage: list[Usage] = field(default_factory=list)
     transport_retries: int = 0
 
@@ -57,6 +62,7 @@ async def ask_judge(
             )
         except ModelError as exc:
             result.model_error = str(exc) or type(exc).__name__
+            result.request_rejected = _rejected_for_its_content(exc)
             return result
         reply = response.content or ""
         result.replies.append(reply)
@@ -69,3 +75,15 @@ async def ask_judge(
             continue
         return result
     return result
+
+
+def _rejected_for_its_content(error: ModelError) -> bool:
+    """A final 4xx other than a refused key or quota: the request itself was refused."""
+    if isinstance(error, EndpointRefused):
+        return False
+    cause = error.__cause__
+    return (
+        isinstance(cause, openai.APIStatusError)
+        and 400 <= cause.status_code < 500
+        and cause.status_code != 429
+    )

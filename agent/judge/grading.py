@@ -1,13 +1,19 @@
 """Grading one answer: pre-check, then the judge, ending in an outcome and a ``JudgeRecord``.
 
-An unparseable judge (after its retries) or a judge endpoint that fails for good ends in
-``Outcome.JUDGE_ERROR``: the sample says nothing about the model, so it is never folded into
-``incorrect``.
+A judge endpoint that fails for good (an outage, a refused key) ends in ``Outcome.JUDGE_ERROR``:
+the sample says nothing about the model. When the judge answered but gave no verdict (every
+reply unparseable) or refused the request's content (HTTP 4xx: say, an answer longer than its
+context), the answer may be the cause: a hostile answer can tell the judge not to write a
+verdict, and ``judge_error`` is left out of accuracy. So the same prompt is sent once more with
+a placeholder answer. A verdict on the placeholder shows the judge and prompt work, and the
+answer kept the judge from grading it: ``incorrect``. No verdict there either: ``judge_error``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from proctor.agent.capped_text import capped, text_sha256
 from proctor.agent.judge.caller import JudgeResult, ask_judge
@@ -34,6 +40,8 @@ class Grade:
 
 
 NO_JUDGE = "no judge model configured (set `judge:` in the run config)"
+# Stands in for the answer when the judge gave no verdict on it (see the module's docstring).
+PLACEHOLDER_ANSWER = "(No answer was given.)"
 
 
 def _judge_record(
@@ -79,12 +87,15 @@ async def grade_olympiad(
     if judge is None:
         record = JudgeRecord(decided_by="judge", precheck=note)
         return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, NO_JUDGE)
-    prompt = fill_template(template, {"problem": problem, "reference answer": reference, "answer": answer})
+    fields = {"problem": problem, "reference answer": reference, "answer": answer}
+    prompt = fill_template(template, fields)
     result = await ask_judge(judge, prompt, parse_binary_verdict, parse_retries=parse_retries)
     record = _judge_record(result, judge.model, prompt)
     record.precheck = note
     if result.verdict is None:
-        return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, result.error)
+        return await _without_a_verdict(
+            judge, template, fields, parse_binary_verdict, parse_retries, result, record
+        )
     record.verdict = result.verdict.text
     correct = result.verdict.correct
     return Grade(Outcome.CORRECT if correct else Outcome.INCORRECT, float(correct), correct, record)
@@ -126,7 +137,8 @@ async def grade_research(
 ) -> Grade:
     if judge is None:
         return Grade(Outcome.JUDGE_ERROR, 0.0, False, JudgeRecord(decided_by="judge"), NO_JUDGE)
-    prompt = fill_template(template, {"problem": problem, "rubric": rubric, "answer": answer})
+    fields = {"problem": problem, "rubric": rubric, "answer": answer}
+    prompt = fill_template(template, fields)
 
     def parse(reply: str | None) -> PointsVerdict:
         return parse_points_verdict(reply, max_points=max_points)
@@ -134,8 +146,43 @@ async def grade_research(
     result = await ask_judge(judge, prompt, parse, parse_retries=parse_retries)
     record = _judge_record(result, judge.model, prompt)
     if result.verdict is None:
-        return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, result.error)
+        return await _without_a_verdict(judge, template, fields, parse, parse_retries, result, record)
     points = result.verdict.points
     record.verdict, record.points = result.verdict.text, points
     success = points >= success_threshold
     return Grade(Outcome.CORRECT if success else Outcome.INCORRECT, points, success, record)
+
+
+async def _without_a_verdict(
+    judge: ModelClient,
+    template: str,
+    fields: dict[str, str],
+    parse: Callable[[str | None], BinaryVerdict] | Callable[[str | None], PointsVerdict],
+    parse_retries: int,
+    result: JudgeResult[BinaryVerdict] | JudgeResult[PointsVerdict],
+    record: JudgeRecord,
+) -> Grade:
+    """No verdict on the answer: blame the answer if the judge grades a placeholder, else the judge."""
+    if result.model_error is not None and not result.request_rejected:
+        return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, result.error)  # an outage, not the answer
+    probe_prompt = fill_template(template, {**fields, "answer": PLACEHOLDER_ANSWER})
+    probe: JudgeResult[Any] = await ask_judge(judge, probe_prompt, parse, parse_retries=parse_retries)
+    record.input_tokens += sum(u.input_tokens for u in probe.usage)
+    record.output_tokens += sum(u.output_tokens for u in probe.usage)
+    verdict = probe.verdict
+    record.answer_probe = {
+        "answer": PLACEHOLDER_ANSWER,
+        "replies": [capped(reply) for reply in probe.replies],
+        "verdict": None if verdict is None else verdict.text,
+        **({"error": probe.error} if probe.error else {}),
+    }
+    if verdict is None:
+        return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, result.error)
+    return Grade(
+        Outcome.INCORRECT,
+        0.0,
+        False,
+        record,
+        f"the judge gave no verdict on this answer ({result.error}) but did on a placeholder answer, "
+        "so the answer kept it from grading: scored incorrect",
+    )

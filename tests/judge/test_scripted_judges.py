@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from proctor.agent.config import ModelConfig
+from proctor.agent.judge.grading import PLACEHOLDER_ANSWER
 from proctor.agent.model.factory import make_client
 from proctor.agent.model.retry import RetryPolicy
 from proctor.agent.records import Outcome, SampleRecord
@@ -105,15 +106,22 @@ BAD_BINARY_REPLIES: list[tuple[str, list[str | None]]] = [
 async def test_olympiad_unparseable_judge_retries_then_judge_error(
     case: str, replies: list[str | None]
 ) -> None:
+    # The judge is broken for any answer: the placeholder answer gets the same replies.
     record, _, judge_server = await run_sample(
-        OlympiadTrack({"judge_retries": 2}), OLYMPIAD_TASK, ANSWER_WRONG, [Reply(content=r) for r in replies]
+        OlympiadTrack({"judge_retries": 2}),
+        OLYMPIAD_TASK,
+        ANSWER_WRONG,
+        [Reply(content=r) for r in replies * 2],
     )
-    assert judge_server.call_count == 3  # one try and two retries, counted at the server
+    # One try and two retries for the answer, then for the placeholder, counted at the server.
+    assert judge_server.call_count == 6
     assert record.outcome is Outcome.JUDGE_ERROR, case
     assert record.outcome is not Outcome.INCORRECT and not record.success and record.score == 0.0
     assert record.judge is not None and record.judge.replies == [r or "" for r in replies]
     assert record.judge.verdict is None
-    assert len(judge_prompts(judge_server)) == 3 and len(set(judge_prompts(judge_server))) == 1
+    prompts = judge_prompts(judge_server)
+    assert len(set(prompts[:3])) == 1 and len(set(prompts[3:])) == 1
+    assert PLACEHOLDER_ANSWER in prompts[3] and PLACEHOLDER_ANSWER not in prompts[0]
 
 
 async def test_multi_verdict_ending_in_a_verdict_takes_the_last_line() -> None:
@@ -134,9 +142,12 @@ async def test_a_parse_error_then_a_verdict_recovers() -> None:
 
 async def test_retry_count_is_configurable() -> None:
     record, _, judge_server = await run_sample(
-        OlympiadTrack({"judge_retries": 0}), OLYMPIAD_TASK, ANSWER_WRONG, [Reply(content="dunno")]
+        OlympiadTrack({"judge_retries": 0}), OLYMPIAD_TASK, ANSWER_WRONG, [Reply(content="dunno")] * 2
     )
-    assert record.outcome is Outcome.JUDGE_ERROR and judge_server.call_count == 1
+    # One request for the answer, one for the placeholder answer (no retries either time).
+    assert record.outcome is Outcome.JUDGE_ERROR and judge_server.call_count == 2
+    assert record.judge is not None and record.judge.answer_probe is not None
+    assert record.judge.answer_probe["verdict"] is None and record.judge.answer_probe["replies"] == ["dunno"]
 
 
 async def test_judge_endpoint_down_is_judge_error_after_transport_retries() -> None:
@@ -204,12 +215,14 @@ RESEARCH_BAD: list[tuple[str, list[str | None]]] = [
 
 @pytest.mark.parametrize(("case", "replies"), RESEARCH_BAD, ids=[c for c, _ in RESEARCH_BAD])
 async def test_research_unparseable_is_judge_error(case: str, replies: list[str | None]) -> None:
+    # The judge cannot grade anything: the answer, then the placeholder answer, three tries each.
     record, _, judge_server = await run_sample(
-        ResearchTrack(), RESEARCH_TASK, [Reply(content="An answer.")], [Reply(content=r) for r in replies]
+        ResearchTrack(), RESEARCH_TASK, [Reply(content="An answer.")], [Reply(content=r) for r in replies * 2]
     )
-    assert judge_server.call_count == 3, case
+    assert judge_server.call_count == 6, case
     assert record.outcome is Outcome.JUDGE_ERROR and record.score == 0.0 and not record.success
     assert record.judge is not None and record.judge.points is None and len(record.judge.replies) == 3
+    assert record.judge.answer_probe is not None and len(record.judge.answer_probe["replies"]) == 3
 
 
 async def test_olympiad_request_shape_without_tools() -> None:

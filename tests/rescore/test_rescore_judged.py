@@ -207,7 +207,14 @@ async def test_a_carried_over_harness_error_gains_the_reference_every_record_car
     samples = research_run.directory / "samples.jsonl"
     lines = read_lines(samples)
     # As an older run recorded a harness error: no reference, nothing graded.
-    lines[0].update(outcome="harness_error", error="RuntimeError: bug", reference=None, judge=None)
+    lines[0].update(
+        outcome="harness_error",
+        error="RuntimeError: bug",
+        reference=None,
+        judge=None,
+        success=False,
+        score=0.0,
+    )
     graded_reference = lines[1]["reference"]
     samples.write_text("".join(json.dumps(line) + "\n" for line in lines))
     with ScriptedServer(fixed_points_judge(9)) as judge:
