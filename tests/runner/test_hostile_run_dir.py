@@ -166,6 +166,19 @@ async def test_a_planted_temporary_file_link_cannot_redirect_the_header_write(
     assert json.loads((out / "summary.json").read_text())["finished_samples"] == 6
 
 
+async def test_a_summary_that_cannot_be_written_is_one_line_and_the_samples_stay(
+    tmp_path: Path, echo_server: ScriptedServer
+) -> None:
+    task_file, out = await finished_run(tmp_path, echo_server)
+    (out / "summary.json").unlink()
+    (out / "summary.json").mkdir()
+    with pytest.raises(UserError) as caught:
+        await run(make_config(task_file, out, echo_server.base_url, trials=2, resume=True))
+    assert "\n" not in str(caught.value) and "summary.json: cannot write" in str(caught.value)
+    assert len(load_samples(out / "samples.jsonl").records) == 6
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]  # no temporary left behind
+
+
 async def test_a_run_directory_that_is_a_symlink_is_followed_because_the_user_named_it(
     tmp_path: Path, echo_server: ScriptedServer
 ) -> None:
