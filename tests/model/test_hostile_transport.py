@@ -27,7 +27,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from proctor.agent.config import ModelConfig
+from proctor.agent.config import ModelConfig, RunConfig
 from proctor.agent.model.base import ModelError
 from proctor.agent.model.bounded_reply import MAX_REPLY_BYTES, bound_reply
 from proctor.agent.model.factory import make_client
@@ -36,6 +36,7 @@ from proctor.agent.records import Outcome
 from proctor.agent.runner import execute_run
 from proctor.agent.store import load_samples
 from tests.runner.conftest import make_config, quiet_progress, write_tasks
+from tests.support.scripted_server import Reply, ScriptedServer
 
 FAST = RetryPolicy(max_retries=1, base_delay_s=0.001, max_delay_s=0.01)
 QUESTION = [{"role": "user", "content": "What is 6 * 7?"}]
@@ -298,3 +299,36 @@ async def test_a_run_records_an_endpoint_failure_as_model_error_not_as_a_wrong_a
     assert all("HTTP 200 with an error body" in (r.error or "") for r in records)
     # An error outcome is not a score: --resume runs these samples again.
     assert result.summary["overall"]["scored_samples"] == 0
+
+
+async def test_a_judge_endpoint_failure_is_a_judge_error_not_a_verdict(tmp_path: Path) -> None:
+    """The judge goes through the same clients: its 200 error bodies and non-replies are the
+    judge's failure (judge_error, run again by --resume), never a verdict against the model."""
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "".join(
+            json.dumps({"id": f"o{i}", "question": "Describe the motion.", "answer": "It oscillates."}) + "\n"
+            for i in range(2)
+        )
+    )
+    out = tmp_path / "run"
+    with (
+        ScriptedServer(
+            lambda request, index: Reply(content="FINAL ANSWER: it goes back and forth")
+        ) as model_server,
+        RawServer([ATTACKS["200 with an error object"][0], send_bytes(b'"CORRECT"')], "chat") as judge_server,
+    ):
+        config = RunConfig(
+            track="olympiad",
+            tasks=tasks,
+            out=out,
+            models=[ModelConfig(name="openai/m", base_url=model_server.base_url, max_retries=0)],
+            judge=ModelConfig(name="openai/judge", base_url=judge_server.base_url, max_retries=1),
+            trials=1,
+            track_options={"judge_retries": 1},
+        )
+        result = await execute_run(config, progress=quiet_progress(), handle_signals=False)
+    records = load_samples(out / "samples.jsonl").records
+    assert result.status == "finished" and len(records) == 2 and judge_server.requests >= 2
+    assert {r.outcome for r in records} == {Outcome.JUDGE_ERROR}, [(r.outcome, r.error) for r in records]
+    assert all("HTTP 200 with" in (r.error or "") for r in records), [r.error for r in records]
