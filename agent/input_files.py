@@ -85,8 +85,12 @@ def read_text_input(
                 raise error(f"{path}: is a directory, not a {what}")
             if size > max_bytes:
                 raise error(f"{path}: {what} is {size:,} bytes; the limit is {max_bytes:,}")
-            # Bounded even when stat says little: /dev/zero, a FIFO, a file still growing.
-            with path.open("rb") as handle:
+            # Bounded even when stat says little: /dev/zero, a FIFO, a file still growing. Opened
+            # without blocking, so a FIFO nobody writes to (a task path a hostile run.json names)
+            # reads as empty instead of hanging; one with a writer (`--tasks <(...)`) reads as usual.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb") as handle:
                 data = handle.read(max_bytes + 1)
     except FileNotFoundError:
         raise error(f"{path}: cannot read {what}: no such file ({what} not found)") from None

@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -302,3 +303,30 @@ def test_a_killed_writer_leaves_the_directory_unlocked(tmp_path: Path, echo_serv
     os.waitpid(pid, 0)
     result = asyncio.run(run(config.model_copy(update={"resume": True})))
     assert result.status == "finished" and result.finished == 4
+
+
+def test_a_task_path_that_is_a_fifo_nobody_writes_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    """A run.json can name any task path for `--resume --out DIR`; a FIFO without a writer used to
+    block the open for ever. It now reads as an empty file, which the track refuses in one line."""
+    from proctor.agent.tracks.registry import make_track
+
+    fifo = tmp_path / "tasks.jsonl"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def load() -> None:
+        try:
+            make_track("frontiermath", {}).load_tasks(fifo)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    if worker.is_alive():
+        # Release the reader so the thread ends, then fail.
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("reading a FIFO without a writer hung")
+    assert len(outcome) == 1 and isinstance(outcome[0], UserError), outcome
+    assert "\n" not in str(outcome[0]) and str(fifo) in str(outcome[0])
