@@ -15,7 +15,10 @@ in docs/runs.md:
 
 from __future__ import annotations
 
+import errno
 import math
+import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,17 +32,66 @@ MAX_NESTING = 64
 MAX_VALUES = 5_000_000
 
 
-def read_text_input(path: Path, what: str, *, max_bytes: int, error: type[UserError] = UserError) -> str:
-    """The UTF-8 text of ``path``, or one line saying why not."""
+NOT_A_RUN_FILE = "must be a regular file, not a symbolic link, directory, FIFO or device"
+
+
+def open_run_file(path: Path, flags: int, what: str, *, error: type[UserError] = UserError) -> int:
+    """A descriptor for a file of a run directory, which only ever holds regular files.
+
+    A run directory is hostile input: a ``samples.jsonl`` that is a symbolic link would make
+    Proctor append model text to whatever file it names, a FIFO would hang it and ``/dev/zero``
+    would fill its memory. The last component is never followed (``O_NOFOLLOW``), opening never
+    blocks (``O_NONBLOCK``), and anything but a regular file is refused in one line. The
+    directory itself may be a symbolic link: the user named it.
+    """
     try:
-        size = path.stat().st_size
-        if path.is_dir():
-            raise error(f"{path}: is a directory, not a {what}")
-        if size > max_bytes:
-            raise error(f"{path}: {what} is {size:,} bytes; the limit is {max_bytes:,}")
-        # Bounded even when stat says little: /dev/zero, a FIFO, a file still growing.
-        with path.open("rb") as handle:
-            data = handle.read(max_bytes + 1)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise error(f"{path}: {what} {NOT_A_RUN_FILE} (it is a symbolic link)") from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise error(f"{path}: {what} {NOT_A_RUN_FILE}")
+        # Reads and writes of a regular file block as usual from here on.
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_text_input(
+    path: Path,
+    what: str,
+    *,
+    max_bytes: int,
+    error: type[UserError] = UserError,
+    run_file: bool = False,
+) -> str:
+    """The UTF-8 text of ``path``, or one line saying why not.
+
+    ``run_file``: the file belongs to a run directory and must be a regular file
+    (:func:`open_run_file`); user-named inputs may be FIFOs (``--tasks <(...)``).
+    """
+    try:
+        if run_file:
+            with os.fdopen(open_run_file(path, os.O_RDONLY, what, error=error), "rb") as handle:
+                data = handle.read(max_bytes + 1)
+        else:
+            size = path.stat().st_size
+            if path.is_dir():
+                raise error(f"{path}: is a directory, not a {what}")
+            if size > max_bytes:
+                raise error(f"{path}: {what} is {size:,} bytes; the limit is {max_bytes:,}")
+            # Bounded even when stat says little: /dev/zero, a FIFO, a file still growing. Opened
+            # without blocking, so a FIFO nobody writes to (a task path a hostile run.json names)
+            # reads as empty instead of hanging; one with a writer (`--tasks <(...)`) reads as usual.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb") as handle:
+                data = handle.read(max_bytes + 1)
     except FileNotFoundError:
         raise error(f"{path}: cannot read {what}: no such file ({what} not found)") from None
     except OSError as exc:

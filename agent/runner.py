@@ -42,7 +42,7 @@ from proctor.agent.records import RERUN_ON_RESUME, Outcome, ReferenceRecord, Sam
 from proctor.agent.run_config_loader import parse_size
 from proctor.agent.run_guard import GuardedClient, RunGuard, StopReason
 from proctor.agent.sample_workers import ShieldedWrites, drive_workers, final_status
-from proctor.agent.store import RunStore, file_sha256, resume_conflicts, sample_key
+from proctor.agent.store import RunStore, checked_header, file_sha256, resume_conflicts, sample_key
 from proctor.agent.summary import judge_prices_from_config, prices_from_config, summarize
 from proctor.agent.tracks.base import SampleContext, Track
 from proctor.agent.tracks.frontiermath.profiles import get_profile
@@ -352,10 +352,12 @@ class Runner:
         self._stop_announced = False
 
     # -- setup -------------------------------------------------------------------------
-    def _prepare_store(self, run_dir: Path, header: dict[str, Any]) -> tuple[RunStore, dict[str, Any]]:
-        store = RunStore(run_dir)
+    def _prepare_store(
+        self, run_dir: Path, header: dict[str, Any], store: RunStore | None = None
+    ) -> tuple[RunStore, dict[str, Any]]:
+        store = store or RunStore(run_dir)
         if self.config.resume and store.header_path.exists():
-            previous = store.read_header()
+            previous = checked_header(store.read_header(), store.header_path)
             conflicts = resume_conflicts(previous, header)
             if conflicts:
                 raise UserError(
@@ -415,7 +417,28 @@ class Runner:
         )
         if self.config_file is not None:
             header["config_file"] = str(self.config_file)
-        store, header = self._prepare_store(run_dir, header)
+        store = RunStore(run_dir)
+        if run_dir.is_dir():
+            # Before anything is read: a second process must not resume what this one writes.
+            store.lock()
+        try:
+            return await self._run_in(store, run_dir, header, track, tasks, labelled, uses)
+        finally:
+            store.unlock()
+
+    async def _run_in(
+        self,
+        store: RunStore,
+        run_dir: Path,
+        header: dict[str, Any],
+        track: Track,
+        tasks: list[Any],
+        labelled: list[tuple[str, ModelConfig]],
+        uses: list[EndpointUse],
+    ) -> RunResult:
+        config = self.config
+        labels = [label for label, _ in labelled]
+        store, header = self._prepare_store(run_dir, header, store)
         run_id = header["run_id"]
 
         loaded = store.load(repair=True)
@@ -463,6 +486,12 @@ class Runner:
                 clients, judge = (
                     await open_clients(stack, labelled, config.judge, self.guard) if pending else ({}, None)
                 )
+                if not store.locked:
+                    # A fresh directory: claimed as it is created; a run that appeared in it
+                    # meanwhile is another process's.
+                    store.lock()
+                    if store.header_path.exists() or store.holds_samples():
+                        raise UserError(f"{run_dir}: another run started in this directory meanwhile")
                 store.write_header(header)
                 header_written = True
                 writer = store.open_writer()

@@ -109,10 +109,14 @@ def clustered_estimate(
     seed: int = DEFAULT_SEED,
 ) -> Estimate | None:
     """Mean of per-task means with its task-level SE, per-sample SE and bootstrap CI."""
-    task_means = [mean(values) for values in values_by_task.values() if values]
+    # In task-id order, each task's values sorted: the bootstrap draws tasks by position, so the
+    # order samples finished in (which concurrency, a crash and --resume all change) must not
+    # change the interval. The same records give the same numbers, to the last bit.
+    ordered = [sorted(values_by_task[task]) for task in sorted(values_by_task)]
+    task_means = [mean(values) for values in ordered if values]
     if not task_means:
         return None
-    samples = [v for values in values_by_task.values() for v in values]
+    samples = [v for values in ordered for v in values]
     low, high = bootstrap_ci(task_means, resamples=resamples, seed=seed)
     return Estimate(
         mean=mean(task_means),

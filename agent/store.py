@@ -7,26 +7,38 @@ so a crash can at worst leave one torn final line, which :func:`load_samples` cu
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+import tempfile
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
 from proctor.agent.encodable import Replacements, make_encodable
 from proctor.agent.errors import UserError
-from proctor.agent.input_files import MAX_CONFIG_BYTES, read_text_input, too_deep, unreadable_value
+from proctor.agent.input_files import (
+    MAX_CONFIG_BYTES,
+    open_run_file,
+    read_text_input,
+    too_deep,
+    unreadable_value,
+)
 from proctor.agent.records import RERUN_ON_RESUME, SampleRecord, TextReplacements
 
 RUN_HEADER = "run.json"
 SAMPLES = "samples.jsonl"
 SUMMARY = "summary.json"
+# Held (flock) by the one process writing the run directory; the kernel drops it when that
+# process dies, SIGKILL included, so a crashed run never leaves the directory locked.
+LOCK = ".proctor.lock"
 
 SampleKey = tuple[str, str, int]  # (model, task_id, trial)
 
@@ -45,18 +57,37 @@ def file_sha256(path: Path) -> str:
 
 
 def write_json_atomically(path: Path, data: Any) -> None:
-    """Replace ``path`` in one step so readers never see half a file, even after a crash."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=2, sort_keys=False, default=str)
-        handle.write("\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    """Replace ``path`` in one step so readers never see half a file, even after a crash.
+
+    The temporary file is created fresh (``O_EXCL``, never through a link someone left in the
+    run directory) and renamed over ``path``; a rename replaces a symbolic link itself, never
+    its target. A failure is one line naming the file; the temporary file is removed.
+    """
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=False, default=str)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def read_json(path: Path) -> dict[str, Any]:
-    text = read_text_input(path, "JSON file", max_bytes=MAX_CONFIG_BYTES)
+    text = read_text_input(path, "JSON file", max_bytes=MAX_CONFIG_BYTES, run_file=True)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -95,30 +126,32 @@ def load_samples(path: Path, *, repair: bool = False) -> LoadedSamples:
     and is reported with its line number rather than silently dropped. A ``harness_error``
     record is superseded by a later record of the same sample (``--resume`` re-ran it).
     """
-    if not path.exists():
+    try:
+        fd = open_run_file(path, os.O_RDWR if repair else os.O_RDONLY, "samples file")
+    except FileNotFoundError:
         return LoadedSamples(records=[])
-    data = path.read_bytes()
-    cut = data.rfind(b"\n") + 1
-    complete, tail = data[:cut], data[cut:]
-    torn = 0
-    if tail.strip():
-        # A tail that is a whole record minus its newline is kept; anything else was torn.
-        try:
-            SampleRecord.model_validate_json(tail)
-            complete, tail = data + b"\n", b""
-            if repair:
-                with path.open("ab") as handle:
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the samples file ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "r+b" if repair else "rb", buffering=0) as handle:
+        data = handle.read()
+        cut = data.rfind(b"\n") + 1
+        complete, tail = data[:cut], data[cut:]
+        torn = 0
+        if tail.strip():
+            # A tail that is a whole record minus its newline is kept; anything else was torn.
+            try:
+                SampleRecord.model_validate_json(tail)
+                complete, tail = data + b"\n", b""
+                if repair:
+                    handle.seek(0, os.SEEK_END)
                     handle.write(b"\n")
-                    handle.flush()
                     os.fsync(handle.fileno())
-        except ValidationError:
+            except ValidationError:
+                torn = len(tail)
+        elif tail:
             torn = len(tail)
-    elif tail:
-        torn = len(tail)
-    if torn and repair:
-        with path.open("r+b") as handle:
+        if torn and repair:
             handle.truncate(cut)
-            handle.flush()
             os.fsync(handle.fileno())
 
     records: list[SampleRecord] = []
@@ -162,26 +195,93 @@ def encode_record(record: SampleRecord) -> tuple[bytes, SampleRecord]:
 class SampleWriter:
     """Appends finished records to ``samples.jsonl``; safe to call from worker threads.
 
-    The lock keeps lines from interleaving; fsync makes "finished" mean "on disk".
+    The lock keeps lines from interleaving; fsync makes "finished" mean "on disk". A write that
+    fails part-way (disk full, an I/O error) is cut off again before the error is raised, so the
+    file never holds a torn line in its middle: the records after it stay readable.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._lock = threading.Lock()
-        self._handle = path.open("ab")
+        try:
+            fd = open_run_file(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, "samples file")
+        except OSError as exc:
+            raise UserError(f"{path}: cannot open the samples file ({exc.strerror or exc})") from None
+        self._fd: int | None = fd
 
     def append(self, record: SampleRecord) -> SampleRecord:
         """Write ``record``; return it as stored (with any replaced text)."""
         line, stored = encode_record(record)
         with self._lock:
-            self._handle.write(line)
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
+            fd = self._fd
+            if fd is None:
+                raise RuntimeError(f"{self.path}: the samples file is closed")
+            start = os.fstat(fd).st_size
+            try:
+                view = memoryview(line)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+                os.fsync(fd)
+            except BaseException:
+                # Never leave half a line for the next record to be appended to.
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, start)
+                    os.fsync(fd)
+                raise
         return stored
 
     def close(self) -> None:
         with self._lock:
-            self._handle.close()
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
+
+
+class _Session(BaseModel):
+    """The parts of a recorded session a resume and the summary read back."""
+
+    model_config = ConfigDict(extra="allow")
+
+    started_at: str | None = None
+    ended_at: str | None = None
+
+
+class _ResumedHeader(BaseModel):
+    """The fields of ``run.json`` a resume carries over into the new header.
+
+    ``run.json`` may have been edited by hand (or by an adversary); every field the runner reads
+    back is checked here, so a bad one is one line naming it rather than a traceback half-way
+    through a run, after samples were already spent.
+    """
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    run_id: str = Field(min_length=1, max_length=1_000)
+    track: str | None = None
+    created_at: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    tasks_file: dict[str, Any] = Field(default_factory=dict)
+    prompt_template_sha256: str | None = None
+    sessions: list[_Session] = Field(default_factory=list)
+    events: list[dict[str, Any]] = Field(default_factory=list)
+    endpoints: list[dict[str, Any]] | None = None
+    sandbox: dict[str, Any] | None = None
+    sandbox_isolates_less: bool | None = None
+    defaults_applied: list[str] = Field(default_factory=list)
+    hardware: dict[str, Any] | None = None
+
+
+def checked_header(header: dict[str, Any], path: Path) -> dict[str, Any]:
+    """``header`` (a parsed ``run.json``) if every field a resume reads is well formed; else one
+    line naming the first bad field."""
+    try:
+        _ResumedHeader.model_validate(header)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first.get("loc", ())) or "(top level)"
+        raise UserError(f"{path}: field '{where}': {first.get('msg')}") from None
+    return header
 
 
 # Config fields that change what a score means; a resumed run must keep them all. The task
@@ -237,6 +337,45 @@ class RunStore:
         self.samples_path = directory / SAMPLES
         self.summary_path = directory / SUMMARY
         self._writer: SampleWriter | None = None
+        self._lock_fd: int | None = None
+
+    @property
+    def locked(self) -> bool:
+        return self._lock_fd is not None
+
+    def lock(self) -> None:
+        """Claim the run directory for this process, or say which process holds it.
+
+        Two processes appending the same run would run its samples twice and could cut each
+        other's lines (resume repairs a torn tail); one of them is refused before it reads or
+        writes anything. The lock is released by :meth:`unlock` or by the process's death.
+        """
+        if self._lock_fd is not None:
+            return
+        self._make_directory()
+        path = self.directory / LOCK
+        try:
+            fd = open_run_file(path, os.O_RDWR | os.O_CREAT, "lock file")
+        except OSError as exc:
+            raise UserError(f"{path}: cannot open the lock file ({exc.strerror or exc})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            os.close(fd)
+            who = f" (pid {holder})" if holder.isdigit() else ""
+            raise UserError(
+                f"{self.directory}: another proctor process{who} is writing this run directory; "
+                "wait for it to end or stop it, then resume"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+
+    def unlock(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
     def holds_samples(self) -> bool:
         return self.samples_path.exists() and self.samples_path.stat().st_size > 0

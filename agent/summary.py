@@ -272,11 +272,21 @@ def wall_seconds(header: Mapping[str, Any]) -> float | None:
     """Wall time of the run: the sum over its sessions (a resumed run has several)."""
     sessions = header.get("sessions") or []
     total, known = 0.0, False
+    if not isinstance(sessions, list):
+        return None
     for session in sessions:
+        if not isinstance(session, dict):
+            continue
         start, end = session.get("started_at"), session.get("ended_at")
-        if start and end:
-            total += (dt.datetime.fromisoformat(end) - dt.datetime.fromisoformat(start)).total_seconds()
-            known = True
+        if not (isinstance(start, str) and isinstance(end, str)):
+            continue
+        try:
+            seconds = (dt.datetime.fromisoformat(end) - dt.datetime.fromisoformat(start)).total_seconds()
+        except (ValueError, TypeError):
+            # A hand-edited time (or one naive, one aware) says nothing measurable.
+            continue
+        total += seconds
+        known = True
     return total if known else None
 
 

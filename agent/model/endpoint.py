@@ -12,6 +12,7 @@ import openai
 
 from proctor.agent.config import ModelConfig
 from proctor.agent.errors import UserError
+from proctor.agent.model.bounded_reply import ask_for_boundable_encodings, bound_reply
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Provider prefixes in model names ("openai/gpt-5", "local/gemma3-270m"); the API sees the rest.
@@ -148,5 +149,9 @@ class Endpoint:
             api_key=self.api_key,
             max_retries=0,
             timeout=self.timeout_s,
-            http_client=openai.DefaultAsyncHttpxClient(limits=limits),
+            http_client=openai.DefaultAsyncHttpxClient(
+                limits=limits,
+                # Every reply is bounded in bytes, after decompression (agent/model/bounded_reply.py).
+                event_hooks={"request": [ask_for_boundable_encodings], "response": [bound_reply()]},
+            ),
         )

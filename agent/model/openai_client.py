@@ -59,6 +59,7 @@ class OpenAIChatClient(SdkClient):
     """One model behind a Chat Completions endpoint, with our retries and connection limit."""
 
     path = "/chat/completions"
+    reply_field = "choices"
     reply_type = ChatCompletion
 
     def __init__(

@@ -115,6 +115,7 @@ class OpenAIResponsesClient(SdkClient):
     """One model behind the Responses API, with our retries and connection limit."""
 
     path = "/responses"
+    reply_field = "output"
     reply_type = Response
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -52,6 +52,18 @@ class Transient:
     retry_after_s: float | None = None
 
 
+class FailedReply(Exception):
+    """The endpoint failed without an HTTP error: no whole reply within the request's time
+    limit, or a 200 whose body is an error or not a reply at all. Retried like a 5xx, and a
+    ``model_error`` when the retries run out: the endpoint failed, not the model."""
+
+    def __init__(self, reason: str, detail: str | None = None) -> None:
+        super().__init__(f"{reason} ({detail})" if detail else reason)
+        # ``reason`` is what a retry line says ("timeout", as for the HTTP library's own).
+        self.reason = reason
+        self.detail = detail
+
+
 def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
     """Seconds the server asked us to wait: ``retry-after-ms``, or ``Retry-After`` as seconds or
     an HTTP date. None when absent or unreadable."""
@@ -102,6 +114,11 @@ def _server_message(error: openai.APIStatusError) -> str:
 
 def classify(error: BaseException, endpoint: str, key_env: str = "the API key variable") -> Transient:
     """Return how to retry ``error``, or raise ModelError when it must not be retried."""
+    if isinstance(error, FailedReply):
+        return Transient(error.reason)
+    if isinstance(error.__cause__, FailedReply):
+        # Raised inside the HTTP client (agent/model/bounded_reply.py); the SDK wraps it.
+        return Transient(error.__cause__.reason)
     if isinstance(error, openai.APITimeoutError):  # subclass of APIConnectionError: test first
         return Transient("timeout")
     if isinstance(error, openai.APIConnectionError):
@@ -139,11 +156,16 @@ async def call_with_retries(
     while True:
         try:
             return await attempt(), retries
-        except (openai.APIConnectionError, openai.APIStatusError) as error:
+        except (openai.APIConnectionError, openai.APIStatusError, FailedReply) as error:
             transient = classify(error, endpoint, key_env)
             if retries >= policy.max_retries:
+                failed = error if isinstance(error, FailedReply) else error.__cause__
+                if isinstance(failed, FailedReply):
+                    detail = f" ({failed.detail})" if failed.detail else ""
+                else:
+                    detail = f" ({error})"
                 raise ModelError(
-                    f"{endpoint}: gave up after {retries} retries; last failure: {transient.reason} ({error})"
+                    f"{endpoint}: gave up after {retries} retries; last failure: {transient.reason}{detail}"
                 ) from error
             if transient.retry_after_s is not None:
                 # At least what the server asked, plus up to 10% so a crowd of samples told

@@ -2,23 +2,47 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from proctor.agent.config import ModelConfig
-from proctor.agent.encodable import Replacements, make_encodable
+from proctor.agent.encodable import Replacements, make_encodable, safe_text
 from proctor.agent.model.base import ChatResponse, ModelError
 from proctor.agent.model.endpoint import Endpoint, without_secrets
-from proctor.agent.model.retry import RetryCallback, RetryPolicy, call_with_retries
+from proctor.agent.model.reply_shapes import field_of
+from proctor.agent.model.retry import FailedReply, RetryCallback, RetryPolicy, call_with_retries
+
+
+def not_a_reply(reply: Any, defining_field: str) -> str | None:
+    """Why a 200 body is not a reply of the API at all, or None when it is one.
+
+    Such a body (an ``{"error": ...}`` object sent with status 200, a bare string, list or number,
+    an event stream to a request that asked for none) says the endpoint failed; reading it as an
+    empty answer would score the model for a reply it never gave. A reply that only misses or
+    mangles fields stays a reply with deviations (agent/model/reply_shapes.py).
+    """
+    if reply is None or isinstance(reply, str | int | float | bool | list):
+        kind = "empty" if reply is None else type(reply).__name__
+        return f"HTTP 200 with a body that is not a reply ({kind})"
+    if field_of(reply, defining_field) is None:
+        error = field_of(reply, "error")
+        if error is not None:
+            message = field_of(error, "message") if not isinstance(error, str) else error
+            text = str(message if message is not None else error)
+            return f"HTTP 200 with an error body: {safe_text(text[:300])}"
+    return None
 
 
 class SdkClient(ABC):
     """A ModelClient whose API differs only in request shape, path and response parsing."""
 
-    # The API path posted to, and the SDK type the reply is parsed into.
+    # The API path posted to, the SDK type the reply is parsed into, and the field every reply
+    # of that API has (``choices``, ``output``).
     path: ClassVar[str]
     reply_type: ClassVar[type]
+    reply_field: ClassVar[str]
 
     def __init__(
         self,
@@ -66,7 +90,7 @@ class SdkClient(ABC):
 
         async def attempt() -> Any:
             try:
-                return await post()
+                reply = await post()
             except json.JSONDecodeError as exc:
                 # The endpoint answered 200 with a body that is not JSON: its failure, not ours.
                 raise ModelError(
@@ -78,6 +102,10 @@ class SdkClient(ABC):
                 # JSON Python will not hold (integers of more than 4,300 digits), bytes not UTF-8.
                 reason = str(exc).split(";")[0][:300]
                 raise ModelError(f"{self.shown_url}: the reply cannot be read ({reason})") from exc
+            problem = not_a_reply(reply, self.reply_field)
+            if problem is not None:
+                raise FailedReply(problem)
+            return reply
 
         async def post() -> Any:
             nonlocal body
@@ -86,14 +114,14 @@ class SdkClient(ABC):
                 # create() methods, minus their per-field request transform, which costs ~0.5 ms
                 # per message and would grow each turn with the conversation.
                 try:
-                    return await self._sdk.post(self.path, cast_to=self.reply_type, body=body)
+                    return await self._post_within_deadline(body)
                 except UnicodeEncodeError:
                     # The history holds text UTF-8 cannot carry (a lone surrogate a model sent,
                     # now quoted back). Raised before anything is sent; the text goes out with
                     # the store's replacement rule (\uXXXX) instead. Checked only on failure,
                     # so well-formed histories pay nothing.
                     body = make_encodable(request, Replacements())
-                    return await self._sdk.post(self.path, cast_to=self.reply_type, body=body)
+                    return await self._post_within_deadline(body)
 
         reply, retries = await call_with_retries(
             attempt,
@@ -103,6 +131,19 @@ class SdkClient(ABC):
             on_retry=self.on_retry,
         )
         return self._to_response(reply, messages, tools, retries)
+
+    async def _post_within_deadline(self, body: dict[str, Any]) -> Any:
+        """The SDK's post, bounded as a whole by the request timeout.
+
+        The HTTP library's timeout bounds each read, so a server that sends its reply a byte
+        at a time (slow-loris) would hold a sample for ever; this deadline covers the whole
+        exchange, headers to last byte (the wait for a connection slot is not counted).
+        """
+        try:
+            async with asyncio.timeout(self.endpoint.timeout_s):
+                return await self._sdk.post(self.path, cast_to=self.reply_type, body=body)
+        except TimeoutError:
+            raise FailedReply("timeout", f"no whole reply within {self.endpoint.timeout_s:g} s") from None
 
     async def aclose(self) -> None:
         await self._sdk.close()

@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from proctor.agent.errors import UserError
 from proctor.agent.input_files import MAX_CONFIG_BYTES, read_text_input, too_deep, unreadable_value
-from proctor.agent.records import SampleRecord
+from proctor.agent.records import RERUN_ON_RESUME, SampleRecord
 from proctor.agent.summary import wall_seconds as summary_wall_seconds
 
 SAMPLES_FILE = "samples.jsonl"
@@ -196,7 +196,7 @@ def load_run(run_dir: Path) -> RunData:
 
 
 def _load_samples(path: Path, warnings: list[str]) -> list[SampleRecord]:
-    text = read_text_input(path, "samples file", max_bytes=MAX_SAMPLES_BYTES)
+    text = read_text_input(path, "samples file", max_bytes=MAX_SAMPLES_BYTES, run_file=True)
     lines = text.split("\n")
     by_key: dict[tuple[str, str, int], SampleRecord] = {}
     for index, line in enumerate(lines, start=1):
@@ -222,10 +222,15 @@ def _load_samples(path: Path, warnings: list[str]) -> list[SampleRecord]:
             where = ".".join(str(part) for part in first["loc"]) or "(record)"
             raise UserError(f"{path}:{index}: field {where}: {first['msg']}") from None
         key = (record.model, record.task_id, record.trial)
-        if key in by_key:
+        previous = by_key.get(key)
+        if previous is not None and previous.outcome not in RERUN_ON_RESUME:
+            # The store's rule (agent/store.py: load_samples): only an error record is superseded
+            # (--resume ran it again); any other repeat is an edit and the first record stands,
+            # so the report counts exactly what the summary counts.
             warnings.append(
-                f"{path.name}:{index}: duplicate sample {record.task_id} trial {record.trial}; kept the last"
+                f"{path.name}:{index}: duplicate sample {record.task_id} trial {record.trial}; kept the first"
             )
+            continue
         by_key[key] = record
     return list(by_key.values())
 
@@ -237,7 +242,7 @@ def _load_json_object(path: Path, warnings: list[str], *, required: bool) -> dic
         warnings.append(f"{path.name} is missing; the header shows what the samples themselves record")
         return None
     try:
-        data = json.loads(read_text_input(path, "JSON file", max_bytes=MAX_CONFIG_BYTES))
+        data = json.loads(read_text_input(path, "JSON file", max_bytes=MAX_CONFIG_BYTES, run_file=True))
     except json.JSONDecodeError as exc:
         raise UserError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg})") from None
     except RecursionError:

@@ -38,7 +38,7 @@ from proctor.agent.runner import (
     utc_now,
 )
 from proctor.agent.sample_workers import ShieldedWrites, drive_workers, final_status
-from proctor.agent.store import RunStore, SampleKey, SampleWriter, file_sha256, sample_key
+from proctor.agent.store import RunStore, SampleKey, SampleWriter, checked_header, file_sha256, sample_key
 from proctor.agent.summary import prices_from_config, summarize
 from proctor.agent.tracks.registry import make_track
 from proctor.sandbox import Limits, Sandbox, execution_caller, open_sandbox
@@ -151,6 +151,7 @@ class Rescorer:
         self.stored = stored
         self.config = config
         self.out = out
+        self._store: RunStore | None = None
         self.resume = resume
         self.progress = progress
         # Retries are counted per sample, and a judge that refuses the key or is out of quota
@@ -196,8 +197,12 @@ class Rescorer:
 
     def _prepare_store(self, header: dict[str, Any]) -> tuple[RunStore, dict[str, Any]]:
         store = RunStore(self.out)
+        self._store = store
+        if self.out.is_dir():
+            # Before anything is read: a second process must not resume what this one writes.
+            store.lock()
         if self.resume and store.header_path.exists():
-            previous = store.read_header()
+            previous = checked_header(store.read_header(), store.header_path)
             conflicts = self._resume_conflicts(previous, header)
             if conflicts:
                 raise UserError(f"{store.header_path}: cannot resume this re-score: " + "; ".join(conflicts))
@@ -240,6 +245,13 @@ class Rescorer:
         return conflicts
 
     async def run(self) -> RescoreResult:
+        try:
+            return await self._run()
+        finally:
+            if self._store is not None:
+                self._store.unlock()
+
+    async def _run(self) -> RescoreResult:
         config, stored = self.config, self.stored
         if _inside(self.out, stored.directory):
             raise UserError(
@@ -284,6 +296,11 @@ class Rescorer:
             async with contextlib.AsyncExitStack() as stack:
                 sandbox = await self._open_sandbox(regrader, grading, header, stack)
                 judge = await self._open_judge(regrader, grading, stack)
+                if not store.locked:
+                    # A fresh directory: claimed as it is created (see agent/runner.py).
+                    store.lock()
+                    if store.header_path.exists() or store.holds_samples():
+                        raise UserError(f"{self.out}: another run started in this directory meanwhile")
                 store.write_header(header)
                 header_written = True
                 writer = store.open_writer()

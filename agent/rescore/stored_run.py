@@ -7,6 +7,7 @@ problem is one line naming the file, the line and the field (the CLI exits 2).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from pydantic import ValidationError
 
 from proctor.agent.config import RunConfig
 from proctor.agent.errors import UserError
+from proctor.agent.input_files import open_run_file
 from proctor.agent.records import RERUN_ON_RESUME, SampleRecord
 from proctor.agent.store import RUN_HEADER, SAMPLES, SampleKey, read_json, sample_key
 
@@ -122,9 +124,13 @@ def _parse_line(path: Path, number: int, line: bytes) -> SampleRecord:
 def read_samples(path: Path, run_id: str, track: str, labels: list[str]) -> tuple[list[StoredSample], int]:
     """Every record with its line number; an error record is superseded by a later one of the
     same sample (as ``--resume`` wrote it); any other repeat is an edit, and refused."""
-    if not path.is_file():
-        raise UserError(f"{path}: not found; the run has no samples to re-score")
-    data = path.read_bytes()
+    try:
+        with os.fdopen(open_run_file(path, os.O_RDONLY, "samples file"), "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        raise UserError(f"{path}: not found; the run has no samples to re-score") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read the samples file ({exc.strerror or exc})") from None
     lines = data.split(b"\n")
     torn = 0
     if lines and lines[-1].strip():

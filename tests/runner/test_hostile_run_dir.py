@@ -1,0 +1,332 @@
+"""A run directory is hostile input: whoever edited it may know our source.
+
+Each attack is tried against the real runner (in process, real openai SDK against a scripted
+server on 127.0.0.1): a hand-edited ``run.json``, run files that are symbolic links, FIFOs,
+devices or directories, a planted temporary-file link, a second process resuming the same run,
+a record write that fails half-way. Each must end in one line naming the file (and field), or
+be harmless, and never lose or duplicate a finished sample.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proctor.agent.errors import UserError
+from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.report.loader import load_run
+from proctor.agent.runner import execute_run
+from proctor.agent.store import LOCK, SampleWriter, load_samples, sample_key
+from proctor.agent.summary import wall_seconds
+from tests.runner.conftest import make_config, quiet_progress, read_lines, write_tasks
+from tests.support.scripted_server import ScriptedServer
+
+
+async def run(config: Any) -> Any:
+    return await execute_run(config, progress=quiet_progress(), handle_signals=False)
+
+
+async def finished_run(tmp_path: Path, server: ScriptedServer, tasks: int = 3) -> tuple[Path, Path]:
+    task_file = write_tasks(tmp_path / "tasks.jsonl", tasks)
+    out = tmp_path / "run"
+    result = await run(make_config(task_file, out, server.base_url))
+    assert result.status == "finished"
+    return task_file, out
+
+
+def edit_header(out: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    header = json.loads((out / "run.json").read_text())
+    change(header)
+    (out / "run.json").write_text(json.dumps(header))
+
+
+HEADER_EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
+    "run_id removed": (lambda h: h.pop("run_id"), "run_id"),
+    "run_id a number": (lambda h: h.__setitem__("run_id", 5), "run_id"),
+    "run_id empty": (lambda h: h.__setitem__("run_id", ""), "run_id"),
+    "sessions a string": (lambda h: h.__setitem__("sessions", "x"), "sessions"),
+    "a session a list": (lambda h: h.__setitem__("sessions", [[1]]), "sessions.0"),
+    "a session's start a number": (
+        lambda h: h["sessions"][0].__setitem__("started_at", 3),
+        "sessions.0.started_at",
+    ),
+    "events a number": (lambda h: h.__setitem__("events", 3), "events"),
+    "endpoints a string": (lambda h: h.__setitem__("endpoints", "x"), "endpoints"),
+    "tasks_file a string": (lambda h: h.__setitem__("tasks_file", "x"), "tasks_file"),
+    "config a list": (lambda h: h.__setitem__("config", []), "config"),
+    "defaults_applied numbers": (lambda h: h.__setitem__("defaults_applied", [1]), "defaults_applied.0"),
+    "sandbox a string": (lambda h: h.__setitem__("sandbox", "docker"), "sandbox"),
+    "hardware a list": (lambda h: h.__setitem__("hardware", []), "hardware"),
+}
+
+
+@pytest.mark.parametrize("edit", list(HEADER_EDITS))
+async def test_a_hand_edited_run_json_is_one_line_naming_the_field_before_any_request(
+    tmp_path: Path, echo_server: ScriptedServer, edit: str
+) -> None:
+    task_file, out = await finished_run(tmp_path, echo_server)
+    change, field = HEADER_EDITS[edit]
+    edit_header(out, change)
+    samples_before = (out / "samples.jsonl").read_bytes()
+    calls = echo_server.call_count
+
+    with pytest.raises(UserError) as caught:
+        # Two trials: the resume has samples to run, so nothing but the check can stop it.
+        await run(make_config(task_file, out, echo_server.base_url, trials=2, resume=True))
+    message = str(caught.value)
+    assert "\n" not in message and str(out / "run.json") in message and f"field '{field}" in message
+    assert echo_server.call_count == calls
+    assert (out / "samples.jsonl").read_bytes() == samples_before
+
+
+def test_hand_edited_session_times_do_not_break_the_summary() -> None:
+    header = {
+        "sessions": [
+            {"started_at": "yesterday", "ended_at": "today"},
+            {"started_at": "2026-12-01T10:00:00+00:00", "ended_at": "2026-12-01T10:00:05"},
+            {"started_at": "2026-12-01T10:00:00+00:00", "ended_at": "2026-12-01T10:00:07+00:00"},
+            "not a session",
+        ]
+    }
+    assert wall_seconds(header) == 7.0
+    assert wall_seconds({"sessions": "x"}) is None
+
+
+def _replace(out: Path, name: str, make: Callable[[Path], object]) -> None:
+    (out / name).unlink()
+    make(out / name)
+
+
+def _link_outside(tmp_path: Path) -> Callable[[Path], object]:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    return lambda path: path.symlink_to(victim)
+
+
+RUN_FILE_ATTACKS: dict[str, tuple[str, Callable[[Path], Callable[[Path], object]]]] = {
+    "samples.jsonl links to a file outside": ("samples.jsonl", _link_outside),
+    "samples.jsonl links to /dev/zero": ("samples.jsonl", lambda tmp: lambda p: p.symlink_to("/dev/zero")),
+    "samples.jsonl is a FIFO": ("samples.jsonl", lambda tmp: os.mkfifo),
+    "samples.jsonl is a directory": ("samples.jsonl", lambda tmp: Path.mkdir),
+    "run.json is a FIFO": ("run.json", lambda tmp: os.mkfifo),
+    "run.json links to a file outside": ("run.json", _link_outside),
+}
+
+
+@pytest.mark.parametrize("attack", list(RUN_FILE_ATTACKS))
+async def test_run_files_that_are_not_regular_files_are_refused_in_one_line_without_hanging(
+    tmp_path: Path, echo_server: ScriptedServer, attack: str
+) -> None:
+    task_file, out = await finished_run(tmp_path, echo_server)
+    name, maker = RUN_FILE_ATTACKS[attack]
+    _replace(out, name, maker(tmp_path))
+    calls = echo_server.call_count
+
+    with pytest.raises(UserError) as caught:
+        # A FIFO would block an ordinary open forever and /dev/zero would fill the memory.
+        await asyncio.wait_for(
+            run(make_config(task_file, out, echo_server.base_url, trials=2, resume=True)), timeout=15
+        )
+    assert "\n" not in str(caught.value) and str(out) in str(caught.value)
+    assert echo_server.call_count == calls
+    victim = tmp_path / "victim.txt"
+    if victim.exists():
+        assert victim.read_text() == "precious\n"
+    if "samples.jsonl" in attack:
+        # The report reads the directory the same way.
+        with pytest.raises(UserError):
+            load_run(out)
+
+
+async def test_a_planted_temporary_file_link_cannot_redirect_the_header_write(
+    tmp_path: Path, echo_server: ScriptedServer
+) -> None:
+    task_file, out = await finished_run(tmp_path, echo_server)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    for name in ("run.json", "summary.json"):
+        (out / f".{name}.tmp").symlink_to(victim)
+    (out / "summary.json").unlink()
+    (out / "summary.json").symlink_to(victim)
+
+    result = await run(make_config(task_file, out, echo_server.base_url, trials=2, resume=True))
+    assert result.status == "finished" and result.finished == 6
+    assert victim.read_text() == "precious\n"
+    # The rename replaced the link itself, never its target.
+    assert not (out / "summary.json").is_symlink()
+    assert json.loads((out / "summary.json").read_text())["finished_samples"] == 6
+
+
+async def test_a_summary_that_cannot_be_written_is_one_line_and_the_samples_stay(
+    tmp_path: Path, echo_server: ScriptedServer
+) -> None:
+    task_file, out = await finished_run(tmp_path, echo_server)
+    (out / "summary.json").unlink()
+    (out / "summary.json").mkdir()
+    with pytest.raises(UserError) as caught:
+        await run(make_config(task_file, out, echo_server.base_url, trials=2, resume=True))
+    assert "\n" not in str(caught.value) and "summary.json: cannot write" in str(caught.value)
+    assert len(load_samples(out / "samples.jsonl").records) == 6
+    assert not [p.name for p in out.iterdir() if p.name.endswith(".tmp")]  # no temporary left behind
+
+
+async def test_a_run_directory_that_is_a_symlink_is_followed_because_the_user_named_it(
+    tmp_path: Path, echo_server: ScriptedServer
+) -> None:
+    task_file = write_tasks(tmp_path / "tasks.jsonl", 2)
+    real = tmp_path / "real-run"
+    real.mkdir()
+    link = tmp_path / "run-link"
+    link.symlink_to(real)
+    result = await run(make_config(task_file, link, echo_server.base_url))
+    assert result.status == "finished"
+    assert len(read_lines(real / "samples.jsonl")) == 2
+
+
+def _record(task: str, outcome: Outcome = Outcome.CORRECT) -> SampleRecord:
+    return SampleRecord(
+        run_id="r",
+        track="echo",
+        task_id=task,
+        trial=0,
+        model="m",
+        outcome=outcome,
+        started_at="2026-12-01T00:00:00+00:00",
+        finished_at="2026-12-01T00:00:01+00:00",
+        duration_s=1.0,
+        transcript=[{"role": "assistant", "content": "x" * 100_000}],
+    )
+
+
+def test_a_record_write_that_fails_half_way_leaves_no_torn_line_in_the_middle(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "samples.jsonl"
+    writer = SampleWriter(path)
+    writer.append(_record("before"))
+    real_write = os.write
+    calls = {"n": 0}
+
+    def disk_fills(fd: int, data: Any) -> int:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            return real_write(fd, bytes(data[: len(data) // 2]))  # a short write ...
+        raise OSError(errno.ENOSPC, "No space left on device")  # ... then the disk is full
+
+    monkeypatch.setattr(os, "write", disk_fills)
+    with pytest.raises(OSError):
+        writer.append(_record("lost"))
+    monkeypatch.setattr(os, "write", real_write)
+    # The runner then records the sample as a harness error; that line must stay readable.
+    writer.append(_record("lost", Outcome.HARNESS_ERROR))
+    writer.append(_record("after"))
+    writer.close()
+
+    loaded = load_samples(path)
+    assert [r.task_id for r in loaded.records] == ["before", "lost", "after"]
+    assert loaded.torn_bytes == 0 and path.read_bytes().count(b"\n") == 3
+
+
+def test_the_report_counts_a_repeated_sample_as_the_summary_does(tmp_path: Path) -> None:
+    """Only an error record is superseded; a scored record stands against a later edit."""
+    out = tmp_path / "run"
+    out.mkdir()
+    writer = SampleWriter(out / "samples.jsonl")
+    wrong = _record("t").model_copy(update={"outcome": Outcome.INCORRECT})
+    writer.append(wrong)
+    writer.append(_record("t"))  # an appended "correct" for the same sample
+    writer.append(_record("u", Outcome.MODEL_ERROR))
+    writer.append(_record("u"))  # a resume ran the error again
+    writer.close()
+
+    by_store = {sample_key(r): r.outcome for r in load_samples(out / "samples.jsonl").records}
+    by_report = {sample_key(r): r.outcome for r in load_run(out).samples}
+    assert by_store == by_report == {("m", "t", 0): Outcome.INCORRECT, ("m", "u", 0): Outcome.CORRECT}
+
+
+def test_a_second_process_cannot_resume_a_run_that_is_being_written(
+    tmp_path: Path, echo_server: ScriptedServer
+) -> None:
+    task_file = write_tasks(tmp_path / "tasks.jsonl", 6, delay=0.3)
+    out = tmp_path / "run"
+    config = make_config(task_file, out, echo_server.base_url, trials=2, max_concurrency=2)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child: the first process
+        try:
+            asyncio.run(run(config))
+        finally:
+            os._exit(0)
+    try:
+        deadline = time.monotonic() + 30
+        while not (out / "samples.jsonl").exists() or not (out / "samples.jsonl").read_bytes():
+            assert time.monotonic() < deadline, "the first process wrote no record"
+            time.sleep(0.02)
+        with pytest.raises(UserError) as caught:
+            asyncio.run(run(config.model_copy(update={"resume": True})))
+        assert f"pid {pid}" in str(caught.value) and "another proctor process" in str(caught.value)
+    finally:
+        _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status)
+    keys = [(r["task_id"], r["trial"]) for r in read_lines(out / "samples.jsonl")]
+    assert len(keys) == 12 and len(set(keys)) == 12
+    # Released with the process (even by SIGKILL): the next resume may go ahead.
+    assert (out / LOCK).exists()
+    result = asyncio.run(run(config.model_copy(update={"resume": True})))
+    assert result.finished == 12 and result.ran_now == 0
+
+
+def test_a_killed_writer_leaves_the_directory_unlocked(tmp_path: Path, echo_server: ScriptedServer) -> None:
+    task_file = write_tasks(tmp_path / "tasks.jsonl", 4, delay=0.5)
+    out = tmp_path / "run"
+    config = make_config(task_file, out, echo_server.base_url, max_concurrency=1)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            asyncio.run(run(config))
+        finally:
+            os._exit(0)
+    deadline = time.monotonic() + 30
+    while not (out / "run.json").exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    result = asyncio.run(run(config.model_copy(update={"resume": True})))
+    assert result.status == "finished" and result.finished == 4
+
+
+def test_a_task_path_that_is_a_fifo_nobody_writes_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    """A run.json can name any task path for `--resume --out DIR`; a FIFO without a writer used to
+    block the open for ever. It now reads as an empty file, which the track refuses in one line."""
+    from proctor.agent.tracks.registry import make_track
+
+    fifo = tmp_path / "tasks.jsonl"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def load() -> None:
+        try:
+            make_track("frontiermath", {}).load_tasks(fifo)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    worker = threading.Thread(target=load, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    if worker.is_alive():
+        # Release the reader so the thread ends, then fail.
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("reading a FIFO without a writer hung")
+    assert len(outcome) == 1 and isinstance(outcome[0], UserError), outcome
+    assert "\n" not in str(outcome[0]) and str(fifo) in str(outcome[0])
