@@ -30,6 +30,7 @@ from docker.types import Ulimit
 from proctor.sandbox.api import Limits, SandboxError
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
+from proctor.sandbox.seccomp import filters_by_machine
 
 WORKDIR = "/work"
 HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
@@ -81,6 +82,19 @@ if libc.prctl(4, 0, 0, 0, 0) != 0:
     os._exit(1)
 WRITABLE = ('/tmp', '/work', '/dev/shm', '/dev/mqueue')
 OWNED = ('/tmp', '/work')
+machine = os.uname().machine
+if machine not in config['seccomp']:
+    os.write(2, ('sandbox: no seccomp filter for this machine (%s)\\n' % machine).encode())
+    os._exit(1)
+SECCOMP = bytes.fromhex(config['seccomp'][machine])
+class Fprog(ctypes.Structure):
+    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_char_p)]
+def confine():
+    if libc.prctl(38, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), 'cannot set no_new_privs')
+    program = Fprog(len(SECCOMP) // 8, SECCOMP)
+    if libc.prctl(22, 2, ctypes.byref(program), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), 'cannot install the seccomp filter')
 def demote():
     if config['nproc']:
         resource.setrlimit(resource.RLIMIT_NPROC, (config['nproc'], config['nproc']))
@@ -96,6 +110,7 @@ def demote():
         raise OSError(1, 'still privileged')
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    confine()
 def spawn(argv, stdin=None, before_exec=None):
     pid = os.fork()
     if pid == 0:
@@ -379,7 +394,16 @@ def create_started_container(
     # Under runsc the program's processes are bounded inside gVisor's kernel (sandbox/runtimes.py).
     nproc = program_process_limit(runtime, limits) or 0
     launcher_config = json.dumps(
-        {"uid": int(uid), "gid": int(gid or uid), "prepare": prepare or [], "nproc": nproc}
+        {
+            "uid": int(uid),
+            "gid": int(gid or uid),
+            "prepare": prepare or [],
+            "nproc": nproc,
+            # The program's own seccomp filter (sandbox/seccomp.py), one per architecture: the
+            # launcher installs its machine's in every process it demotes, and refuses to start
+            # on a machine without one.
+            "seccomp": filters_by_machine(),
+        }
     )
     # The engine copies the image directory's mode onto a tmpfs mounted over it, so ``mode``
     # alone does not make /work writable; owning it does.
