@@ -73,13 +73,14 @@ HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 # the sandbox user (``ENTRYPOINT true``): the pinned image's sandbox-init prepares the numba cache
 # on the tmpfs, which must belong to the program, not to root.
 LAUNCHER = """\
-import ctypes, json, os, resource, signal, stat, sys, threading, time
+import ctypes, fcntl, json, os, resource, select, signal, stat, sys, threading, time
 config = json.loads(sys.argv[1])
 uid, gid = config['uid'], config['gid']
 libc = ctypes.CDLL(None, use_errno=True)
 if libc.prctl(4, 0, 0, 0, 0) != 0:
     os.write(2, b'sandbox: the launcher cannot make itself non-dumpable\\n')
     os._exit(1)
+STREAM_FLAGS = {fd: fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK for fd in (1, 2)}
 WRITABLE = ('/tmp', '/work', '/dev/shm', '/dev/mqueue')
 OWNED = ('/tmp', '/work')
 machine = os.uname().machine
@@ -221,6 +222,21 @@ def tree():
     except OSError:
         return None
     return found
+def restore_streams():
+    for fd, flags in STREAM_FLAGS.items():
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+def say(fd, data):
+    # The program shares the open file description of our stdout and stderr (one pipe each),
+    # and with it the status flags: it may leave them O_NONBLOCK (a full pipe would then fail
+    # our report), O_APPEND or O_DIRECT (packet mode). They are set back before every write; a
+    # write that still meets a full pipe (a straggler set the flag again) waits for room.
+    view = memoryview(data)
+    while view:
+        restore_streams()
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            select.select([], [fd], [], 0.05)
 def take(n):
     data = b''
     while len(data) < n:
@@ -243,7 +259,7 @@ def feed(count, pipe):
                 broken = True
     os.close(pipe)
 if not prepare():
-    os.write(2, b'sandbox: the image entrypoint failed\\n')
+    say(2, b'sandbox: the image entrypoint failed\\n')
     os._exit(1)
 try:
     fresh = state()
@@ -253,12 +269,14 @@ except OSError:
     # container cannot be proved clean after a call: it serves one call only.
     fresh = fresh_tree = None
 while True:
-    os.write(1, b'\\0proctor-ready\\0')
+    say(1, b'\\0proctor-ready\\0')
     request = json.loads(take(int(take(10))))
     oom_before = oom_kills()
     signal.signal(signal.SIGALRM, kill_all)
     signal.alarm(request['backstop_s'])
     stdin, pipe = os.pipe()
+    # Each call starts with the streams' own flags, whatever an earlier call left on them.
+    restore_streams()
     pid = spawn(request['argv'], stdin)
     os.close(stdin)
     feeder = threading.Thread(target=feed, args=(request['stdin_bytes'], pipe))
@@ -271,18 +289,18 @@ while True:
     oom = int(oom_kills() > oom_before)
     reusable = int(bool(request['keep']) and clean and not oom and fresh is not None)
     report = ('\\0proctor-exit:%s:%d:%d:%d\\0' % (request['nonce'], code, oom, reusable)).encode()
-    os.write(1, report)
-    os.write(2, report)
+    say(1, report)
+    say(2, report)
     if not reusable or take(1) != b'R':
         os._exit(0)
     if fresh_tree is not None and tree() == fresh_tree and state() == fresh:
         continue
     if not prepare(before_exec=wipe):
-        os.write(2, b'sandbox: the reset failed\\n')
+        say(2, b'sandbox: the reset failed\\n')
         os._exit(1)
     now = state()
     if now != fresh:
-        os.write(2, ('sandbox: not clean after the reset: %r\\n' % sorted(
+        say(2, ('sandbox: not clean after the reset: %r\\n' % sorted(
             key for key in now if now[key] != fresh[key])).encode())
         os._exit(1)
     fresh_tree = tree()
@@ -411,12 +429,17 @@ def create_started_container(
     # two pages of host RAM, millions of empty files charged to nobody's byte limit.
     inodes = max(1024, limits.tmpfs_bytes // 4096)
     tmpfs_opts = f"rw,nosuid,nodev,mode=1777,uid={uid},gid={gid or uid},nr_inodes={inodes}"
+    # /dev/shm too: the engine's own shm mount has no inode bound (three million files here,
+    # each charged to nobody's byte limit); this one is sized like it and bounded like the others.
+    shm_bytes = min(64 * 1024 * 1024, limits.tmpfs_bytes)
+    shm_opts = f"rw,nosuid,nodev,noexec,mode=1777,size={shm_bytes},nr_inodes={max(1024, shm_bytes // 4096)}"
     host_config = api.create_host_config(
         network_mode="none",
         read_only=True,
         tmpfs={
             "/tmp": f"{tmpfs_opts},size={limits.tmpfs_bytes}",
             WORKDIR: f"{tmpfs_opts},size={limits.tmpfs_bytes}",
+            "/dev/shm": shm_opts,
         },
         cap_drop=["ALL"],
         cap_add=list(LAUNCHER_CAPS),
@@ -427,7 +450,6 @@ def create_started_container(
         # Swap equal to memory means no swap at all: the OOM killer, not the disk, answers.
         memswap_limit=memory,
         nano_cpus=int(limits.cpus * 1e9),
-        shm_size=min(64 * 1024 * 1024, limits.tmpfs_bytes),
         ulimits=[
             Ulimit(name="nofile", soft=1024, hard=1024),
             Ulimit(name="fsize", soft=limits.file_size_bytes, hard=limits.file_size_bytes),

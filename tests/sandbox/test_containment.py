@@ -191,6 +191,65 @@ async def test_program_cannot_starve_the_report_with_its_own_rlimits(docker_sand
 
 
 @pytest.mark.asyncio(loop_scope="module")
+async def test_non_blocking_streams_left_by_the_program_cannot_break_the_report(
+    docker_sandbox: Sandbox,
+) -> None:
+    # stdout and stderr share their open file description (and so O_NONBLOCK) with the
+    # launcher. Left non-blocking and full as the program dies, they made the launcher's report
+    # fail with EAGAIN: the launcher died, exit 120 was reported instead of 5 (under runsc, a
+    # "crashed gVisor" sandbox error). Several rounds, since the pipe must still be full.
+    code = (
+        "import fcntl, os\n"
+        "for fd in (1, 2):\n"
+        "    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)\n"
+        "for fd in (1, 2):\n"
+        "    try:\n"
+        "        while True:\n"
+        "            os.write(fd, b'x' * 65536)\n"
+        "    except BlockingIOError:\n"
+        "        pass\n"
+        "os._exit(5)\n"
+    )
+    for _ in range(4):
+        result = await docker_sandbox.exec(code, timeout=30)
+        assert (result.exit_code, result.timed_out, result.oom_killed) == (5, False, False), (
+            result.exit_code,
+            result.stderr[-300:].replace("x", ""),
+        )
+        assert set(result.stdout) == set(result.stderr) == {"x"}
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_dev_shm_bounds_its_inodes_like_every_other_writable_tmpfs(
+    docker_sandbox: Sandbox, runtime: str
+) -> None:
+    # The engine's own /dev/shm had no nr_inodes: three million empty files, each costing
+    # kernel memory but no byte of the size limit. Ours is bounded like /tmp and /work.
+    code = (
+        "import errno, json, os\n"
+        "st = {p: os.statvfs(p).f_files for p in ('/tmp', '/work', '/dev/shm')}\n"
+        "made, error = 0, None\n"
+        "try:\n"
+        "    for i in range(40000):\n"
+        "        os.close(os.open('/dev/shm/%d' % i, os.O_CREAT | os.O_WRONLY, 0o600))\n"
+        "        made += 1\n"
+        "except OSError as exc:\n"
+        "    error = errno.errorcode.get(exc.errno, str(exc.errno))\n"
+        "print(json.dumps({'inodes': st, 'made': made, 'error': error}))\n"
+    )
+    result = await docker_sandbox.exec(code, timeout=60)
+    assert result.exit_code == 0, result
+    found = json.loads(result.stdout)
+    if runtime == "runsc":
+        # gVisor ignores nr_inodes (docs/sandbox.md): its files live in the sentry's memory,
+        # which the container's memory limit bounds. The mount is still ours, sized.
+        return
+    shm_bound = min(64 * 1024 * 1024, TEST_LIMITS.tmpfs_bytes) // 4096
+    assert 0 < found["inodes"]["/dev/shm"] <= max(1024, shm_bound), found
+    assert found["error"] == "ENOSPC" and found["made"] < found["inodes"]["/dev/shm"], found
+
+
+@pytest.mark.asyncio(loop_scope="module")
 async def test_late_writers_and_daemons_die_with_the_call(docker_sandbox: Sandbox) -> None:
     token = f"late-{uuid.uuid4().hex}"
     code = (

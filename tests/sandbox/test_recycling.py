@@ -71,6 +71,7 @@ print(json.dumps({
     'environ': {k: v for k, v in os.environ.items() if k != 'HOSTNAME'},  # the container's name
     'cwd': os.getcwd(),
     'umask': os.umask(0o22),
+    'stream_flags': [__import__('fcntl').fcntl(fd, __import__('fcntl').F_GETFL) for fd in (0, 1, 2)],
     'stdin': sys.stdin.read(),
 }))
 """
@@ -132,6 +133,11 @@ for kind in ('daemon', 'stopped', 'renamed'):
         os._exit(0)
 os.environ['PROCTOR_STATE'] = 'state'
 os.umask(0)
+# Status flags of the standard streams live in the open file description, which stdout and
+# stderr share with the launcher: left non-blocking, they would fail the next program's writes.
+import fcntl
+for fd in (1, 2):
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK | os.O_APPEND)
 time.sleep(0.2)
 container = open('/proc/self/cgroup').read().strip().rsplit('/', 1)[-1]
 print(json.dumps({'ipc': [shm, sem, msg], 'queue': queue, 'container': container}))
