@@ -81,6 +81,13 @@ if libc.prctl(4, 0, 0, 0, 0) != 0:
     os.write(2, b'sandbox: the launcher cannot make itself non-dumpable\\n')
     os._exit(1)
 STREAM_FLAGS = {fd: fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK for fd in (1, 2)}
+F_SETPIPE_SZ, F_GETPIPE_SZ = 1031, 1032
+def pipe_sizes():
+    try:
+        return {fd: fcntl.fcntl(fd, F_GETPIPE_SZ) for fd in (1, 2)}
+    except OSError:
+        return None
+PIPE_SIZES = pipe_sizes()
 WRITABLE = ('/tmp', '/work', '/dev/shm', '/dev/mqueue')
 OWNED = ('/tmp', '/work')
 machine = os.uname().machine
@@ -293,6 +300,16 @@ while True:
     say(2, report)
     if not reusable or take(1) != b'R':
         os._exit(0)
+    # The host has read the whole call, so the stream pipes are empty: a size the program set
+    # on them (F_SETPIPE_SZ, one more thing it shares with us) can be set back, or we retire.
+    try:
+        for fd, size in PIPE_SIZES.items():
+            fcntl.fcntl(fd, F_SETPIPE_SZ, size)
+    except (OSError, AttributeError):
+        say(2, b'sandbox: cannot restore the size of the output pipes\\n')
+        os._exit(1)
+    if pipe_sizes() != PIPE_SIZES:
+        os._exit(1)
     if fresh_tree is not None and tree() == fresh_tree and state() == fresh:
         continue
     if not prepare(before_exec=wipe):

@@ -72,6 +72,7 @@ print(json.dumps({
     'cwd': os.getcwd(),
     'umask': os.umask(0o22),
     'stream_flags': [__import__('fcntl').fcntl(fd, __import__('fcntl').F_GETFL) for fd in (0, 1, 2)],
+    'pipe_sizes': [__import__('fcntl').fcntl(fd, 1032) for fd in (0, 1, 2)],
     'stdin': sys.stdin.read(),
 }))
 """
@@ -138,6 +139,8 @@ os.umask(0)
 import fcntl
 for fd in (1, 2):
     fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK | os.O_APPEND)
+fcntl.fcntl(1, 1031, 4096)  # F_SETPIPE_SZ: the pipe itself outlives the call
+fcntl.fcntl(2, 1031, 1 << 20)
 time.sleep(0.2)
 container = open('/proc/self/cgroup').read().strip().rsplit('/', 1)[-1]
 print(json.dumps({'ipc': [shm, sem, msg], 'queue': queue, 'container': container}))
