@@ -338,6 +338,21 @@ READY_MARKER = b"\x00proctor-ready\x00"
 _READY_TIMEOUT_S = 60.0
 
 
+# Per-uid kernel accounting is keyed by the host uid, and containers share the host's: inotify
+# instances (128 per uid here), POSIX message-queue bytes, queued signals, pipe buffer pages,
+# RLIMIT_NPROC. With the image's uid in every container, one call could exhaust them for every
+# call running beside it (measured: a call holding 128 inotify instances left another
+# container's inotify_init() failing with EMFILE), or signal through them. So each container's
+# program runs as a host uid of its own, in a range no account or the local backend uses
+# (sandbox/bwrap.py takes 0x70000000 + [0, 2^24)); its group stays the image user's.
+CONTAINER_UID_BASE = 0x60000000
+CONTAINER_UID_SPAN = 1 << 24
+
+
+def container_uid() -> int:
+    return CONTAINER_UID_BASE + secrets.randbelow(CONTAINER_UID_SPAN)
+
+
 class ContainerGone(Exception):
     """The container died or was removed before the program was handed over (nothing ran)."""
 
@@ -417,21 +432,24 @@ def create_started_container(
 ) -> StartedContainer:
     """Create and start one locked-down container; return it once its launcher waits.
 
-    ``user`` is numeric, ``uid`` or ``uid:gid``, never root: the program runs as it and the
-    tmpfs mounts are given to it (the launcher alone runs as root). ``prepare`` is the image's
+    ``user`` is the image's user, numeric ``uid`` or ``uid:gid``, never root: the program runs
+    with its group and a uid of this container's own (:func:`container_uid`), and the tmpfs
+    mounts are given to that uid (the launcher alone runs as root). ``prepare`` is the image's
     entrypoint, run once as ``user`` before the launcher is ready. ``on_created`` learns the
     ID as soon as the container exists, before it is started.
     """
     memory = limits.memory_bytes
-    uid, _, gid = user.partition(":")
-    if not uid.isdigit() or int(uid) == 0 or not (gid or uid).isdigit():
+    image_uid, _, gid = user.partition(":")
+    if not image_uid.isdigit() or int(image_uid) == 0 or not (gid or image_uid).isdigit():
         raise ValueError(f"the sandbox user must be a numeric, non-root uid[:gid], not {user!r}")
+    gid = gid or image_uid
+    uid = str(container_uid())
     # Under runsc the program's processes are bounded inside gVisor's kernel (sandbox/runtimes.py).
     nproc = program_process_limit(runtime, limits) or 0
     launcher_config = json.dumps(
         {
             "uid": int(uid),
-            "gid": int(gid or uid),
+            "gid": int(gid),
             "prepare": prepare or [],
             "nproc": nproc,
             # The program's own seccomp filter (sandbox/seccomp.py), one per architecture: the
@@ -445,7 +463,7 @@ def create_started_container(
     # Inodes too are bounded (one per 4 KiB of size): without nr_inodes a tmpfs allows one per
     # two pages of host RAM, millions of empty files charged to nobody's byte limit.
     inodes = max(1024, limits.tmpfs_bytes // 4096)
-    tmpfs_opts = f"rw,nosuid,nodev,mode=1777,uid={uid},gid={gid or uid},nr_inodes={inodes}"
+    tmpfs_opts = f"rw,nosuid,nodev,mode=1777,uid={uid},gid={gid},nr_inodes={inodes}"
     # /dev/shm too: the engine's own shm mount has no inode bound (three million files here,
     # each charged to nobody's byte limit); this one is sized like it and bounded like the others.
     shm_bytes = min(64 * 1024 * 1024, limits.tmpfs_bytes)
@@ -489,6 +507,9 @@ def create_started_container(
         working_dir=WORKDIR,
         environment={
             "HOME": WORKDIR,
+            # The container's uid has no passwd entry; getpass.getuser() reads these first.
+            "USER": "sandbox",
+            "LOGNAME": "sandbox",
             "TMPDIR": "/tmp",
             "LANG": "C.UTF-8",
             "PYTHONIOENCODING": "utf-8",

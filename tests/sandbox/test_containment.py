@@ -25,7 +25,7 @@ import pytest_asyncio
 
 from proctor.sandbox import Sandbox, open_sandbox
 from proctor.sandbox import labels as sandbox_labels
-from proctor.sandbox.containers import BACKSTOP_GRACE_S
+from proctor.sandbox.containers import BACKSTOP_GRACE_S, CONTAINER_UID_BASE, CONTAINER_UID_SPAN
 from tests.sandbox.conftest import (
     DOCKER_RUNTIMES,
     TEST_LIMITS,
@@ -153,9 +153,63 @@ async def test_program_cannot_signal_trace_or_read_the_launcher_or_init(
         "CapAmb": absent_under_gvisor or "0000000000000000",
         "NoNewPrivs": absent_under_gvisor or "1",
         "no_new_privs (prctl)": 1,
-        "uid": [10001, 10001, 10001],
+        "uid": found["self"]["uid"],
         "groups": [],
     }
+    # A host uid of the container's own (never root, never the image's shared 10001).
+    uids = set(found["self"]["uid"])
+    assert len(uids) == 1 and CONTAINER_UID_BASE <= uids.pop() < CONTAINER_UID_BASE + CONTAINER_UID_SPAN, (
+        found
+    )
+
+
+HOG = """
+import ctypes, json, time
+libc = ctypes.CDLL(None, use_errno=True)
+held = []
+while len(held) < 100000:
+    fd = libc.inotify_init()
+    if fd < 0:
+        break
+    held.append(fd)
+began = time.monotonic()
+time.sleep(8)
+print(json.dumps({'held': len(held), 'from': began, 'to': time.monotonic()}))
+"""
+VICTIM = """
+import ctypes, errno, json, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+tries, refused, began = 0, [], time.monotonic()
+while time.monotonic() - began < 8:
+    fd = libc.inotify_init()
+    tries += 1
+    if fd < 0:
+        refused.append(errno.errorcode.get(ctypes.get_errno(), '?'))
+    else:
+        os.close(fd)
+    time.sleep(0.05)
+print(json.dumps({'tries': tries, 'refused': refused, 'from': began, 'to': time.monotonic()}))
+"""
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_call_cannot_exhaust_per_uid_kernel_quotas_of_calls_beside_it(
+    docker_sandbox: Sandbox, runtime: str
+) -> None:
+    # inotify instances (128), message-queue bytes, queued signals, pipe pages are counted per
+    # host uid. With one uid in every container, a call holding all 128 inotify instances made
+    # inotify_init() fail (EMFILE) in every other container running at the time.
+    if runtime == "runsc":
+        pytest.skip("under gVisor each sandbox has a kernel (and uid accounting) of its own")
+    hog, victim = await asyncio.gather(
+        docker_sandbox.exec(HOG, timeout=40), docker_sandbox.exec(VICTIM, timeout=40)
+    )
+    assert hog.exit_code == 0 and victim.exit_code == 0, (hog, victim)
+    held, tried = json.loads(hog.stdout), json.loads(victim.stdout)
+    assert held["held"] >= 100, held  # the hog really took the per-uid quota
+    # The calls overlapped (CLOCK_MONOTONIC is the host's under runc), so the test is not vacuous.
+    assert max(held["from"], tried["from"]) < min(held["to"], tried["to"]), (held, tried)
+    assert tried["refused"] == [], tried
 
 
 FORGE = r"""
