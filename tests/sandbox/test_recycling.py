@@ -37,7 +37,9 @@ def tree(top):
             try:
                 info = os.lstat(path)
                 link = os.readlink(path) if stat.S_ISLNK(info.st_mode) else None
-                found[path] = [oct(info.st_mode), info.st_uid, info.st_size, link]
+                # Each container has a uid of its own: what matters is whether the program owns it.
+                owner = 'self' if info.st_uid == os.getuid() else info.st_uid
+                found[path] = [oct(info.st_mode), owner, info.st_size, link]
             except OSError as exc:
                 found[path] = type(exc).__name__
     return found
