@@ -30,6 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from proctor.sandbox import seccomp
 from proctor.sandbox.api import SandboxUnavailable
 
 INSTALL_HINT = "install bubblewrap (Debian: apt-get install bubblewrap) or use --backend docker"
@@ -126,8 +127,31 @@ def remove_stale_layouts(owner_alive: Callable[[int], bool]) -> int:
     return removed
 
 
+def seccomp_fd() -> int:
+    """A fresh descriptor holding the program's seccomp filter, for ``--seccomp`` (one per call:
+    bwrap reads it to the end). Inherited by bwrap only (``pass_fds``); the caller closes it."""
+    try:
+        data = seccomp.program_filter()
+    except seccomp.UnsupportedMachine as exc:
+        raise SandboxUnavailable(f"{exc}; use --backend docker") from None
+    fd = os.memfd_create("proctor-seccomp", os.MFD_CLOEXEC)
+    try:
+        os.write(fd, data)
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def bwrap_argv(
-    bwrap: str, layout: Layout, tmpfs_bytes: int, program: Sequence[str], *, staged: bool
+    bwrap: str,
+    layout: Layout,
+    tmpfs_bytes: int,
+    program: Sequence[str],
+    *,
+    staged: bool,
+    seccomp_fd: int,
 ) -> list[str]:
     """The full command line: bwrap's options, then the program."""
     argv = [
@@ -145,6 +169,10 @@ def bwrap_argv(
         str(INSIDE_ID),
         "--hostname",
         "sandbox",
+        # The program's system-call filter (sandbox/seccomp.py): no io_uring, no AF_VSOCK or
+        # other address families a network namespace does not fence, no 32-bit entry point.
+        "--seccomp",
+        str(seccomp_fd),
         "--ro-bind",
         "/usr",
         "/usr",
@@ -257,7 +285,13 @@ def probe(bwrap: str, layout: Layout, python: str) -> str | None:
     """Run the interpreter once inside the full fence; None when it works, else why not."""
     root = os.geteuid() == 0
     setup = make_child_setup(layout, pick_host_uid() if root else None, lambda: None)
-    argv = bwrap_argv(bwrap, layout, 1024 * 1024, [python, "-I", "-c", "print('ok')"], staged=root)
+    try:
+        filter_fd = seccomp_fd()
+    except SandboxUnavailable as exc:
+        return str(exc)
+    argv = bwrap_argv(
+        bwrap, layout, 1024 * 1024, [python, "-I", "-c", "print('ok')"], staged=root, seccomp_fd=filter_fd
+    )
     try:
         done = subprocess.run(
             argv,
@@ -267,9 +301,12 @@ def probe(bwrap: str, layout: Layout, python: str) -> str | None:
             cwd="/",
             env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
             preexec_fn=setup,
+            pass_fds=(filter_fd,),
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return str(exc)
+    finally:
+        os.close(filter_fd)
     if done.returncode == 0 and done.stdout == "ok\n":
         return None
     lines = (done.stderr or done.stdout).strip().splitlines()

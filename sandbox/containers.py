@@ -30,6 +30,7 @@ from docker.types import Ulimit
 from proctor.sandbox.api import Limits, SandboxError
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
+from proctor.sandbox.seccomp import filters_by_machine
 
 WORKDIR = "/work"
 HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
@@ -72,15 +73,36 @@ HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 # the sandbox user (``ENTRYPOINT true``): the pinned image's sandbox-init prepares the numba cache
 # on the tmpfs, which must belong to the program, not to root.
 LAUNCHER = """\
-import ctypes, json, os, resource, signal, stat, sys, threading, time
+import ctypes, fcntl, json, os, resource, select, signal, stat, sys, threading, time
 config = json.loads(sys.argv[1])
 uid, gid = config['uid'], config['gid']
 libc = ctypes.CDLL(None, use_errno=True)
 if libc.prctl(4, 0, 0, 0, 0) != 0:
     os.write(2, b'sandbox: the launcher cannot make itself non-dumpable\\n')
     os._exit(1)
+STREAM_FLAGS = {fd: fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK for fd in (1, 2)}
+F_SETPIPE_SZ, F_GETPIPE_SZ = 1031, 1032
+def pipe_sizes():
+    try:
+        return {fd: fcntl.fcntl(fd, F_GETPIPE_SZ) for fd in (1, 2)}
+    except OSError:
+        return None
+PIPE_SIZES = pipe_sizes()
 WRITABLE = ('/tmp', '/work', '/dev/shm', '/dev/mqueue')
 OWNED = ('/tmp', '/work')
+machine = os.uname().machine
+if machine not in config['seccomp']:
+    os.write(2, ('sandbox: no seccomp filter for this machine (%s)\\n' % machine).encode())
+    os._exit(1)
+SECCOMP = bytes.fromhex(config['seccomp'][machine])
+class Fprog(ctypes.Structure):
+    _fields_ = [('len', ctypes.c_ushort), ('filter', ctypes.c_char_p)]
+def confine():
+    if libc.prctl(38, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), 'cannot set no_new_privs')
+    program = Fprog(len(SECCOMP) // 8, SECCOMP)
+    if libc.prctl(22, 2, ctypes.byref(program), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), 'cannot install the seccomp filter')
 def demote():
     if config['nproc']:
         resource.setrlimit(resource.RLIMIT_NPROC, (config['nproc'], config['nproc']))
@@ -96,6 +118,7 @@ def demote():
         raise OSError(1, 'still privileged')
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    confine()
 def spawn(argv, stdin=None, before_exec=None):
     pid = os.fork()
     if pid == 0:
@@ -206,6 +229,21 @@ def tree():
     except OSError:
         return None
     return found
+def restore_streams():
+    for fd, flags in STREAM_FLAGS.items():
+        fcntl.fcntl(fd, fcntl.F_SETFL, flags)
+def say(fd, data):
+    # The program shares the open file description of our stdout and stderr (one pipe each),
+    # and with it the status flags: it may leave them O_NONBLOCK (a full pipe would then fail
+    # our report), O_APPEND or O_DIRECT (packet mode). They are set back before every write; a
+    # write that still meets a full pipe (a straggler set the flag again) waits for room.
+    view = memoryview(data)
+    while view:
+        restore_streams()
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            select.select([], [fd], [], 0.05)
 def take(n):
     data = b''
     while len(data) < n:
@@ -228,7 +266,7 @@ def feed(count, pipe):
                 broken = True
     os.close(pipe)
 if not prepare():
-    os.write(2, b'sandbox: the image entrypoint failed\\n')
+    say(2, b'sandbox: the image entrypoint failed\\n')
     os._exit(1)
 try:
     fresh = state()
@@ -238,12 +276,14 @@ except OSError:
     # container cannot be proved clean after a call: it serves one call only.
     fresh = fresh_tree = None
 while True:
-    os.write(1, b'\\0proctor-ready\\0')
+    say(1, b'\\0proctor-ready\\0')
     request = json.loads(take(int(take(10))))
     oom_before = oom_kills()
     signal.signal(signal.SIGALRM, kill_all)
     signal.alarm(request['backstop_s'])
     stdin, pipe = os.pipe()
+    # Each call starts with the streams' own flags, whatever an earlier call left on them.
+    restore_streams()
     pid = spawn(request['argv'], stdin)
     os.close(stdin)
     feeder = threading.Thread(target=feed, args=(request['stdin_bytes'], pipe))
@@ -256,18 +296,28 @@ while True:
     oom = int(oom_kills() > oom_before)
     reusable = int(bool(request['keep']) and clean and not oom and fresh is not None)
     report = ('\\0proctor-exit:%s:%d:%d:%d\\0' % (request['nonce'], code, oom, reusable)).encode()
-    os.write(1, report)
-    os.write(2, report)
+    say(1, report)
+    say(2, report)
     if not reusable or take(1) != b'R':
         os._exit(0)
+    # The host has read the whole call, so the stream pipes are empty: a size the program set
+    # on them (F_SETPIPE_SZ, one more thing it shares with us) can be set back, or we retire.
+    try:
+        for fd, size in PIPE_SIZES.items():
+            fcntl.fcntl(fd, F_SETPIPE_SZ, size)
+    except (OSError, AttributeError):
+        say(2, b'sandbox: cannot restore the size of the output pipes\\n')
+        os._exit(1)
+    if pipe_sizes() != PIPE_SIZES:
+        os._exit(1)
     if fresh_tree is not None and tree() == fresh_tree and state() == fresh:
         continue
     if not prepare(before_exec=wipe):
-        os.write(2, b'sandbox: the reset failed\\n')
+        say(2, b'sandbox: the reset failed\\n')
         os._exit(1)
     now = state()
     if now != fresh:
-        os.write(2, ('sandbox: not clean after the reset: %r\\n' % sorted(
+        say(2, ('sandbox: not clean after the reset: %r\\n' % sorted(
             key for key in now if now[key] != fresh[key])).encode())
         os._exit(1)
     fresh_tree = tree()
@@ -286,6 +336,21 @@ _REPORT_MAX = 80
 _SIGKILLED = 128 + 9
 READY_MARKER = b"\x00proctor-ready\x00"
 _READY_TIMEOUT_S = 60.0
+
+
+# Per-uid kernel accounting is keyed by the host uid, and containers share the host's: inotify
+# instances (128 per uid here), POSIX message-queue bytes, queued signals, pipe buffer pages,
+# RLIMIT_NPROC. With the image's uid in every container, one call could exhaust them for every
+# call running beside it (measured: a call holding 128 inotify instances left another
+# container's inotify_init() failing with EMFILE), or signal through them. So each container's
+# program runs as a host uid of its own, in a range no account or the local backend uses
+# (sandbox/bwrap.py takes 0x70000000 + [0, 2^24)); its group stays the image user's.
+CONTAINER_UID_BASE = 0x60000000
+CONTAINER_UID_SPAN = 1 << 24
+
+
+def container_uid() -> int:
+    return CONTAINER_UID_BASE + secrets.randbelow(CONTAINER_UID_SPAN)
 
 
 class ContainerGone(Exception):
@@ -367,32 +432,49 @@ def create_started_container(
 ) -> StartedContainer:
     """Create and start one locked-down container; return it once its launcher waits.
 
-    ``user`` is numeric, ``uid`` or ``uid:gid``, never root: the program runs as it and the
-    tmpfs mounts are given to it (the launcher alone runs as root). ``prepare`` is the image's
+    ``user`` is the image's user, numeric ``uid`` or ``uid:gid``, never root: the program runs
+    with its group and a uid of this container's own (:func:`container_uid`), and the tmpfs
+    mounts are given to that uid (the launcher alone runs as root). ``prepare`` is the image's
     entrypoint, run once as ``user`` before the launcher is ready. ``on_created`` learns the
     ID as soon as the container exists, before it is started.
     """
     memory = limits.memory_bytes
-    uid, _, gid = user.partition(":")
-    if not uid.isdigit() or int(uid) == 0 or not (gid or uid).isdigit():
+    image_uid, _, gid = user.partition(":")
+    if not image_uid.isdigit() or int(image_uid) == 0 or not (gid or image_uid).isdigit():
         raise ValueError(f"the sandbox user must be a numeric, non-root uid[:gid], not {user!r}")
+    gid = gid or image_uid
+    uid = str(container_uid())
     # Under runsc the program's processes are bounded inside gVisor's kernel (sandbox/runtimes.py).
     nproc = program_process_limit(runtime, limits) or 0
     launcher_config = json.dumps(
-        {"uid": int(uid), "gid": int(gid or uid), "prepare": prepare or [], "nproc": nproc}
+        {
+            "uid": int(uid),
+            "gid": int(gid),
+            "prepare": prepare or [],
+            "nproc": nproc,
+            # The program's own seccomp filter (sandbox/seccomp.py), one per architecture: the
+            # launcher installs its machine's in every process it demotes, and refuses to start
+            # on a machine without one.
+            "seccomp": filters_by_machine(),
+        }
     )
     # The engine copies the image directory's mode onto a tmpfs mounted over it, so ``mode``
     # alone does not make /work writable; owning it does.
     # Inodes too are bounded (one per 4 KiB of size): without nr_inodes a tmpfs allows one per
     # two pages of host RAM, millions of empty files charged to nobody's byte limit.
     inodes = max(1024, limits.tmpfs_bytes // 4096)
-    tmpfs_opts = f"rw,nosuid,nodev,mode=1777,uid={uid},gid={gid or uid},nr_inodes={inodes}"
+    tmpfs_opts = f"rw,nosuid,nodev,mode=1777,uid={uid},gid={gid},nr_inodes={inodes}"
+    # /dev/shm too: the engine's own shm mount has no inode bound (three million files here,
+    # each charged to nobody's byte limit); this one is sized like it and bounded like the others.
+    shm_bytes = min(64 * 1024 * 1024, limits.tmpfs_bytes)
+    shm_opts = f"rw,nosuid,nodev,noexec,mode=1777,size={shm_bytes},nr_inodes={max(1024, shm_bytes // 4096)}"
     host_config = api.create_host_config(
         network_mode="none",
         read_only=True,
         tmpfs={
             "/tmp": f"{tmpfs_opts},size={limits.tmpfs_bytes}",
             WORKDIR: f"{tmpfs_opts},size={limits.tmpfs_bytes}",
+            "/dev/shm": shm_opts,
         },
         cap_drop=["ALL"],
         cap_add=list(LAUNCHER_CAPS),
@@ -403,7 +485,6 @@ def create_started_container(
         # Swap equal to memory means no swap at all: the OOM killer, not the disk, answers.
         memswap_limit=memory,
         nano_cpus=int(limits.cpus * 1e9),
-        shm_size=min(64 * 1024 * 1024, limits.tmpfs_bytes),
         ulimits=[
             Ulimit(name="nofile", soft=1024, hard=1024),
             Ulimit(name="fsize", soft=limits.file_size_bytes, hard=limits.file_size_bytes),
@@ -426,6 +507,9 @@ def create_started_container(
         working_dir=WORKDIR,
         environment={
             "HOME": WORKDIR,
+            # The container's uid has no passwd entry; getpass.getuser() reads these first.
+            "USER": "sandbox",
+            "LOGNAME": "sandbox",
             "TMPDIR": "/tmp",
             "LANG": "C.UTF-8",
             "PYTHONIOENCODING": "utf-8",

@@ -225,8 +225,10 @@ class DockerSandbox:
                     else []
                 ),
                 "network none, read-only root, tmpfs /tmp and /work, cap-drop ALL, no-new-privileges",
-                "the program runs as the image's unprivileged user with no capabilities at all; the "
-                "launcher enforcing its limits is root and non-dumpable: it cannot be signalled, "
+                "the program runs as an unprivileged host uid of its container's own (the image "
+                "user's group) with no capabilities at all, under a seccomp filter of Proctor's own "
+                "(no vsock or other unfenced socket families, no io_uring, no 32-bit system calls); "
+                "the launcher enforcing its limits is root and non-dumpable: it cannot be signalled, "
                 "traced or read by the program",
                 "init process, pids/memory (no swap)/CPU limits, wall-clock kill of the whole container",
                 "the launcher kills everything a few seconds after the deadline even if the host is gone",

@@ -12,6 +12,7 @@ from proctor.agent.audit import (
     controller,
     enforcement,
     isolation,
+    kernel,
     limits,
     network,
     output,
@@ -24,6 +25,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *limits.CHECKS,
     *network.CHECKS,
     *isolation.CHECKS,
+    *kernel.CHECKS,
     *statelessness.CHECKS,
     *enforcement.CHECKS,
     *controller.CHECKS,
@@ -33,8 +35,8 @@ ALL_CHECKS: tuple[Check, ...] = (
 # Two checks at a time: enough to keep a warm pool busy, few enough that one check's
 # CPU measurement is not starved by the others on a two-core machine.
 CONCURRENCY = 2
-# Measurements that must not share the machine with another check.
-ALONE = {"limits.cpu"}
+# Run with nothing beside them: a CPU measurement, and two calls that must overlap in time.
+ALONE = {"limits.cpu", "state.per_uid_quota"}
 
 
 @dataclass

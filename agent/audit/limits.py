@@ -241,7 +241,9 @@ async def tmpfs(ctx: AuditContext) -> Finding:
     body = f"""\
 import os, errno
 out = {{}}
-for path in ("/tmp", os.getcwd()):
+for path in ("/tmp", os.getcwd(), "/dev/shm"):
+    if not os.path.isdir(path):
+        continue
     st = os.statvfs(path)
     out[path] = {{"size": st.f_blocks * st.f_frsize, "inodes": st.f_files}}
 written = 0
@@ -480,7 +482,7 @@ CHECKS = [
     Check(
         "limits.tmpfs",
         KLASS,
-        "fill /tmp; create thousands of empty files",
+        "fill /tmp; create thousands of empty files; statvfs /tmp, /work, /dev/shm",
         "ENOSPC at the tmpfs size; inodes bounded",
         tmpfs,
         timeout_s=35,

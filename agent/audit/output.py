@@ -11,6 +11,7 @@ from proctor.agent.audit.model import (
     escape_text,
     run_probe,
 )
+from proctor.sandbox import SandboxError
 
 KLASS = "output"
 
@@ -79,6 +80,38 @@ async def forged_exit_report(ctx: AuditContext) -> Finding:
     return Finding(Verdict.HELD, "the program's own exit code (7) came back", evidence)
 
 
+NON_BLOCKING_ROUNDS = 3
+
+
+async def non_blocking_streams(ctx: AuditContext) -> Finding:
+    # stdout/stderr may share their open file description (and so O_NONBLOCK) with whatever
+    # reports the program's exit: left non-blocking and full, they can make that report fail.
+    body = (
+        "import fcntl, os\n"
+        "for fd in (1, 2):\n"
+        "    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)\n"
+        "for fd in (1, 2):\n"
+        "    try:\n"
+        "        while True:\n"
+        "            os.write(fd, b'x' * 65536)\n"
+        "    except BlockingIOError:\n"
+        "        pass\n"
+        "os._exit(5)\n"
+    )
+    codes: list[object] = []
+    for _ in range(NON_BLOCKING_ROUNDS):
+        try:
+            result, _ = await run_probe(ctx, body, timeout=20)
+        except SandboxError as exc:
+            codes.append(f"sandbox error: {exc}")
+            continue
+        codes.append("timed out" if result.timed_out else result.exit_code)
+    evidence = escape_text(f"exit codes over {NON_BLOCKING_ROUNDS} rounds: {codes}")
+    if any(code != 5 for code in codes):
+        return Finding(Verdict.BROKEN, "the program's exit code 5 did not come back every time", evidence)
+    return Finding(Verdict.HELD, "exit code 5 every time", evidence)
+
+
 CHECKS = [
     Check(
         "output.flood",
@@ -104,5 +137,13 @@ CHECKS = [
         "exit code 7",
         forged_exit_report,
         quick=True,
+    ),
+    Check(
+        "output.non_blocking_streams",
+        KLASS,
+        "set O_NONBLOCK on stdout/stderr, fill both pipes, exit 5 (three times)",
+        "exit code 5 each time",
+        non_blocking_streams,
+        timeout_s=60,
     ),
 ]

@@ -175,6 +175,58 @@ async def pool_reuse(ctx: AuditContext) -> Finding:
     return Finding(Verdict.HELD, f"no trace crossed between {2 * rounds} calls", evidence)
 
 
+_QUOTA_HOG = """\
+import ctypes, time
+libc = ctypes.CDLL(None, use_errno=True)
+held = []
+while len(held) < 100000:
+    fd = libc.inotify_init()
+    if fd < 0:
+        break
+    held.append(fd)
+began = time.monotonic()
+time.sleep(6)
+report(held=len(held), began=began, ended=time.monotonic())
+"""
+_QUOTA_VICTIM = """\
+import ctypes, errno, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+tries, refused, began = 0, [], time.monotonic()
+while time.monotonic() - began < 6:
+    fd = libc.inotify_init()
+    tries += 1
+    if fd < 0:
+        refused.append(errno.errorcode.get(ctypes.get_errno(), "?"))
+    else:
+        os.close(fd)
+    time.sleep(0.05)
+report(tries=tries, refused=sorted(set(refused)), began=began, ended=time.monotonic())
+"""
+
+
+async def per_uid_quota(ctx: AuditContext) -> Finding:
+    # Kernel quotas counted per host uid (inotify instances, message-queue bytes, queued signals)
+    # couple every call that runs as the same uid: one call may exhaust them for the others.
+    (hog, held), (victim, tried) = await asyncio.gather(
+        run_probe(ctx, _QUOTA_HOG, timeout=30), run_probe(ctx, _QUOTA_VICTIM, timeout=30)
+    )
+    if held is None:
+        return no_reply(hog)
+    if tried is None:
+        return no_reply(victim)
+    evidence = escape_text(
+        f"first call held {held['held']} inotify instances; the second tried {tried['tries']} times, "
+        f"refused: {tried['refused'] or 'never'}"
+    )
+    if tried["refused"]:
+        return Finding(Verdict.BROKEN, "one call's use refused the other call's inotify_init()", evidence)
+    # CLOCK_MONOTONIC is not namespaced: when the two windows do not overlap the calls ran one
+    # after the other (a single execution slot), and nothing was shown either way.
+    if max(held["began"], tried["began"]) >= min(held["ended"], tried["ended"]):
+        return Finding(Verdict.WEAK, "the two calls did not run at the same time; not shown", evidence)
+    return Finding(Verdict.HELD, "the calls beside it kept their own quota", evidence)
+
+
 CHECKS = [
     Check(
         "state.across_calls",
@@ -191,5 +243,14 @@ CHECKS = [
         "the same, several calls at once, so each warm container is tried",
         "no trace crosses between calls",
         pool_reuse,
+    ),
+    Check(
+        "state.per_uid_quota",
+        KLASS,
+        "hold every inotify instance the kernel allows one uid while a second call, at the same "
+        "time, keeps creating them",
+        "the second call is never refused",
+        per_uid_quota,
+        timeout_s=45,
     ),
 ]

@@ -293,6 +293,10 @@ WEAKENED: dict[str, tuple[list[str], dict[str, str]]] = {
         {"limits.pids": "no limit met", "enforce.fork_bomb": "no limit met"},
     ),
     "no_memory_limit": (["limits.memory"], {"limits.memory": "without being stopped"}),
+    "no_program_filter": (
+        ["net.unfenced_families", "priv.kernel_surface"],
+        {"net.unfenced_families": "'AF_VSOCK': 'OPENED'", "priv.kernel_surface": "OPENED AF_VSOCK"},
+    ),
     "reused_pool": (
         ["state."],
         {"state.across_calls": ".proctor-audit-", "state.pool_reuse": ".proctor-audit-"},

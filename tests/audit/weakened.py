@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+import json
+import struct
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from proctor.sandbox import ExecResult, Limits
 from proctor.sandbox.containers import StartedContainer, remove_container
 from proctor.sandbox.docker_backend import DockerSandbox, connect_engine, open_docker_sandbox, resolve_image
+from proctor.sandbox.seccomp import RET_ALLOW
 
 WEAKENINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # name: (host_config overrides, create_container overrides)
@@ -25,19 +28,40 @@ WEAKENINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 }
 
 
+def _allow_all_filters(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The launcher's own seccomp filter swapped for one that allows every system call."""
+    *launcher, config = kwargs["entrypoint"]
+    settings = json.loads(config)
+    allow_all = struct.pack("<HBBI", 0x06, 0, 0, RET_ALLOW).hex()
+    settings["seccomp"] = {machine: allow_all for machine in settings["seccomp"]}
+    return {"entrypoint": [*launcher, json.dumps(settings)]}
+
+
+# name: function of create_container's keyword arguments, giving the ones to change
+REWRITES = {"no_program_filter": _allow_all_filters}
+
+
 class _LooseningApi:
     """Delegates to the real low-level client, loosening what every created container gets."""
 
-    def __init__(self, api: Any, host_overrides: dict[str, Any], create_overrides: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        api: Any,
+        host_overrides: dict[str, Any],
+        create_overrides: dict[str, Any],
+        rewrite: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> None:
         self._api = api
         self._host_overrides = host_overrides
         self._create_overrides = create_overrides
+        self._rewrite = rewrite
 
     def create_host_config(self, **kwargs: Any) -> Any:
         return self._api.create_host_config(**{**kwargs, **self._host_overrides})
 
     def create_container(self, *args: Any, **kwargs: Any) -> Any:
-        return self._api.create_container(*args, **{**kwargs, **self._create_overrides})
+        rewritten = self._rewrite(kwargs) if self._rewrite is not None else {}
+        return self._api.create_container(*args, **{**kwargs, **self._create_overrides, **rewritten})
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._api, name)
@@ -47,13 +71,14 @@ async def open_weakened(weakness: str, limits: Limits, pool_size: int = 2) -> Do
     if weakness == "reused_pool":
         inner = await open_docker_sandbox(pool_size=0, default_limits=limits)
         return ReusedPool(inner)
-    host, create = WEAKENINGS[weakness]
+    host, create = WEAKENINGS.get(weakness, ({}, {}))
+    rewrite = REWRITES.get(weakness)
 
     def build() -> DockerSandbox:
         client = connect_engine()
         reference, image_id = resolve_image(client, None)
         sandbox = DockerSandbox(client, reference, image_id, pool_size=pool_size, default_limits=limits)
-        sandbox.api = _LooseningApi(sandbox.api, host, create)  # type: ignore[assignment]
+        sandbox.api = _LooseningApi(sandbox.api, host, create, rewrite)  # type: ignore[assignment]
         return sandbox
 
     sandbox = await asyncio.to_thread(build)

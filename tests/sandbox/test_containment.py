@@ -25,7 +25,7 @@ import pytest_asyncio
 
 from proctor.sandbox import Sandbox, open_sandbox
 from proctor.sandbox import labels as sandbox_labels
-from proctor.sandbox.containers import BACKSTOP_GRACE_S
+from proctor.sandbox.containers import BACKSTOP_GRACE_S, CONTAINER_UID_BASE, CONTAINER_UID_SPAN
 from tests.sandbox.conftest import (
     DOCKER_RUNTIMES,
     TEST_LIMITS,
@@ -153,9 +153,63 @@ async def test_program_cannot_signal_trace_or_read_the_launcher_or_init(
         "CapAmb": absent_under_gvisor or "0000000000000000",
         "NoNewPrivs": absent_under_gvisor or "1",
         "no_new_privs (prctl)": 1,
-        "uid": [10001, 10001, 10001],
+        "uid": found["self"]["uid"],
         "groups": [],
     }
+    # A host uid of the container's own (never root, never the image's shared 10001).
+    uids = set(found["self"]["uid"])
+    assert len(uids) == 1 and CONTAINER_UID_BASE <= uids.pop() < CONTAINER_UID_BASE + CONTAINER_UID_SPAN, (
+        found
+    )
+
+
+HOG = """
+import ctypes, json, time
+libc = ctypes.CDLL(None, use_errno=True)
+held = []
+while len(held) < 100000:
+    fd = libc.inotify_init()
+    if fd < 0:
+        break
+    held.append(fd)
+began = time.monotonic()
+time.sleep(8)
+print(json.dumps({'held': len(held), 'from': began, 'to': time.monotonic()}))
+"""
+VICTIM = """
+import ctypes, errno, json, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+tries, refused, began = 0, [], time.monotonic()
+while time.monotonic() - began < 8:
+    fd = libc.inotify_init()
+    tries += 1
+    if fd < 0:
+        refused.append(errno.errorcode.get(ctypes.get_errno(), '?'))
+    else:
+        os.close(fd)
+    time.sleep(0.05)
+print(json.dumps({'tries': tries, 'refused': refused, 'from': began, 'to': time.monotonic()}))
+"""
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_a_call_cannot_exhaust_per_uid_kernel_quotas_of_calls_beside_it(
+    docker_sandbox: Sandbox, runtime: str
+) -> None:
+    # inotify instances (128), message-queue bytes, queued signals, pipe pages are counted per
+    # host uid. With one uid in every container, a call holding all 128 inotify instances made
+    # inotify_init() fail (EMFILE) in every other container running at the time.
+    if runtime == "runsc":
+        pytest.skip("under gVisor each sandbox has a kernel (and uid accounting) of its own")
+    hog, victim = await asyncio.gather(
+        docker_sandbox.exec(HOG, timeout=40), docker_sandbox.exec(VICTIM, timeout=40)
+    )
+    assert hog.exit_code == 0 and victim.exit_code == 0, (hog, victim)
+    held, tried = json.loads(hog.stdout), json.loads(victim.stdout)
+    assert held["held"] >= 100, held  # the hog really took the per-uid quota
+    # The calls overlapped (CLOCK_MONOTONIC is the host's under runc), so the test is not vacuous.
+    assert max(held["from"], tried["from"]) < min(held["to"], tried["to"]), (held, tried)
+    assert tried["refused"] == [], tried
 
 
 FORGE = r"""
@@ -188,6 +242,65 @@ async def test_program_cannot_starve_the_report_with_its_own_rlimits(docker_sand
     )
     result = await docker_sandbox.exec(code, timeout=20)
     assert (result.exit_code, result.timed_out, result.oom_killed) == (137, False, False), result
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_non_blocking_streams_left_by_the_program_cannot_break_the_report(
+    docker_sandbox: Sandbox,
+) -> None:
+    # stdout and stderr share their open file description (and so O_NONBLOCK) with the
+    # launcher. Left non-blocking and full as the program dies, they made the launcher's report
+    # fail with EAGAIN: the launcher died, exit 120 was reported instead of 5 (under runsc, a
+    # "crashed gVisor" sandbox error). Several rounds, since the pipe must still be full.
+    code = (
+        "import fcntl, os\n"
+        "for fd in (1, 2):\n"
+        "    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)\n"
+        "for fd in (1, 2):\n"
+        "    try:\n"
+        "        while True:\n"
+        "            os.write(fd, b'x' * 65536)\n"
+        "    except BlockingIOError:\n"
+        "        pass\n"
+        "os._exit(5)\n"
+    )
+    for _ in range(4):
+        result = await docker_sandbox.exec(code, timeout=30)
+        assert (result.exit_code, result.timed_out, result.oom_killed) == (5, False, False), (
+            result.exit_code,
+            result.stderr[-300:].replace("x", ""),
+        )
+        assert set(result.stdout) == set(result.stderr) == {"x"}
+
+
+@pytest.mark.asyncio(loop_scope="module")
+async def test_dev_shm_bounds_its_inodes_like_every_other_writable_tmpfs(
+    docker_sandbox: Sandbox, runtime: str
+) -> None:
+    # The engine's own /dev/shm had no nr_inodes: three million empty files, each costing
+    # kernel memory but no byte of the size limit. Ours is bounded like /tmp and /work.
+    code = (
+        "import errno, json, os\n"
+        "st = {p: os.statvfs(p).f_files for p in ('/tmp', '/work', '/dev/shm')}\n"
+        "made, error = 0, None\n"
+        "try:\n"
+        "    for i in range(40000):\n"
+        "        os.close(os.open('/dev/shm/%d' % i, os.O_CREAT | os.O_WRONLY, 0o600))\n"
+        "        made += 1\n"
+        "except OSError as exc:\n"
+        "    error = errno.errorcode.get(exc.errno, str(exc.errno))\n"
+        "print(json.dumps({'inodes': st, 'made': made, 'error': error}))\n"
+    )
+    result = await docker_sandbox.exec(code, timeout=60)
+    assert result.exit_code == 0, result
+    found = json.loads(result.stdout)
+    if runtime == "runsc":
+        # gVisor ignores nr_inodes (docs/sandbox.md): its files live in the sentry's memory,
+        # which the container's memory limit bounds. The mount is still ours, sized.
+        return
+    shm_bound = min(64 * 1024 * 1024, TEST_LIMITS.tmpfs_bytes) // 4096
+    assert 0 < found["inodes"]["/dev/shm"] <= max(1024, shm_bound), found
+    assert found["error"] == "ENOSPC" and found["made"] < found["inodes"]["/dev/shm"], found
 
 
 @pytest.mark.asyncio(loop_scope="module")

@@ -38,7 +38,9 @@ def tree(top):
             try:
                 info = os.lstat(path)
                 link = os.readlink(path) if stat.S_ISLNK(info.st_mode) else None
-                found[path] = [oct(info.st_mode), info.st_uid, info.st_size, link]
+                # Each container has a uid of its own: what matters is whether the program owns it.
+                owner = 'self' if info.st_uid == os.getuid() else info.st_uid
+                found[path] = [oct(info.st_mode), owner, info.st_size, link]
             except OSError as exc:
                 found[path] = type(exc).__name__
     return found
@@ -72,6 +74,8 @@ print(json.dumps({
     'environ': {k: v for k, v in os.environ.items() if k != 'HOSTNAME'},  # the container's name
     'cwd': os.getcwd(),
     'umask': os.umask(0o22),
+    'stream_flags': [__import__('fcntl').fcntl(fd, __import__('fcntl').F_GETFL) for fd in (0, 1, 2)],
+    'pipe_sizes': [__import__('fcntl').fcntl(fd, 1032) for fd in (0, 1, 2)],
     'stdin': sys.stdin.read(),
 }))
 """
@@ -133,6 +137,13 @@ for kind in ('daemon', 'stopped', 'renamed'):
         os._exit(0)
 os.environ['PROCTOR_STATE'] = 'state'
 os.umask(0)
+# Status flags of the standard streams live in the open file description, which stdout and
+# stderr share with the launcher: left non-blocking, they would fail the next program's writes.
+import fcntl
+for fd in (1, 2):
+    fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK | os.O_APPEND)
+fcntl.fcntl(1, 1031, 4096)  # F_SETPIPE_SZ: the pipe itself outlives the call
+fcntl.fcntl(2, 1031, 1 << 20)
 time.sleep(0.2)
 container = open('/proc/self/cgroup').read().strip().rsplit('/', 1)[-1]
 print(json.dumps({'ipc': [shm, sem, msg], 'queue': queue, 'container': container}))
