@@ -132,9 +132,11 @@ async def test_verification_past_its_limit_on_the_value_is_incorrect(local_sandb
     slow = VERIFIED.model_copy(
         update={"verification_code": "def verify(a):\n    while True:\n        pass\n"}
     )
-    config = SandboxConfig(answer_timeout_s=15, verify_timeout_s=2)
+    # Long enough for the verifier to start and load the reference on a loaded machine (2 s was
+    # not, at load 20: the limit then struck before the value was touched, a verify_error).
+    config = SandboxConfig(answer_timeout_s=15, verify_timeout_s=8)
     result = await runner(local_sandbox, config).evaluate("def answer():\n    return 143\n", slow)
-    assert result.outcome is Outcome.INCORRECT and "within 2 s" in (result.error or "")
+    assert result.outcome is Outcome.INCORRECT and "within 8 s" in (result.error or "")
 
 
 async def test_a_task_whose_own_code_fails_is_a_verify_error(local_sandbox: Sandbox) -> None:
