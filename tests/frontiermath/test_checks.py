@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from proctor.agent.tracks.frontiermath.checks import check_submission_code
@@ -49,3 +51,22 @@ def test_code_nested_past_the_parser_is_a_problem_not_a_crash(expression: str) -
     ended the sample as a harness error, which is counted apart and re-run: a way to abstain."""
     problems = check_submission_code(f"def answer():\n    return {expression}\n")
     assert problems == ["the code cannot be parsed: it is nested too deeply for Python's parser"]
+
+
+@pytest.mark.parametrize("recursion_limit", [1000, 1100, 20_000])
+def test_the_depth_verdict_does_not_depend_on_the_recursion_limit(recursion_limit: int) -> None:
+    """Whether 3,000 nested "not"s parsed depended on the process's recursion limit, which other
+    code (hypothesis) raises: the same submission was refused in one run and ran in another."""
+    deep = "def answer():\n    return " + "not " * 3000 + "True\n"
+    long_sum = "def answer():\n    return " + "1+" * 1500 + "1\n"  # 1,500 levels: Python runs it
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(recursion_limit)
+    try:
+        deep_problems = check_submission_code(deep)
+        long_sum_problems = check_submission_code(long_sum)
+    finally:
+        sys.setrecursionlimit(previous)
+    assert deep_problems == ["the code cannot be parsed: it is nested too deeply for Python's parser"]
+    assert long_sum_problems == []
+    namespace: dict[str, object] = {}
+    exec(compile(long_sum, "<answer>", "exec"), namespace)  # what the sandbox does with it

@@ -7,7 +7,9 @@ import sys
 
 import pytest
 
+from proctor.agent.scoring.eed import eed_score
 from proctor.agent.scoring.eed_bench import bench_pairs, run_bench
+from proctor.agent.scoring.worker_pool import EEDWorkerPool
 
 
 def test_the_pair_set_covers_every_category() -> None:
@@ -33,11 +35,30 @@ def test_run_bench_accounts_for_every_pair_and_all_worker_time() -> None:
     assert categories["pathological"]["statuses"] == {"timeout": 1}
     shares = figures["share_by_step"]
     assert isinstance(shares, dict)
-    # Killed attempts are attributed to their step, so the step shares cover nearly all worker time
-    # (the rest is pipe and JSON overhead).
-    assert 0.8 < sum(shares.values()) <= 1.0 + 1e-9
+    # Killed attempts are attributed to their steps, so the steps cover at least the timed-out
+    # pair's share of worker time. (How much of the rest goes to pipes and JSON depends on the
+    # machine's load, so it is not asserted here: 24 % was seen on a loaded CI machine.)
+    timed_out_share = figures["timed_out_share"]
+    assert isinstance(timed_out_share, float) and timed_out_share > 0
+    assert timed_out_share - 1e-3 <= sum(shares.values()) <= 1.0 + 1e-9
     assert shares["simplify"] > 0
     assert report.pairs_per_s > 0
+
+
+def test_a_killed_attempt_is_attributed_to_its_steps_in_full() -> None:
+    """A timed-out pair's step timings add up to its wall time: the killed attempt's seconds are
+    the step that was running plus 'other', never dropped."""
+    pool = EEDWorkerPool(size=1)
+    try:
+        pool.warm_up()
+        pathological = next(pair for pair in bench_pairs() if pair.category == "pathological")
+        result = eed_score(pathological.reference, pathological.answer, timeout_s=1.0, pool=pool)
+    finally:
+        pool.close()
+    assert result.status == "timeout"
+    steps = {step: seconds for step, seconds in result.timings.items() if step != "wall"}
+    assert result.timings["wall"] >= 0.9
+    assert sum(steps.values()) == pytest.approx(result.timings["wall"], rel=1e-6)
 
 
 @pytest.mark.parametrize("args", [["--workers", "0"], ["--mode", "loose"]])

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from proctor.agent.tasks import load_task_models
-from proctor.agent.tracks.frontiermath.checks import unparseable_reason
+from proctor.agent.tracks.frontiermath.checks import UnparseableCode, parse_bounded
 
 
 class FrontierMathTask(BaseModel):
@@ -93,12 +93,12 @@ INEXACT_TYPE_WORDS = ("float", "decimal", "real number", "approx", "numeric", "m
 
 def _parse(source: str, mode: str, what: str) -> ast.AST:
     try:
-        return ast.parse(source, mode=mode)
+        return parse_bounded(source, mode)
     except SyntaxError as exc:
         raise ValueError(f"not {what}: {exc.msg} (line {exc.lineno})") from None
-    except (RecursionError, MemoryError, ValueError) as exc:
+    except UnparseableCode as exc:
         # Nested past what Python's parser takes: one line naming the field, not a traceback.
-        raise ValueError(f"not {what}: {unparseable_reason(exc)}") from None
+        raise ValueError(f"not {what}: {exc}") from None
 
 
 def _require_function(source: str, name: str) -> None:
