@@ -211,6 +211,11 @@ def exec_program(
     except SandboxError as exc:
         print(f"proctor: error: the sandbox failed: {exc}", file=sys.stderr)
         raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        # Reached only after the call's cleanup ran (asyncio cancels the call first); typer
+        # alone would exit 130 without a word.
+        print("proctor: interrupted: the program was stopped and its sandbox removed", file=sys.stderr)
+        raise typer.Exit(130) from None
     if as_json:
         print(json.dumps(result.to_dict(), sort_keys=True))
         return

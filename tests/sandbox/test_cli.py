@@ -272,6 +272,7 @@ def test_ctrl_c_mid_call_leaves_nothing_running(
             controller.kill()
     assert controller.returncode == 130, stderr
     assert "Traceback" not in stderr
+    assert stderr.splitlines()[-1].startswith("proctor: interrupted"), stderr
     # Removal was awaited before the process exited: nothing is left, no cleanup needed.
     assert not host_processes_with(token)
     if backend == "docker":
