@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proctor.sandbox.pool import Lease, WarmPool
-
-pytestmark = pytest.mark.asyncio
 
 
 class Engine:
