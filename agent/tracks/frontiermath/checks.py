@@ -27,8 +27,6 @@ def parse_bounded(source: str, mode: str = "exec") -> ast.AST:
     """
     try:
         tree = ast.parse(source, mode=mode)
-    except SyntaxError:
-        raise
     except (RecursionError, MemoryError) as exc:
         raise UnparseableCode(TOO_DEEP) from exc
     except ValueError as exc:  # e.g. a NUL byte in the source
