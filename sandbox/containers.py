@@ -566,15 +566,29 @@ def _wait_until_ready(container: StartedContainer) -> None:
         container.sock.settimeout(None)
 
 
+# The engine refuses a forced removal that meets a container in the middle of exiting ("Could
+# not kill running container …, cannot remove - Container … is not running"): its kill found
+# the process gone before the state said so. A moment later the same request succeeds.
+_EXITING_RACE = "is not running"
+_REMOVE_ATTEMPTS = 5
+
+
 def remove_container(api: docker.APIClient, container_id: str) -> None:
     """Kill and remove; a container that is already gone counts as removed."""
-    with contextlib.suppress(NotFound):
+    for attempt in range(1, _REMOVE_ATTEMPTS + 1):
         try:
             api.remove_container(container_id, force=True, v=True)
+        except NotFound:
+            return
         except APIError as exc:
             # "removal already in progress" means someone else is finishing the job.
-            if "already in progress" not in str(exc):
+            if "already in progress" in str(exc):
+                return
+            if _EXITING_RACE not in str(exc) or attempt == _REMOVE_ATTEMPTS:
                 raise
+            time.sleep(0.05 * attempt)
+        else:
+            return
 
 
 def kill_container(api: docker.APIClient, container_id: str) -> None:

@@ -198,3 +198,52 @@ async def test_pool_backs_off_while_the_engine_keeps_failing() -> None:
     assert gaps[1] >= 0.09 and gaps[2] >= 0.18, gaps
     assert all(gap < 0.2 + 0.15 for gap in gaps), gaps
     assert isinstance(pool.last_error, RuntimeError)
+
+
+class _EngineThatRacesAnExit:
+    """Answers a forced removal the way dockerd does while the container is still exiting."""
+
+    def __init__(self, refusals: int, error: str) -> None:
+        self.refusals = refusals
+        self.error = error
+        self.requests = 0
+
+    def remove_container(self, container_id: str, force: bool, v: bool) -> None:
+        from docker.errors import APIError
+
+        self.requests += 1
+        if self.requests <= self.refusals:
+            raise APIError(self.error)
+
+
+_RACE = "Could not kill running container c0ffee, cannot remove - Container c0ffee is not running"
+
+
+def test_a_removal_that_meets_a_container_mid_exit_is_retried_until_it_is_gone() -> None:
+    from proctor.sandbox.containers import remove_container
+
+    engine = _EngineThatRacesAnExit(refusals=2, error=_RACE)
+    remove_container(engine, "c0ffee")  # type: ignore[arg-type]
+    assert engine.requests == 3
+
+
+def test_a_removal_refused_for_another_reason_is_not_retried() -> None:
+    from docker.errors import APIError
+
+    from proctor.sandbox.containers import remove_container
+
+    engine = _EngineThatRacesAnExit(refusals=1, error="driver failed to remove root filesystem")
+    with pytest.raises(APIError, match="root filesystem"):
+        remove_container(engine, "c0ffee")  # type: ignore[arg-type]
+    assert engine.requests == 1
+
+
+def test_a_removal_that_keeps_racing_gives_up_and_says_so() -> None:
+    from docker.errors import APIError
+
+    from proctor.sandbox.containers import remove_container
+
+    engine = _EngineThatRacesAnExit(refusals=100, error=_RACE)
+    with pytest.raises(APIError, match="is not running"):
+        remove_container(engine, "c0ffee")  # type: ignore[arg-type]
+    assert engine.requests == 5
