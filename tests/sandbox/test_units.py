@@ -247,3 +247,22 @@ def test_a_removal_that_keeps_racing_gives_up_and_says_so() -> None:
     with pytest.raises(APIError, match="is not running"):
         remove_container(engine, "c0ffee")  # type: ignore[arg-type]
     assert engine.requests == 5
+
+
+def test_the_import_bench_takes_turns_so_load_falls_on_every_contender_alike() -> None:
+    from proctor.sandbox.bench import _time_alternating
+
+    order: list[str] = []
+
+    def contender(name: str):  # type: ignore[no-untyped-def]
+        async def call() -> None:
+            order.append(name)
+
+        return call
+
+    async def settle() -> None:
+        order.append("settle")
+
+    samples = asyncio.run(_time_alternating(2, {"a": contender("a"), "b": contender("b")}, before=settle))
+    assert order == ["a", "b", "settle", "a", "settle", "b", "settle", "a", "settle", "b"]
+    assert {name: len(times) for name, times in samples.items()} == {"a": 2, "b": 2}
