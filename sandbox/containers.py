@@ -516,6 +516,9 @@ def create_started_container(
             "OMP_NUM_THREADS": threads,
             "OPENBLAS_NUM_THREADS": threads,
             "MKL_NUM_THREADS": threads,
+            # numba sizes its parallel=True pool by the host CPUs, not the quota; beyond the quota
+            # its threads only get throttled.
+            "NUMBA_NUM_THREADS": threads,
         },
         labels=labels,
         # Not detached + stdin open makes the SDK set StdinOnce: closing our side of the

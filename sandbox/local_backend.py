@@ -162,6 +162,9 @@ def _scrubbed_env(python: str, cpus: float) -> dict[str, str]:
         "OMP_NUM_THREADS": threads,
         "OPENBLAS_NUM_THREADS": threads,
         "MKL_NUM_THREADS": threads,
+        # numba sizes its parallel=True pool by the host CPUs, not the quota; beyond the quota
+        # its threads only get throttled.
+        "NUMBA_NUM_THREADS": threads,
         "NUMBA_CACHE_DIR": os.path.join(home, ".numba"),
     }
 

@@ -444,6 +444,29 @@ async def test_cpu_quota_is_enforced(sandbox: Sandbox, sandbox_runtime: str | No
     assert float(result.stdout) <= 0.25 * 1.5 + 0.15
 
 
+async def test_thread_pools_are_sized_to_the_cpu_quota(sandbox: Sandbox, backend_name: str) -> None:
+    # Threads beyond the quota only get throttled: numba's pool and BLAS's are pinned to it.
+    code = (
+        "import json, os\n"
+        "names = ('OMP_NUM_THREADS', 'OPENBLAS_NUM_THREADS', 'MKL_NUM_THREADS', 'NUMBA_NUM_THREADS')\n"
+        "seen = {name: os.environ.get(name) for name in names}\n"
+        "try:\n"
+        "    import numba\n"
+        "    seen['numba'] = numba.config.NUMBA_NUM_THREADS\n"
+        "except ImportError:\n"
+        "    seen['numba'] = None\n"
+        "print(json.dumps(seen))\n"
+    )
+    for cpus, expected in ((1.0, 1), (2.0, 2)):
+        result = await sandbox.exec(code, timeout=30, limits=TEST_LIMITS.replace(cpus=cpus))
+        assert result.exit_code == 0, result
+        seen = json.loads(result.stdout)
+        numba_threads = seen.pop("numba")
+        assert set(seen.values()) == {str(expected)}, seen
+        if backend_name == "docker" or numba_threads is not None:
+            assert numba_threads == expected
+
+
 async def _call_container_ids(sandbox: Sandbox) -> set[str]:
     """IDs of this sandbox's containers made for calls with non-default limits (role "call")."""
     import docker
