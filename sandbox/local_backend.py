@@ -102,6 +102,8 @@ class CallCgroups:
         self.pids_dir = CGROUP_ROOT / "pids" / CGROUP_PARENT / name
         self.memory_dir = CGROUP_ROOT / "memory" / CGROUP_PARENT / name
         self.dirs: list[Path] = []
+        # Read before the memory group is removed (its counters go with it) and kept after.
+        self._oom_seen = False
         try:
             self._make(self.pids_dir, {"pids.max": str(limits.pids)})
             self._make(self.memory_dir, {"memory.limit_in_bytes": str(limits.memory_bytes)})
@@ -133,18 +135,28 @@ class CallCgroups:
             (directory / "cgroup.procs").write_text(pid)
 
     def oom_killed(self) -> bool:
-        try:
-            for line in (self.memory_dir / "memory.oom_control").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value) > 0
-        except OSError:
-            pass
-        return False
+        """Whether the kernel's OOM killer struck in this call's memory group.
+
+        The count lives in the group, so it is read before :meth:`kill_all_and_remove` takes
+        the group away (the call's result is built after that) and remembered.
+        """
+        if not self._oom_seen:
+            try:
+                for line in (self.memory_dir / "memory.oom_control").read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        self._oom_seen = int(value) > 0
+            except (OSError, ValueError):
+                pass
+        return self._oom_seen
 
     def kill_all_and_remove(self) -> None:
         deadline = time.monotonic() + 5.0
         for directory in self.dirs:
+            if directory == self.memory_dir:
+                # The pids group comes first: once it is empty every process of the call is
+                # dead, so no OOM kill can come after this read.
+                self.oom_killed()
             kill_cgroup_and_remove(directory, deadline)
 
 

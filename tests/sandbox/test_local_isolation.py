@@ -380,3 +380,22 @@ async def test_library_probe_lists_only_what_really_imports_in_the_sandbox() -> 
     finally:
         await tight.aclose()
         await roomy.aclose()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="Proctor runs unprivileged: no cgroups to record an OOM kill")
+async def test_an_oom_kill_by_the_memory_cgroup_is_reported_as_one(local: Sandbox) -> None:
+    # RLIMIT_AS bounds the address space only: tmpfs pages are charged to the call's memory
+    # cgroup but never mapped, so filling /tmp past the memory limit ends in the kernel's OOM
+    # killer (SIGKILL, no MemoryError on stderr). The result must still say out of memory.
+    code = (
+        "block = b'x' * (1 << 20)\n"
+        "with open('/tmp/fill', 'wb') as fh:\n"
+        "    for _ in range(180):\n"
+        "        fh.write(block)\n"
+        "print('survived')\n"
+    )
+    limits = TEST_LIMITS.replace(memory_bytes=128 * 1024 * 1024, tmpfs_bytes=200 * 1024 * 1024)
+    result = await local.exec(code, timeout=20, limits=limits)
+    assert result.exit_code == 128 + 9 and result.stdout == "", result
+    assert "MemoryError" not in result.stderr
+    assert result.oom_killed, result
