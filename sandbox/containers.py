@@ -27,7 +27,7 @@ import docker
 from docker.errors import APIError, NotFound
 from docker.types import Ulimit
 
-from proctor.sandbox.api import Limits, SandboxError
+from proctor.sandbox.api import OPEN_FILES, Limits, SandboxError
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
 from proctor.sandbox.seccomp import filters_by_machine
@@ -486,7 +486,7 @@ def create_started_container(
         memswap_limit=memory,
         nano_cpus=int(limits.cpus * 1e9),
         ulimits=[
-            Ulimit(name="nofile", soft=1024, hard=1024),
+            Ulimit(name="nofile", soft=OPEN_FILES, hard=OPEN_FILES),
             Ulimit(name="fsize", soft=limits.file_size_bytes, hard=limits.file_size_bytes),
             Ulimit(name="core", soft=0, hard=0),
         ],

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.sandbox import bwrap
-from proctor.sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
+from proctor.sandbox.api import OPEN_FILES, ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.program import resolve_argv
 
@@ -192,6 +192,9 @@ def _limits_setter(limits: Limits, timeout: float, cgroups: CallCgroups | None) 
         # Counted per host uid, and every call has a uid of its own.
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        # Otherwise the program inherits Proctor's own (20000 here, often far more) and may raise
+        # its soft limit to it: pids x that many files can fill the host's whole file table.
+        resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
 
     return apply
 

@@ -399,3 +399,33 @@ async def test_an_oom_kill_by_the_memory_cgroup_is_reported_as_one(local: Sandbo
     assert result.exit_code == 128 + 9 and result.stdout == "", result
     assert "MemoryError" not in result.stderr
     assert result.oom_killed, result
+
+
+async def test_open_files_are_bounded_from_outside_not_inherited_from_proctor(local: Sandbox) -> None:
+    # Whatever Proctor's own RLIMIT_NOFILE (inherited by every child it forks), the program may
+    # raise its soft limit to the hard one; pids x that many files could fill the host's whole
+    # file table (fs.file-max is shared by every unprivileged process on the host).
+    from proctor.sandbox.api import OPEN_FILES
+
+    code = ATTEMPT + (
+        "import resource\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "out['hard'] = hard\n"
+        "attempt('raise soft to hard', lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard)))\n"
+        "try:\n"
+        "    resource.setrlimit(resource.RLIMIT_NOFILE, (hard * 4, hard * 4))\n"
+        "    out['raise hard'] = 'ok'\n"
+        "except (OSError, ValueError):\n"
+        "    out['raise hard'] = 'refused'\n"
+        "held = []\n"
+        "try:\n"
+        "    while len(held) < 5000:\n"
+        "        held.append(os.open('/dev/null', os.O_RDONLY))\n"
+        "except OSError as exc:\n"
+        "    out['stopped by'] = errno.errorcode.get(exc.errno)\n"
+        "out['opened'] = len(held)\n"
+        "print(json.dumps(out))\n"
+    )
+    found = await report(local, code)
+    assert found["hard"] == OPEN_FILES and found["raise hard"] == "refused", found
+    assert found["stopped by"] == "EMFILE" and int(str(found["opened"])) < OPEN_FILES, found
