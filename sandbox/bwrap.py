@@ -193,6 +193,15 @@ def bwrap_argv(
     argv += [
         "--dev",
         "/dev",
+        # An empty tmpfs over the devpts bwrap mounts there: no pseudo-terminals. Their count is
+        # host-wide (kernel.pty.max less kernel.pty.reserve is shared by every sandbox and
+        # container), so one call holding them all would leave every other call without one.
+        "--size",
+        "4096",
+        "--perms",
+        "0755",
+        "--tmpfs",
+        "/dev/pts",
         "--size",
         str(SHM_BYTES),
         "--tmpfs",
@@ -207,6 +216,8 @@ def bwrap_argv(
         "/tmp",
         # Last: the root bwrap built and its /dev become read-only (not recursive, so the
         # tmpfs mounts on /tmp and /dev/shm stay writable).
+        "--remount-ro",
+        "/dev/pts",
         "--remount-ro",
         "/dev",
         "--remount-ro",

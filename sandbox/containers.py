@@ -33,6 +33,7 @@ from proctor.sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_proce
 from proctor.sandbox.seccomp import filters_by_machine
 
 WORKDIR = "/work"
+NO_PTYS = "ro,nosuid,nodev,noexec,size=4k,nr_inodes=1,mode=0755"
 HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 # The container runs as root, with only the capabilities the launcher needs (see
 # LAUNCHER_CAPS); the program runs as the image's unprivileged user. The launcher enforces the
@@ -475,6 +476,11 @@ def create_started_container(
             "/tmp": f"{tmpfs_opts},size={limits.tmpfs_bytes}",
             WORKDIR: f"{tmpfs_opts},size={limits.tmpfs_bytes}",
             "/dev/shm": shm_opts,
+            # An empty read-only tmpfs in place of the engine's devpts: no pseudo-terminals.
+            # Their count is host-wide (kernel.pty.max, 4096, of which all but kernel.pty.reserve
+            # go to every container and bwrap sandbox together), so one call holding 3072 of
+            # them left every other call's openpty() failing. No computation needs one.
+            "/dev/pts": NO_PTYS,
         },
         cap_drop=["ALL"],
         cap_add=list(LAUNCHER_CAPS),

@@ -146,3 +146,35 @@ def test_every_supported_machine_has_a_well_formed_filter_and_others_are_refused
         assert data and len(data) % 8 == 0 and len(data) // 8 < 4096
     with pytest.raises(UnsupportedMachine):
         program_filter("mips")
+
+
+# kernel.pty.max (4096) less kernel.pty.reserve (1024) is one count shared by every container
+# and bwrap sandbox on the host: a call holding 3072 pseudo-terminals (a dozen processes of 256
+# each) would leave every other call's openpty() failing until it ends. So there are none.
+_OPEN_PTYS = """
+import errno, json, os
+found = {}
+for name, action in (("openpty", os.openpty), ("open /dev/ptmx", lambda: os.open("/dev/ptmx", os.O_RDWR)),
+                     ("open /dev/pts/ptmx", lambda: os.open("/dev/pts/ptmx", os.O_RDWR))):
+    try:
+        action()
+        found[name] = "OPENED"
+    except OSError as exc:
+        found[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+found["/dev/pts"] = sorted(os.listdir("/dev/pts")) if os.path.isdir("/dev/pts") else None
+try:
+    open("/dev/pts/planted", "w").close()
+    found["plant"] = "WRITTEN"
+except OSError as exc:
+    found["plant"] = errno.errorcode.get(exc.errno, str(exc.errno))
+print(json.dumps(found))
+"""
+
+
+@ASYNC
+async def test_no_pseudo_terminals_whose_host_wide_count_one_call_could_exhaust(sandbox: Sandbox) -> None:
+    result = await sandbox.exec(_OPEN_PTYS, timeout=30)
+    assert result.exit_code == 0, result
+    found = json.loads(result.stdout)
+    assert "OPENED" not in found.values(), found
+    assert found["plant"] != "WRITTEN", found
