@@ -27,6 +27,7 @@ import docker
 from docker.errors import APIError, NotFound
 from docker.types import Ulimit
 
+from proctor.sandbox import socket_memory
 from proctor.sandbox.api import OPEN_FILES, Limits, SandboxError
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
@@ -542,6 +543,10 @@ def create_started_container(
         started = StartedContainer(container_id, getattr(sock_io, "_sock", sock_io), sock_io, runtime)
         try:
             api.start(container_id)
+            if runtime == RUNC:
+                # Before any program runs (it waits for a request): gVisor's network stack
+                # lives in the sentry, whose memory the container's limit already holds.
+                _bound_socket_buffers(api, container_id)
             _wait_until_ready(started)
         except BaseException:
             started.close()
@@ -550,6 +555,17 @@ def create_started_container(
         remove_container(api, container_id)
         raise
     return started
+
+
+def _bound_socket_buffers(api: docker.APIClient, container_id: str) -> None:
+    """Make the container's memory group count (and bound) its sockets' buffers; see
+    sandbox/socket_memory.py. Possible only for an engine on this host under cgroup v1; a
+    group that refuses the limit fails the container."""
+    pid = int(api.inspect_container(container_id).get("State", {}).get("Pid") or 0)
+    try:
+        socket_memory.limit_container(pid, container_id)
+    except OSError as exc:
+        raise SandboxError(f"container {container_id[:12]}: cannot bound its socket buffers: {exc}") from None
 
 
 def _wait_until_ready(container: StartedContainer) -> None:

@@ -36,8 +36,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from proctor.sandbox import bwrap
-from proctor.sandbox.api import OPEN_FILES, ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
+from proctor.sandbox import bwrap, socket_memory
+from proctor.sandbox.api import (
+    OPEN_FILES,
+    ExecResult,
+    InvalidProgram,
+    Limits,
+    SandboxError,
+    SandboxUnavailable,
+)
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.program import resolve_argv
 
@@ -107,6 +114,8 @@ class CallCgroups:
         try:
             self._make(self.pids_dir, {"pids.max": str(limits.pids)})
             self._make(self.memory_dir, {"memory.limit_in_bytes": str(limits.memory_bytes)})
+            # Socket buffers count towards no group until this is written (sandbox/socket_memory.py).
+            socket_memory.limit_group(self.memory_dir)
             # Without swap accounting this file is absent; the plain limit then already holds.
             with contextlib.suppress(OSError):
                 (self.memory_dir / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))

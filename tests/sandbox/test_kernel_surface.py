@@ -178,3 +178,70 @@ async def test_no_pseudo_terminals_whose_host_wide_count_one_call_could_exhaust(
     found = json.loads(result.stdout)
     assert "OPENED" not in found.values(), found
     assert found["plant"] != "WRITTEN", found
+
+
+# Loopback traffic of the program's own, never read: every byte sent sits in a socket buffer.
+# Before sandbox/socket_memory.py, cgroup v1 charged none of it to the call (60 TCP pairs held
+# 955 MiB beside a memory group at 11 MiB; UDP receive queues took the host's whole udp_mem,
+# 2.2 GiB), and tcp_mem/udp_mem are one pool for every socket on the host.
+_FILL_SOCKET_BUFFERS = """
+import json, socket
+CAP = 256 << 20
+chunk = b"x" * 65536
+server = socket.create_server(("127.0.0.1", 0), backlog=256)
+held, tcp, stalled = [], 0, 0
+while tcp < CAP and len(held) < 200 and stalled < 20:
+    client = socket.create_connection(server.getsockname())
+    accepted, _ = server.accept()
+    progress = 0
+    for end in (client, accepted):
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 30)
+        end.setblocking(False)
+        try:
+            while tcp < CAP:
+                sent = end.send(chunk)
+                tcp += sent
+                progress += sent
+        except OSError:
+            pass
+    held.append((client, accepted))
+    stalled = stalled + 1 if progress < len(chunk) else 0
+sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+sender.setblocking(False)
+receivers, attempted = [], 0
+datagram = b"y" * 60000
+while attempted < CAP and len(receivers) < 300:
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 30)
+    receiver.bind(("127.0.0.1", 0))
+    receiver.setblocking(False)
+    receivers.append(receiver)
+    for _ in range(80):
+        try:
+            attempted += sender.sendto(datagram, receiver.getsockname())
+        except OSError:
+            break
+udp = 0
+for receiver in receivers:
+    try:
+        while True:
+            udp += len(receiver.recv(65536))
+    except OSError:
+        pass
+print(json.dumps({"tcp": tcp, "udp": udp, "tcp_pairs": len(held), "udp_attempted": attempted}))
+"""
+
+
+@ASYNC
+async def test_socket_buffers_are_bounded_by_the_call_not_by_the_hosts_shared_pool(
+    sandbox: Sandbox, sandbox_runtime: str | None
+) -> None:
+    from proctor.sandbox.socket_memory import SOCKET_BUFFER_BYTES
+
+    if sandbox_runtime == "runsc":
+        pytest.skip("gVisor's network stack lives in the sentry: its buffers are the container's memory")
+    result = await sandbox.exec(_FILL_SOCKET_BUFFERS, timeout=60)
+    assert result.exit_code == 0, result
+    found = json.loads(result.stdout)
+    # Some bytes always get through (each socket keeps a minimum); never a multiple of the bound.
+    assert found["tcp"] + found["udp"] < 3 * SOCKET_BUFFER_BYTES, found
