@@ -264,7 +264,7 @@ class LocalSandbox:
             else "Proctor's own (unprivileged) uid",
             "cgroup pids, memory and CPU limits" if self._cgroups else "no cgroups: rlimits only",
             "a seccomp filter of Proctor's own only (no io_uring, no AF_VSOCK or other unfenced "
-            "address families, no 32-bit system calls, no keyrings/bpf/perf/userfaultfd); "
+            "address families, no 32-bit system calls, no keyrings/bpf/perf/userfaultfd/Linux AIO); "
             "otherwise every system call of the host kernel is reachable",
         ]
         return notes

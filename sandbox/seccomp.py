@@ -18,6 +18,10 @@ fence the rest of the sandbox relies on:
   in this filter can be stepped around that way (x32 numbers likewise).
 * keyrings, ``bpf``, ``perf_event_open`` and ``userfaultfd``: kernel facilities no computation
   needs, refused under Docker's profile already but reachable under bwrap.
+* Linux AIO (``io_setup`` and the rest): its event slots are one count for the whole host
+  (``fs.aio-max-nr``, 65536), and Docker's profile allows it: one call reserved all of them,
+  and every other ``io_setup`` on the host (other calls, any database or VM there) failed with
+  EAGAIN until it ended. Python and glibc's POSIX aio never use it (glibc's runs on threads).
 
 The filter is classic BPF (``struct sock_filter``), built here on the host and installed by the
 docker launcher (in the program's forked child, after it dropped to the sandbox user) or handed
@@ -77,6 +81,12 @@ _ARCHES: dict[str, _Arch] = {
             "perf_event_open": 298,
             "bpf": 321,
             "userfaultfd": 323,
+            "io_setup": 206,
+            "io_destroy": 207,
+            "io_getevents": 208,
+            "io_submit": 209,
+            "io_cancel": 210,
+            "io_pgetevents": 333,
         },
         has_x32=True,
     ),
@@ -94,6 +104,12 @@ _ARCHES: dict[str, _Arch] = {
             "perf_event_open": 241,
             "bpf": 280,
             "userfaultfd": 282,
+            "io_setup": 0,
+            "io_destroy": 1,
+            "io_submit": 2,
+            "io_cancel": 3,
+            "io_getevents": 4,
+            "io_pgetevents": 292,
         },
         has_x32=False,
     ),

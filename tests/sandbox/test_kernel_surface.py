@@ -245,3 +245,24 @@ async def test_socket_buffers_are_bounded_by_the_call_not_by_the_hosts_shared_po
     found = json.loads(result.stdout)
     # Some bytes always get through (each socket keeps a minimum); never a multiple of the bound.
     assert found["tcp"] + found["udp"] < 3 * SOCKET_BUFFER_BYTES, found
+
+
+# fs.aio-max-nr (65536) is one count for the whole host and Docker's profile allows io_setup:
+# one call reserved every slot (measured: aio-nr 65536/65536, EAGAIN for any other io_setup on
+# the host until the call ended). Asking for a few slots is enough to show the gate is shut.
+_AIO = """
+import ctypes, errno, json, platform
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+number = {"x86_64": 206, "aarch64": 0}[platform.machine()]
+context = ctypes.c_ulong(0)
+rc = libc.syscall(number, 64, ctypes.byref(context))
+print(json.dumps("RESERVED" if rc == 0 else errno.errorcode.get(ctypes.get_errno(), "?")))
+"""
+
+
+@ASYNC
+async def test_linux_aio_whose_event_slots_are_one_host_wide_count_is_refused(sandbox: Sandbox) -> None:
+    result = await sandbox.exec(_AIO, timeout=20)
+    assert result.exit_code == 0, result
+    assert json.loads(result.stdout) == "ENOSYS", result
