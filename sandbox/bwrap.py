@@ -4,8 +4,8 @@ Each call's process chain is: the forked child (still root, if Proctor runs as r
 the call's cgroups, sets rlimits, stages the host Python in a private mount namespace, drops
 to a fresh unprivileged uid with no groups, then execs ``bwrap``. bwrap builds every
 namespace (user, mount, pid, network, IPC, UTS, cgroup), a root of its own with only a
-read-only view of /usr and the interpreter, a minimal /dev and /proc, and a sized tmpfs as
-the only writable place; the program never holds a capability or a host uid of 0.
+read-only view of /usr and the interpreter, a minimal /dev (no pseudo-terminals) and /proc,
+and a sized tmpfs as the only writable place; the program never holds a capability or a host uid of 0.
 
 Why the staging: the interpreter lives under /root (mode 700), which an unprivileged uid
 cannot traverse, and bwrap 0.8 resolves even ``--ro-bind-fd`` sources by path. So the child,

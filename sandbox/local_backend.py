@@ -8,8 +8,9 @@ Chosen only explicitly (``--backend local``); it isolates less than the docker b
   and the interpreter only; bwrap's minimal /dev and a private /proc; a sized tmpfs on /tmp
   (also the working directory and HOME) as the only writable place;
 * cgroup v1 ``pids``, ``memory`` and ``cpu`` groups per call, joined before the program exists
-  (needs root): a fork bomb is contained, an out-of-memory kill is recorded;
-* rlimits inside as a second line: CPU seconds, address space, file size, processes;
+  (needs root): a fork bomb is contained, an out-of-memory kill is recorded, socket buffers are
+  counted and bounded (:mod:`proctor.sandbox.socket_memory`);
+* rlimits inside as a second line: CPU seconds, address space, file size, processes, open files;
 * the wall clock, enforced from outside: at the deadline the host SIGKILLs everything in the
   call's cgroups and bwrap itself, whose pid namespace then takes every descendant with it.
 
