@@ -8,6 +8,11 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 MIB = 1024 * 1024
+# Open files per process, soft and hard, on every backend. Set from outside the program (the
+# container's ulimit, the local backend's fork before bwrap), never inherited from whoever
+# runs Proctor: with the pids limit it bounds the file table a call can take, which the
+# kernel's fs.file-max shares among every unprivileged process on the host.
+OPEN_FILES = 1024
 
 
 class SandboxError(RuntimeError):

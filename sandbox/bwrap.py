@@ -4,8 +4,8 @@ Each call's process chain is: the forked child (still root, if Proctor runs as r
 the call's cgroups, sets rlimits, stages the host Python in a private mount namespace, drops
 to a fresh unprivileged uid with no groups, then execs ``bwrap``. bwrap builds every
 namespace (user, mount, pid, network, IPC, UTS, cgroup), a root of its own with only a
-read-only view of /usr and the interpreter, a minimal /dev and /proc, and a sized tmpfs as
-the only writable place; the program never holds a capability or a host uid of 0.
+read-only view of /usr and the interpreter, a minimal /dev (no pseudo-terminals) and /proc,
+and a sized tmpfs as the only writable place; the program never holds a capability or a host uid of 0.
 
 Why the staging: the interpreter lives under /root (mode 700), which an unprivileged uid
 cannot traverse, and bwrap 0.8 resolves even ``--ro-bind-fd`` sources by path. So the child,
@@ -193,6 +193,15 @@ def bwrap_argv(
     argv += [
         "--dev",
         "/dev",
+        # An empty tmpfs over the devpts bwrap mounts there: no pseudo-terminals. Their count is
+        # host-wide (kernel.pty.max less kernel.pty.reserve is shared by every sandbox and
+        # container), so one call holding them all would leave every other call without one.
+        "--size",
+        "4096",
+        "--perms",
+        "0755",
+        "--tmpfs",
+        "/dev/pts",
         "--size",
         str(SHM_BYTES),
         "--tmpfs",
@@ -207,6 +216,8 @@ def bwrap_argv(
         "/tmp",
         # Last: the root bwrap built and its /dev become read-only (not recursive, so the
         # tmpfs mounts on /tmp and /dev/shm stay writable).
+        "--remount-ro",
+        "/dev/pts",
         "--remount-ro",
         "/dev",
         "--remount-ro",

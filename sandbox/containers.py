@@ -27,12 +27,14 @@ import docker
 from docker.errors import APIError, NotFound
 from docker.types import Ulimit
 
-from proctor.sandbox.api import Limits, SandboxError
+from proctor.sandbox import socket_memory
+from proctor.sandbox.api import OPEN_FILES, Limits, SandboxError
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
 from proctor.sandbox.seccomp import filters_by_machine
 
 WORKDIR = "/work"
+NO_PTYS = "ro,nosuid,nodev,noexec,size=4k,nr_inodes=1,mode=0755"
 HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 # The container runs as root, with only the capabilities the launcher needs (see
 # LAUNCHER_CAPS); the program runs as the image's unprivileged user. The launcher enforces the
@@ -475,6 +477,11 @@ def create_started_container(
             "/tmp": f"{tmpfs_opts},size={limits.tmpfs_bytes}",
             WORKDIR: f"{tmpfs_opts},size={limits.tmpfs_bytes}",
             "/dev/shm": shm_opts,
+            # An empty read-only tmpfs in place of the engine's devpts: no pseudo-terminals.
+            # Their count is host-wide (kernel.pty.max, 4096, of which all but kernel.pty.reserve
+            # go to every container and bwrap sandbox together), so one call holding 3072 of
+            # them left every other call's openpty() failing. No computation needs one.
+            "/dev/pts": NO_PTYS,
         },
         cap_drop=["ALL"],
         cap_add=list(LAUNCHER_CAPS),
@@ -486,7 +493,7 @@ def create_started_container(
         memswap_limit=memory,
         nano_cpus=int(limits.cpus * 1e9),
         ulimits=[
-            Ulimit(name="nofile", soft=1024, hard=1024),
+            Ulimit(name="nofile", soft=OPEN_FILES, hard=OPEN_FILES),
             Ulimit(name="fsize", soft=limits.file_size_bytes, hard=limits.file_size_bytes),
             Ulimit(name="core", soft=0, hard=0),
         ],
@@ -539,6 +546,10 @@ def create_started_container(
         started = StartedContainer(container_id, getattr(sock_io, "_sock", sock_io), sock_io, runtime)
         try:
             api.start(container_id)
+            if runtime == RUNC:
+                # Before any program runs (it waits for a request): gVisor's network stack
+                # lives in the sentry, whose memory the container's limit already holds.
+                _bound_socket_buffers(api, container_id)
             _wait_until_ready(started)
         except BaseException:
             started.close()
@@ -547,6 +558,17 @@ def create_started_container(
         remove_container(api, container_id)
         raise
     return started
+
+
+def _bound_socket_buffers(api: docker.APIClient, container_id: str) -> None:
+    """Make the container's memory group count (and bound) its sockets' buffers; see
+    sandbox/socket_memory.py. Possible only for an engine on this host under cgroup v1; a
+    group that refuses the limit fails the container."""
+    pid = int(api.inspect_container(container_id).get("State", {}).get("Pid") or 0)
+    try:
+        socket_memory.limit_container(pid, container_id)
+    except OSError as exc:
+        raise SandboxError(f"container {container_id[:12]}: cannot bound its socket buffers: {exc}") from None
 
 
 def _wait_until_ready(container: StartedContainer) -> None:

@@ -8,8 +8,9 @@ Chosen only explicitly (``--backend local``); it isolates less than the docker b
   and the interpreter only; bwrap's minimal /dev and a private /proc; a sized tmpfs on /tmp
   (also the working directory and HOME) as the only writable place;
 * cgroup v1 ``pids``, ``memory`` and ``cpu`` groups per call, joined before the program exists
-  (needs root): a fork bomb is contained, an out-of-memory kill is recorded;
-* rlimits inside as a second line: CPU seconds, address space, file size, processes;
+  (needs root): a fork bomb is contained, an out-of-memory kill is recorded, socket buffers are
+  counted and bounded (:mod:`proctor.sandbox.socket_memory`);
+* rlimits inside as a second line: CPU seconds, address space, file size, processes, open files;
 * the wall clock, enforced from outside: at the deadline the host SIGKILLs everything in the
   call's cgroups and bwrap itself, whose pid namespace then takes every descendant with it.
 
@@ -36,8 +37,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from proctor.sandbox import bwrap
-from proctor.sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
+from proctor.sandbox import bwrap, socket_memory
+from proctor.sandbox.api import (
+    OPEN_FILES,
+    ExecResult,
+    InvalidProgram,
+    Limits,
+    SandboxError,
+    SandboxUnavailable,
+)
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.program import resolve_argv
 
@@ -102,9 +110,13 @@ class CallCgroups:
         self.pids_dir = CGROUP_ROOT / "pids" / CGROUP_PARENT / name
         self.memory_dir = CGROUP_ROOT / "memory" / CGROUP_PARENT / name
         self.dirs: list[Path] = []
+        # Read before the memory group is removed (its counters go with it) and kept after.
+        self._oom_seen = False
         try:
             self._make(self.pids_dir, {"pids.max": str(limits.pids)})
             self._make(self.memory_dir, {"memory.limit_in_bytes": str(limits.memory_bytes)})
+            # Socket buffers count towards no group until this is written (sandbox/socket_memory.py).
+            socket_memory.limit_group(self.memory_dir)
             # Without swap accounting this file is absent; the plain limit then already holds.
             with contextlib.suppress(OSError):
                 (self.memory_dir / "memory.memsw.limit_in_bytes").write_text(str(limits.memory_bytes))
@@ -133,18 +145,28 @@ class CallCgroups:
             (directory / "cgroup.procs").write_text(pid)
 
     def oom_killed(self) -> bool:
-        try:
-            for line in (self.memory_dir / "memory.oom_control").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value) > 0
-        except OSError:
-            pass
-        return False
+        """Whether the kernel's OOM killer struck in this call's memory group.
+
+        The count lives in the group, so it is read before :meth:`kill_all_and_remove` takes
+        the group away (the call's result is built after that) and remembered.
+        """
+        if not self._oom_seen:
+            try:
+                for line in (self.memory_dir / "memory.oom_control").read_text().splitlines():
+                    key, _, value = line.partition(" ")
+                    if key == "oom_kill":
+                        self._oom_seen = int(value) > 0
+            except (OSError, ValueError):
+                pass
+        return self._oom_seen
 
     def kill_all_and_remove(self) -> None:
         deadline = time.monotonic() + 5.0
         for directory in self.dirs:
+            if directory == self.memory_dir:
+                # The pids group comes first: once it is empty every process of the call is
+                # dead, so no OOM kill can come after this read.
+                self.oom_killed()
             kill_cgroup_and_remove(directory, deadline)
 
 
@@ -183,6 +205,9 @@ def _limits_setter(limits: Limits, timeout: float, cgroups: CallCgroups | None) 
         # Counted per host uid, and every call has a uid of its own.
         resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        # Otherwise the program inherits Proctor's own (20000 here, often far more) and may raise
+        # its soft limit to it: pids x that many files can fill the host's whole file table.
+        resource.setrlimit(resource.RLIMIT_NOFILE, (OPEN_FILES, OPEN_FILES))
 
     return apply
 
@@ -243,7 +268,7 @@ class LocalSandbox:
             else "Proctor's own (unprivileged) uid",
             "cgroup pids, memory and CPU limits" if self._cgroups else "no cgroups: rlimits only",
             "a seccomp filter of Proctor's own only (no io_uring, no AF_VSOCK or other unfenced "
-            "address families, no 32-bit system calls, no keyrings/bpf/perf/userfaultfd); "
+            "address families, no 32-bit system calls, no keyrings/bpf/perf/userfaultfd/Linux AIO); "
             "otherwise every system call of the host kernel is reachable",
         ]
         return notes

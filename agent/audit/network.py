@@ -27,9 +27,13 @@ from proctor.agent.audit.model import (
 
 KLASS = "isolation: network"
 
-_GATE = """\
-import socket, time, errno
-names = sorted(name for _, name in socket.if_nameindex())
+# The network namespace's interfaces, from /proc/net/dev: socket.if_nameindex() asks netlink,
+# which the sandbox's seccomp filter refuses (sandbox/seccomp.py).
+_INTERFACES = "sorted(line.split(':')[0].strip() for line in open('/proc/net/dev').read().splitlines()[2:])"
+_GATE = (
+    "import socket, time, errno\n"
+    f"names = {_INTERFACES}\n"
+    """\
 others = [name for name in names if name != "lo"]
 if others:
     report(gated=True, interfaces=names)
@@ -58,6 +62,7 @@ def attempt(family, kind, address):
         sock.close()
     return {"target": repr(address), "outcome": outcome, "s": round(time.monotonic() - started, 3)}
 """
+)
 
 
 def _connect_probe(targets: list[tuple[str, str, tuple[object, ...]]]) -> str:
@@ -92,8 +97,7 @@ def _judge_attempts(reply: dict[str, object]) -> Finding:
 async def interfaces(ctx: AuditContext) -> Finding:
     result, reply = await run_probe(
         ctx,
-        "import socket\nreport(interfaces=sorted(name for _, name in socket.if_nameindex()),"
-        " dev=open('/proc/net/dev').read().splitlines()[2:])\n",
+        f"report(interfaces={_INTERFACES}, dev=open('/proc/net/dev').read().splitlines()[2:])\n",
     )
     if reply is None:
         return no_reply(result)

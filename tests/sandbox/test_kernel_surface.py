@@ -61,8 +61,10 @@ async def test_address_families_a_network_namespace_does_not_fence_cannot_be_ope
     for name in ("AF_CAN", "AF_BLUETOOTH", "AF_KCM", "AF_SMC", "uevent"):
         assert found[name] != "OPENED", found
     assert found["AF_VSOCK"] == "EAFNOSUPPORT", found
-    for name in ("AF_UNIX", "AF_INET", "AF_INET6", "AF_NETLINK/route"):
+    for name in ("AF_UNIX", "AF_INET", "AF_INET6"):
         assert found[name] == "OPENED", found
+    # Routing netlink too: see test_netlink_whose_queued_replies_no_memory_group_counts_is_refused.
+    assert found["AF_NETLINK/route"] == "EAFNOSUPPORT", found
     assert found["loopback"] == "ping"
 
 
@@ -146,3 +148,167 @@ def test_every_supported_machine_has_a_well_formed_filter_and_others_are_refused
         assert data and len(data) % 8 == 0 and len(data) // 8 < 4096
     with pytest.raises(UnsupportedMachine):
         program_filter("mips")
+
+
+# kernel.pty.max (4096) less kernel.pty.reserve (1024) is one count shared by every container
+# and bwrap sandbox on the host: a call holding 3072 pseudo-terminals (a dozen processes of 256
+# each) would leave every other call's openpty() failing until it ends. So there are none.
+_OPEN_PTYS = """
+import errno, json, os
+found = {}
+for name, action in (("openpty", os.openpty), ("open /dev/ptmx", lambda: os.open("/dev/ptmx", os.O_RDWR)),
+                     ("open /dev/pts/ptmx", lambda: os.open("/dev/pts/ptmx", os.O_RDWR))):
+    try:
+        action()
+        found[name] = "OPENED"
+    except OSError as exc:
+        found[name] = errno.errorcode.get(exc.errno, str(exc.errno))
+found["/dev/pts"] = sorted(os.listdir("/dev/pts")) if os.path.isdir("/dev/pts") else None
+try:
+    open("/dev/pts/planted", "w").close()
+    found["plant"] = "WRITTEN"
+except OSError as exc:
+    found["plant"] = errno.errorcode.get(exc.errno, str(exc.errno))
+print(json.dumps(found))
+"""
+
+
+@ASYNC
+async def test_no_pseudo_terminals_whose_host_wide_count_one_call_could_exhaust(sandbox: Sandbox) -> None:
+    result = await sandbox.exec(_OPEN_PTYS, timeout=30)
+    assert result.exit_code == 0, result
+    found = json.loads(result.stdout)
+    assert "OPENED" not in found.values(), found
+    assert found["plant"] != "WRITTEN", found
+
+
+# Loopback traffic of the program's own, never read: every byte sent sits in a socket buffer.
+# Before sandbox/socket_memory.py, cgroup v1 charged none of it to the call (60 TCP pairs held
+# 955 MiB beside a memory group at 11 MiB; UDP receive queues took the host's whole udp_mem,
+# 2.2 GiB), and tcp_mem/udp_mem are one pool for every socket on the host.
+_FILL_SOCKET_BUFFERS = """
+import json, socket
+CAP = 256 << 20
+chunk = b"x" * 65536
+server = socket.create_server(("127.0.0.1", 0), backlog=256)
+held, tcp, stalled = [], 0, 0
+while tcp < CAP and len(held) < 200 and stalled < 20:
+    client = socket.create_connection(server.getsockname())
+    accepted, _ = server.accept()
+    progress = 0
+    for end in (client, accepted):
+        end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 30)
+        end.setblocking(False)
+        try:
+            while tcp < CAP:
+                sent = end.send(chunk)
+                tcp += sent
+                progress += sent
+        except OSError:
+            pass
+    held.append((client, accepted))
+    stalled = stalled + 1 if progress < len(chunk) else 0
+sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+sender.setblocking(False)
+receivers, attempted = [], 0
+datagram = b"y" * 60000
+while attempted < CAP and len(receivers) < 300:
+    receiver = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    receiver.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 30)
+    receiver.bind(("127.0.0.1", 0))
+    receiver.setblocking(False)
+    receivers.append(receiver)
+    for _ in range(80):
+        try:
+            attempted += sender.sendto(datagram, receiver.getsockname())
+        except OSError:
+            break
+udp = 0
+for receiver in receivers:
+    try:
+        while True:
+            udp += len(receiver.recv(65536))
+    except OSError:
+        pass
+print(json.dumps({"tcp": tcp, "udp": udp, "tcp_pairs": len(held), "udp_attempted": attempted}))
+"""
+
+
+@ASYNC
+async def test_socket_buffers_are_bounded_by_the_call_not_by_the_hosts_shared_pool(
+    sandbox: Sandbox, sandbox_runtime: str | None
+) -> None:
+    from proctor.sandbox.socket_memory import SOCKET_BUFFER_BYTES
+
+    if sandbox_runtime == "runsc":
+        pytest.skip("gVisor's network stack lives in the sentry: its buffers are the container's memory")
+    result = await sandbox.exec(_FILL_SOCKET_BUFFERS, timeout=60)
+    assert result.exit_code == 0, result
+    found = json.loads(result.stdout)
+    # Some bytes always get through (each socket keeps a minimum); never a multiple of the bound.
+    assert found["tcp"] + found["udp"] < 3 * SOCKET_BUFFER_BYTES, found
+
+
+# fs.aio-max-nr (65536) is one count for the whole host and Docker's profile allows io_setup:
+# one call reserved every slot (measured: aio-nr 65536/65536, EAGAIN for any other io_setup on
+# the host until the call ended). Asking for a few slots is enough to show the gate is shut.
+_AIO = """
+import ctypes, errno, json, platform
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+number = {"x86_64": 206, "aarch64": 0}[platform.machine()]
+context = ctypes.c_ulong(0)
+rc = libc.syscall(number, 64, ctypes.byref(context))
+print(json.dumps("RESERVED" if rc == 0 else errno.errorcode.get(ctypes.get_errno(), "?")))
+"""
+
+
+@ASYNC
+async def test_linux_aio_whose_event_slots_are_one_host_wide_count_is_refused(sandbox: Sandbox) -> None:
+    result = await sandbox.exec(_AIO, timeout=20)
+    assert result.exit_code == 0, result
+    assert json.loads(result.stdout) == "ENOSYS", result
+
+
+# A routing netlink socket answers dump requests into its receive queue, and those replies are
+# charged to no memory group (measured: 300 sockets fed requests never read held 477 MiB while
+# the container's group grew by 1 MiB), up to twice net.core.rmem_max each: pids x open files
+# of them could take the host's memory. The program asks for one and, had it one, fills it; the
+# name lookups it was allowed for still work without it.
+_NETLINK_FLOOD = """
+import errno, json, socket, struct
+found = {}
+request = struct.pack("=LHHLL", 32, 18, 0x301, 1, 0) + bytes(16)  # RTM_GETLINK, NLM_F_DUMP
+held, queued = [], 0
+try:
+    for _ in range(50):
+        sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 30)
+        sock.setblocking(False)
+        for _ in range(500):
+            try:
+                sock.send(request)
+            except OSError:
+                break
+        held.append(sock)
+    found["socket"] = "OPENED"
+except OSError as exc:
+    found["socket"] = errno.errorcode.get(exc.errno, str(exc.errno))
+with open("/proc/net/netlink") as fh:
+    found["queued"] = sum(int(line.split()[4]) for line in fh.read().splitlines()[1:])
+found["lookup"] = socket.getaddrinfo("127.0.0.1", 80, flags=socket.AI_ADDRCONFIG)[0][4][0]
+print(json.dumps(found))
+"""
+
+
+@ASYNC
+async def test_netlink_whose_queued_replies_no_memory_group_counts_is_refused(
+    sandbox: Sandbox, sandbox_runtime: str | None
+) -> None:
+    result = await sandbox.exec(_NETLINK_FLOOD, timeout=30)
+    assert result.exit_code == 0, result
+    found = json.loads(result.stdout)
+    assert found["socket"] == "EAFNOSUPPORT", found
+    if sandbox_runtime != "runsc":  # gVisor's /proc/net/netlink lists nothing either way
+        assert found["queued"] == 0, found
+    assert found["lookup"] == "127.0.0.1"

@@ -233,7 +233,9 @@ async def test_loopback_listener_of_the_host_is_unreachable(local: Sandbox) -> N
             f"    s.connect({abstract_name!r})\n"
             "attempt('tcp', tcp)\n"
             "attempt('abstract', abstract)\n"
-            "out['interfaces'] = sorted(n for _, n in socket.if_nameindex())\n"
+            # From /proc/net/dev: if_nameindex() needs netlink, which the filter refuses.
+            "dev = open('/proc/net/dev').read().splitlines()[2:]\n"
+            "out['interfaces'] = sorted(line.split(':')[0].strip() for line in dev)\n"
             "print(json.dumps(out))\n"
         )
         found = await report(local, code)
@@ -380,3 +382,52 @@ async def test_library_probe_lists_only_what_really_imports_in_the_sandbox() -> 
     finally:
         await tight.aclose()
         await roomy.aclose()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="Proctor runs unprivileged: no cgroups to record an OOM kill")
+async def test_an_oom_kill_by_the_memory_cgroup_is_reported_as_one(local: Sandbox) -> None:
+    # RLIMIT_AS bounds the address space only: tmpfs pages are charged to the call's memory
+    # cgroup but never mapped, so filling /tmp past the memory limit ends in the kernel's OOM
+    # killer (SIGKILL, no MemoryError on stderr). The result must still say out of memory.
+    code = (
+        "block = b'x' * (1 << 20)\n"
+        "with open('/tmp/fill', 'wb') as fh:\n"
+        "    for _ in range(180):\n"
+        "        fh.write(block)\n"
+        "print('survived')\n"
+    )
+    limits = TEST_LIMITS.replace(memory_bytes=128 * 1024 * 1024, tmpfs_bytes=200 * 1024 * 1024)
+    result = await local.exec(code, timeout=20, limits=limits)
+    assert result.exit_code == 128 + 9 and result.stdout == "", result
+    assert "MemoryError" not in result.stderr
+    assert result.oom_killed, result
+
+
+async def test_open_files_are_bounded_from_outside_not_inherited_from_proctor(local: Sandbox) -> None:
+    # Whatever Proctor's own RLIMIT_NOFILE (inherited by every child it forks), the program may
+    # raise its soft limit to the hard one; pids x that many files could fill the host's whole
+    # file table (fs.file-max is shared by every unprivileged process on the host).
+    from proctor.sandbox.api import OPEN_FILES
+
+    code = ATTEMPT + (
+        "import resource\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "out['hard'] = hard\n"
+        "attempt('raise soft to hard', lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard)))\n"
+        "try:\n"
+        "    resource.setrlimit(resource.RLIMIT_NOFILE, (hard * 4, hard * 4))\n"
+        "    out['raise hard'] = 'ok'\n"
+        "except (OSError, ValueError):\n"
+        "    out['raise hard'] = 'refused'\n"
+        "held = []\n"
+        "try:\n"
+        "    while len(held) < 5000:\n"
+        "        held.append(os.open('/dev/null', os.O_RDONLY))\n"
+        "except OSError as exc:\n"
+        "    out['stopped by'] = errno.errorcode.get(exc.errno)\n"
+        "out['opened'] = len(held)\n"
+        "print(json.dumps(out))\n"
+    )
+    found = await report(local, code)
+    assert found["hard"] == OPEN_FILES and found["raise hard"] == "refused", found
+    assert found["stopped by"] == "EMFILE" and int(str(found["opened"])) < OPEN_FILES, found

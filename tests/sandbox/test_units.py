@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -266,3 +267,30 @@ def test_the_import_bench_takes_turns_so_load_falls_on_every_contender_alike() -
     samples = asyncio.run(_time_alternating(2, {"a": contender("a"), "b": contender("b")}, before=settle))
     assert order == ["a", "b", "settle", "a", "settle", "b", "settle", "a", "settle", "b"]
     assert {name: len(times) for name, times in samples.items()} == {"a": 2, "b": 2}
+
+
+def test_socket_buffer_bound_finds_the_v1_memory_group_and_never_a_stranger(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from proctor.sandbox import socket_memory
+
+    proc, cgroups = tmp_path / "proc", tmp_path / "memory"
+    container = "ab" * 32
+    lines = {
+        "10": f"9:pids:/docker/{container}\n4:memory:/docker/{container}\n0::/\n",
+        "11": "4:memory:/docker/someone-else\n",
+        "12": "0::/system.slice/docker.scope\n",
+    }
+    for pid, text in lines.items():
+        (proc / pid).mkdir(parents=True)
+        (proc / pid / "cgroup").write_text(text)
+    (cgroups / "docker" / container).mkdir(parents=True)
+    (cgroups / "docker" / "someone-else").mkdir(parents=True)
+    monkeypatch.setattr(socket_memory, "CGROUP_V1_MEMORY", cgroups)
+    assert socket_memory.limit_container(10, container, 4096, proc=proc)
+    assert (cgroups / "docker" / container / socket_memory.TCP_LIMIT_FILE).read_text() == "4096"
+    # A pid an engine on another host reported, here some unrelated process: left alone.
+    assert not socket_memory.limit_container(11, container, 4096, proc=proc)
+    assert not (cgroups / "docker" / "someone-else" / socket_memory.TCP_LIMIT_FILE).exists()
+    assert not socket_memory.limit_container(12, container, 4096, proc=proc)  # v2: charged anyway
+    assert not socket_memory.limit_container(13, container, 4096, proc=proc)  # not on this host
