@@ -266,3 +266,14 @@ def test_a_polynomial_is_still_judged_as_the_value_it_stands_for() -> None:
     assert driver.compare(sympy.Poly(x**2 + 8 * x, x, modulus=5), modular)[0] is True  # 8 = 3 in GF(5)
     assert driver.compare(sympy.Poly(x**2 + 3 * x, x, modulus=7), modular)[0] is False
     assert driver.compare(x**2 + 3 * x, modular)[0] is False
+
+
+def test_each_submitted_dict_key_answers_one_expected_key() -> None:
+    """Two expected keys equal under the comparison once both matched the first submitted key,
+    so the second submitted key and its value were never looked at."""
+    x = sympy.Symbol("x")
+    expected = {(x + 1) ** 2: 1, x**2 + 2 * x + 1: 1}
+    assert len(expected) == 2
+    assert driver.compare({(x + 1) ** 2: 1, x: 5}, expected)[0] is False
+    assert driver.compare({x**2 + 2 * x + 1: 1, (x + 1) ** 2: 1}, expected)[0] is True
+    assert driver.compare({"b": 2, "a": 1}, {"a": 1, "b": 2})[0] is True

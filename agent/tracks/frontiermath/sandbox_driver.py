@@ -309,11 +309,14 @@ def _compare_dicts(candidate: Any, expected: dict[Any, Any], tolerance: float | 
         return False, f"expected a dict, got {_describe(candidate)}"
     if len(candidate) != len(expected):
         return False, f"expected {len(expected)} keys, got {len(candidate)}"
+    # Each submitted key answers one expected key only: two expected keys that compare equal
+    # (``(x+1)**2`` and ``x**2+2*x+1``) once both matched the first and left a junk key unread.
+    unmatched = list(candidate)
     for key, want in expected.items():
-        got_key = next((k for k in candidate if compare(k, key)[0]), None)
-        if got_key is None:
+        index = next((i for i, k in enumerate(unmatched) if compare(k, key)[0]), None)
+        if index is None:
             return False, f"missing key {short_repr(key)}"
-        same, why = compare(candidate[got_key], want, tolerance)
+        same, why = compare(candidate[unmatched.pop(index)], want, tolerance)
         if not same:
             return False, f"key {short_repr(key)}: {why}"
     return True, "equal"
