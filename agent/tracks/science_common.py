@@ -80,7 +80,14 @@ def final_answer_of(response: str | None) -> str | None:
     from proctor.agent.judge.precheck import normalize_answer
 
     markers = list(FINAL_ANSWER_MARKER.finditer(response))
-    if len({marker.group(1).strip().strip("*").strip() for marker in markers}) > 1:
+    # A marker's answer is its whole section, up to the next marker: comparing only the rest of
+    # each marker's line let "FINAL ANSWER:\n5 ... FINAL ANSWER:\n6" through as the single "6".
+    ends = [marker.start() for marker in markers[1:]] + [len(response)]
+    sections = {
+        response[marker.start(1) : end].strip().strip("*").strip()
+        for marker, end in zip(markers, ends, strict=False)  # no markers: one end, no section
+    }
+    if len(sections) > 1:
         return None
     marked = _tail_after(response, markers[-1]) if markers else None
     boxes = distinct(boxed_contents(response))
