@@ -195,6 +195,14 @@ def test_bare_names(text: str, expected: bool) -> None:
         ("**FINAL ANSWER:**\n5\n**FINAL ANSWER:**\n6", None),
         ("FINAL ANSWER: **\n5\nFINAL ANSWER: **\n6", None),
         ("FINAL ANSWER:\n6\n\nFINAL ANSWER:\n6", "6"),
+        # Boxes LaTeX draws but the braced-group scan does not read: each hid a second candidate.
+        (r"\boxed{5} or \boxed 6", None),
+        (r"\boxed{5} or \boxed6", None),
+        (r"\boxed{5} or \fbox{6}", None),
+        ("FINAL ANSWER: 5\n" + r"(or \framebox{6})", None),
+        # The scan reads at most 64 boxes: a 65th, different one was never seen.
+        (r"\boxed{5}" * 64 + r" or \boxed{6}", None),
+        (r"\boxed{5}" * 63, "5"),
     ],
 )
 def test_final_answer_commits_to_one_value(response: str, expected: str | None) -> None:
