@@ -187,7 +187,9 @@ def answer_readings(answer: str) -> list[str] | None:
     """
     if len(answer) > MAX_SCAN_CHARS:
         return [answer]
-    boxes = boxed_contents(answer, limit=4 * MAX_READINGS)
+    boxes = boxed_contents(answer, limit=4 * MAX_READINGS + 1)
+    if len(boxes) > 4 * MAX_READINGS:
+        return None  # the scan stopped before the last box: readings past it would go unscored
     only_boxes = len(boxes) > 1 or (len(boxes) == 1 and _BOX_ONLY.fullmatch(answer) is not None)
     candidates = distinct(boxes) if only_boxes else [answer]
     readings: list[str] = []

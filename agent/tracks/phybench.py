@@ -75,7 +75,9 @@ class PhybenchTrack(Track):
         worst one counts (agent/scoring/hedges.py).
         """
         if self.settings.eed_mode == "fixed":
-            boxes = distinct(boxed_contents(response))
+            # Every box (each takes at least 8 characters): with the scan's default bound of 64,
+            # 64 boxed guesses and then the right one were scored as the last box alone.
+            boxes = distinct(boxed_contents(response, limit=len(response) // 8 + 1))
             if len(boxes) > 1:
                 return " ".join("\\boxed{" + box + "}" for box in boxes)
         return extract_boxed(response)

@@ -39,6 +39,15 @@ FINAL_ANSWER_MARKER = re.compile(
 )
 
 
+# Boxes that ``boxed_contents`` does not read but LaTeX and MathJax draw all the same: a box
+# whose argument is one token (``\\boxed 6``, ``\\boxed6``) and the other box commands.
+_UNREAD_BOX = re.compile(
+    r"\\boxed(?![A-Za-z])(?!\s*\{)|\\(?:fbox|framebox|bbox|colorbox|fcolorbox)(?![A-Za-z])"
+)
+# More boxed answers than this are not one committed answer (the scan reads at most this many).
+MAX_BOXES = 64
+
+
 def marked_final_answer(response: str | None) -> str | None:
     """The text after the last ``FINAL ANSWER:`` marker, up to the end of the response."""
     if not response:
@@ -80,10 +89,22 @@ def final_answer_of(response: str | None) -> str | None:
     from proctor.agent.judge.precheck import normalize_answer
 
     markers = list(FINAL_ANSWER_MARKER.finditer(response))
-    if len({marker.group(1).strip().strip("*").strip() for marker in markers}) > 1:
+    # A marker's answer is its whole section, up to the next marker: comparing only the rest of
+    # each marker's line let "FINAL ANSWER:\n5 ... FINAL ANSWER:\n6" through as the single "6".
+    ends = [marker.start() for marker in markers[1:]] + [len(response)]
+    sections = {
+        response[marker.start(1) : end].strip().strip("*").strip()
+        for marker, end in zip(markers, ends, strict=False)  # no markers: one end, no section
+    }
+    if len(sections) > 1:
         return None
     marked = _tail_after(response, markers[-1]) if markers else None
-    boxes = distinct(boxed_contents(response))
+    if _UNREAD_BOX.search(response):
+        return None  # a box the scan below cannot read may hold another candidate
+    every_box = boxed_contents(response, limit=MAX_BOXES)
+    if len(every_box) == MAX_BOXES:
+        return None  # the scan stopped: a box after these may hold another candidate
+    boxes = distinct(every_box)
     if marked is None:
         return boxes[0] or None if len(boxes) == 1 else None
     if boxes:

@@ -12,6 +12,7 @@ import pytest
 import sympy
 
 from proctor.agent.tracks.frontiermath import sandbox_driver as driver
+from proctor.agent.tracks.frontiermath import value_codec
 
 
 @pytest.mark.parametrize(
@@ -222,3 +223,57 @@ def test_floats_are_compared_as_the_exact_numbers_they_store() -> None:
     assert driver.compare(numpy.float16(3.140625), pi, 1e-3)[0] is True
     assert driver.compare(numpy.float16(3.140625), pi, 1e-4)[0] is False
     assert driver.exact_numbers(sympy.Float(0.1)) == sympy.Rational(3602879701896397, 2**55)
+
+
+SQRT2 = sympy.sqrt(2)
+
+
+def codec_round_trip(value: Any) -> Any:
+    """The value as the verification sandbox receives it."""
+    return value_codec.decode_value(value_codec.encode_value(value))
+
+
+@pytest.mark.parametrize(
+    ("candidate", "reference"),
+    [
+        # 6 is 1 mod 5: the Poly's own == converted the reference into GF(5) and said "equal".
+        (sympy.Poly(SQRT2 + 6, SQRT2, modulus=5), "sqrt(2) + 1"),
+        (sympy.Poly(0, sympy.pi, modulus=2), PI_MINUS_RATIONAL),
+        # The same Poly inside a sequence, a set, a matrix or a sympy Tuple: compared the same way.
+        ([sympy.Poly(SQRT2 + 6, SQRT2, modulus=5)], "[sqrt(2) + 1]"),
+        ({sympy.Poly(SQRT2 + 6, SQRT2, modulus=5)}, "{sqrt(2) + 1}"),
+        (sympy.Matrix([[sympy.Poly(SQRT2 + 6, SQRT2, modulus=5)]]), "Matrix([[sqrt(2) + 1]])"),
+        (sympy.Tuple(sympy.Poly(SQRT2 + 6, SQRT2, modulus=5)), "Tuple(sqrt(2) + 1)"),
+        # A wrong polynomial in a weak domain, against a polynomial reference.
+        (sympy.Poly(sympy.Symbol("x") + 7, sympy.Symbol("x"), modulus=2), "Symbol('x') + 3"),
+        (
+            sympy.Poly(sympy.Symbol("x") + 12.0, sympy.Symbol("x"), domain=sympy.RealField(3)),
+            "Symbol('x') + 188684/15015",
+        ),
+    ],
+)
+def test_a_polynomial_never_coerces_the_reference_into_its_own_domain(candidate: Any, reference: str) -> None:
+    expected = driver.evaluate_reference(reference)
+    same, why = driver.compare(codec_round_trip(candidate), expected)
+    assert same is False, why
+
+
+def test_a_polynomial_is_still_judged_as_the_value_it_stands_for() -> None:
+    x = sympy.Symbol("x")
+    assert driver.compare(sympy.Poly(x**2 + 3 * x + 5, x), x**2 + 3 * x + 5)[0] is True
+    assert driver.compare(sympy.Poly(SQRT2 + 1, SQRT2), SQRT2 + 1)[0] is True
+    modular = driver.evaluate_reference("Poly(Symbol('x')**2 + 3*Symbol('x'), Symbol('x'), modulus=5)")
+    assert driver.compare(sympy.Poly(x**2 + 8 * x, x, modulus=5), modular)[0] is True  # 8 = 3 in GF(5)
+    assert driver.compare(sympy.Poly(x**2 + 3 * x, x, modulus=7), modular)[0] is False
+    assert driver.compare(x**2 + 3 * x, modular)[0] is False
+
+
+def test_each_submitted_dict_key_answers_one_expected_key() -> None:
+    """Two expected keys equal under the comparison once both matched the first submitted key,
+    so the second submitted key and its value were never looked at."""
+    x = sympy.Symbol("x")
+    expected = {(x + 1) ** 2: 1, x**2 + 2 * x + 1: 1}
+    assert len(expected) == 2
+    assert driver.compare({(x + 1) ** 2: 1, x: 5}, expected)[0] is False
+    assert driver.compare({x**2 + 2 * x + 1: 1, (x + 1) ** 2: 1}, expected)[0] is True
+    assert driver.compare({"b": 2, "a": 1}, {"a": 1, "b": 2})[0] is True

@@ -129,6 +129,22 @@ ATTACKS: dict[str, tuple[str, FrontierMathTask]] = {
         "def answer():\n    return Bomb()\n",
         INTEGER,
     ),
+    # A library type whose own == converts the reference into the submission's domain: 6 is 1
+    # mod 5, so this Poly "equalled" sqrt(2) + 1; one over 3-bit reals rounded 188684/15015 to its 12.
+    "Poly over a finite field coerces the reference": (
+        "import sympy\n\n"
+        "def answer():\n"
+        "    root = sympy.sqrt(2)\n"
+        "    return sympy.Poly(root + 6, root, modulus=5)\n",
+        SYMBOLIC,
+    ),
+    "Poly over low-precision reals rounds the reference": (
+        "import sympy\n\n"
+        "def answer():\n"
+        "    root = sympy.sqrt(2)\n"
+        "    return [sympy.Poly(root + 12, root, domain=sympy.RealField(3))]\n",
+        task("symbolic list", answer="[sqrt(2) + 188684/15015]", answer_type="list of sympy expressions"),
+    ),
     # -- monkeypatching the answer process only changes what it says, which is not trusted --
     "patched json forges the reply": (
         FORGE + "\n"

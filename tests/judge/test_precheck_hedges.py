@@ -189,13 +189,27 @@ def test_bare_names(text: str, expected: bool) -> None:
         ("So " + r"\boxed{5}" + ".\nFINAL ANSWER: 5", "5"),
         ("So " + r"\boxed{5}" + ".\nFINAL ANSWER: " + r"\boxed{5}", r"\boxed{5}"),
         ("no answer", None),
+        # A marker's answer is its whole section, not the rest of its line: these answered 5 on
+        # the line after one marker and 6 after the other, and the pre-check settled "6".
+        ("FINAL ANSWER:\n5\n\nFINAL ANSWER:\n6", None),
+        ("**FINAL ANSWER:**\n5\n**FINAL ANSWER:**\n6", None),
+        ("FINAL ANSWER: **\n5\nFINAL ANSWER: **\n6", None),
+        ("FINAL ANSWER:\n6\n\nFINAL ANSWER:\n6", "6"),
+        # Boxes LaTeX draws but the braced-group scan does not read: each hid a second candidate.
+        (r"\boxed{5} or \boxed 6", None),
+        (r"\boxed{5} or \boxed6", None),
+        (r"\boxed{5} or \fbox{6}", None),
+        ("FINAL ANSWER: 5\n" + r"(or \framebox{6})", None),
+        # The scan reads at most 64 boxes: a 65th, different one was never seen.
+        (r"\boxed{5}" * 64 + r" or \boxed{6}", None),
+        (r"\boxed{5}" * 63, "5"),
     ],
 )
 def test_final_answer_commits_to_one_value(response: str, expected: str | None) -> None:
     assert final_answer_of(response) == expected
 
 
-@pytest.mark.parametrize("filler", ["\n", " ", "*", " *", "\t* ", "FINAL ANSWER"])
+@pytest.mark.parametrize("filler", ["\n", " ", "*", " *", "\t* ", "FINAL ANSWER", "FINAL ANSWER:\n"])
 def test_final_answer_search_is_linear(filler: str) -> None:
     # "\s*\**\s*" made the marker regex cubic: 2,000 newlines took 34 s.
     started = time.monotonic()

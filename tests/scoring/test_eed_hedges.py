@@ -210,6 +210,28 @@ async def test_phybench_track_scores_several_boxes_as_a_hedge_only_in_fixed_mode
     assert fixed.eed is not None and fixed.eed.extracted_answer == r"\boxed{\sqrt{g/L}} \boxed{\sqrt{3g/L}}"
 
 
+async def test_phybench_fixed_mode_reads_every_box_not_only_the_first_64() -> None:
+    """64 boxed guesses, then the right answer: only the first 64 boxes were read, all the same,
+    so the response counted as one box and the last one (the right answer) scored 100."""
+    from tests.judge.test_phybench_track import ROD, run
+    from tests.support.scripted_server import Reply, ReportedUsage
+
+    reply = r"$\boxed{\sqrt{g/L}}$ " * 64 + r"or rather $\boxed{\sqrt{3g/L}}$."
+    fixed = await run(ROD, [Reply(content=reply, usage=ReportedUsage(10, 10, 0))], {"eed_mode": "fixed"})
+    assert fixed.outcome is Outcome.INCORRECT and fixed.score < 100.0
+    assert fixed.eed is not None and fixed.eed.extracted_answer == r"\boxed{\sqrt{g/L}} \boxed{\sqrt{3g/L}}"
+
+
+def test_a_hedge_of_more_boxes_than_the_scan_reads_has_no_sensible_readings() -> None:
+    """32 boxes that all read 5 (braces are stripped), then a boxed 6: the scan stopped at 32
+    boxes, so the only reading was 5 and the 6 was never scored."""
+    from proctor.agent.scoring.hedges import MAX_READINGS, answer_readings
+
+    same = "".join(r"\boxed{" + "{" * k + "5" + "}" * k + "}" for k in range(4 * MAX_READINGS))
+    assert answer_readings(same) == ["5"]
+    assert answer_readings(same + r"\boxed{6}") is None
+
+
 def test_phybench_default_mode_is_strict_as_documented() -> None:
     from proctor.agent.tracks.phybench import PhybenchTrack
 
