@@ -277,3 +277,78 @@ def test_each_submitted_dict_key_answers_one_expected_key() -> None:
     assert driver.compare({(x + 1) ** 2: 1, x: 5}, expected)[0] is False
     assert driver.compare({x**2 + 2 * x + 1: 1, (x + 1) ** 2: 1}, expected)[0] is True
     assert driver.compare({"b": 2, "a": 1}, {"a": 1, "b": 2})[0] is True
+
+
+def _inexact_cases() -> list[tuple[str, Any, list[str]]]:
+    import pyadic
+    from sympy.polys.domains import GF
+
+    x, y = sympy.symbols("x y")
+    return [
+        ("int", 143, []),
+        ("sympy Integer", sympy.Integer(143), []),
+        ("numpy int64", numpy.int64(143), []),
+        ("Python float, exact against any int", 1e30, []),
+        ("sympy Float, exact", sympy.Float(1e30), []),
+        ("Poly over ZZ", sympy.Poly(x**2 + 1, x), []),
+        ("Poly over ZZ[y]", sympy.Poly(x * y + 1, x), []),
+        ("GF(2) element", GF(2)(1), ["modular"]),
+        ("Poly over GF(143)", sympy.Poly(0, x, modulus=143), ["modular"]),
+        ("Poly over GF(7)[y]", sympy.Poly(x + y, x, domain=sympy.GF(7)[y]), ["modular"]),
+        ("Poly over RR", sympy.Poly(1.5 * x, x, domain=sympy.RR), ["rounded"]),
+        ("pyadic ModP", pyadic.ModP(3, 7), ["modular"]),
+        ("pyadic PAdic", pyadic.PAdic(3, 7, 1), ["p-adic"]),
+        ("float64 below 2**53", numpy.float64(2.0**53 - 1), []),
+        ("float64 at 2**53", numpy.float64(2.0**53), ["rounded"]),
+        ("float32 at 2**24", numpy.float32(2.0**24), ["rounded"]),
+        ("float32 below 2**24", numpy.float32(2.0**24 - 1), []),
+        ("float16 at 2048", numpy.float16(2048), ["rounded"]),
+        ("complex128 with a large imaginary part", numpy.complex128(1 + 1e20j), ["rounded"]),
+        ("nan and inf round nothing", numpy.array([numpy.nan, numpy.inf, 1.0]), []),
+        ("empty float array", numpy.zeros(0), []),
+        ("float array with one large entry", numpy.array([1.0, 3e17]), ["rounded"]),
+        ("nested in a dict key", {(1, GF(7)(3)): 2}, ["modular"]),
+        ("nested in a dict value", {"a": [pyadic.PAdic(3, 7, 1)]}, ["p-adic"]),
+        ("inside a set", frozenset({GF(5)(1)}), ["modular"]),
+        ("inside an object array", numpy.array([None, GF(3)(1)], dtype=object), ["modular"]),
+        ("inside a sympy Tuple", sympy.Tuple(1, sympy.Poly(3, x, modulus=7)), ["modular"]),
+        ("inside a matrix", sympy.Matrix([[sympy.Poly(x, x, domain=sympy.RR)]]), ["rounded"]),
+        (
+            "two kinds at once",
+            [GF(2)(1), numpy.float64(1e300), pyadic.PAdic(1, 5, 2)],
+            ["modular", "p-adic", "rounded"],
+        ),
+    ]
+
+
+_INEXACT_CASES = _inexact_cases()
+
+
+@pytest.mark.parametrize(("name", "value", "kinds"), _INEXACT_CASES, ids=[case[0] for case in _INEXACT_CASES])
+def test_values_whose_equality_reduces_or_rounds_are_found_wherever_they_sit(
+    name: str, value: Any, kinds: list[str]
+) -> None:
+    assert driver.inexact_kinds(value) == kinds, name
+
+
+@pytest.mark.parametrize(
+    ("answer_type", "kinds"),
+    [
+        ("Python int", ["modular", "p-adic", "rounded"]),
+        ("Python list of int", ["modular", "p-adic", "rounded"]),
+        ("sympy expression", ["modular", "p-adic", "rounded"]),
+        ("an element of GF(7)", ["p-adic", "rounded"]),
+        ("element of a finite field (galois FieldArray)", ["p-adic", "rounded"]),
+        ("a 7-adic number (pyadic PAdic)", ["modular", "rounded"]),
+        ("Python float", ["modular", "p-adic"]),
+        ("numpy array of reals", ["modular", "p-adic"]),
+    ],
+)
+def test_an_inexact_value_reaches_verify_only_when_the_answer_type_asks_for_its_kind(
+    answer_type: str, kinds: list[str]
+) -> None:
+    import pyadic
+    from sympy.polys.domains import GF
+
+    value = [GF(2)(1), numpy.float64(1e300), pyadic.PAdic(1, 5, 2)]
+    assert driver.unasked_inexact_kinds(value, answer_type) == kinds

@@ -145,6 +145,35 @@ ATTACKS: dict[str, tuple[str, FrontierMathTask]] = {
         "    return [sympy.Poly(root + 12, root, domain=sympy.RealField(3))]\n",
         task("symbolic list", answer="[sqrt(2) + 188684/15015]", answer_type="list of sympy expressions"),
     ),
+    # -- values whose == reduces or rounds the other side, against a verify() using == ------
+    "GF(2) element equals every odd integer": (
+        "from sympy.polys.domains import GF\n\ndef answer():\n    return GF(2)(1)\n",
+        COMPARING,
+    ),
+    "pyadic ModP equals its residue class": (
+        "import pyadic\n\ndef answer():\n    return pyadic.ModP(3, 7)\n",
+        COMPARING,
+    ),
+    "pyadic PAdic equals to its precision": (
+        "import pyadic\n\ndef answer():\n    return pyadic.PAdic(3, 7, 1)\n",
+        COMPARING,
+    ),
+    "Poly over GF(143) equals 143": (
+        "import sympy\n\ndef answer():\n    return sympy.Poly(0, sympy.Symbol('x'), modulus=143)\n",
+        COMPARING,
+    ),
+    "Poly over GF(p) inside a tuple": (
+        "import sympy\n\ndef answer():\n    return (sympy.Poly(3, sympy.Symbol('x'), modulus=7),)\n",
+        task("comparing tuple", verification_code="def verify(a):\n    return a == (143,)\n"),
+    ),
+    "numpy float rounds a large integer": (
+        "import numpy\n\ndef answer():\n    return numpy.float64(1e30)\n",
+        task("comparing big", verification_code="def verify(a):\n    return a == 10**30 + 1\n"),
+    ),
+    "float16 array rounds an integer": (
+        "import numpy\n\ndef answer():\n    return [numpy.float16(2048.0)]\n",
+        task("comparing list", verification_code="def verify(a):\n    return a == [2049]\n"),
+    ),
     # -- monkeypatching the answer process only changes what it says, which is not trusted --
     "patched json forges the reply": (
         FORGE + "\n"
@@ -404,6 +433,7 @@ TYPED: dict[str, tuple[str, str]] = {
         "def answer():\n    return range(3, 100, 7)\n",
         "def verify(a):\n    return type(a) is range and a == range(3, 100, 7)\n",
     ),
+    # The answer type asks for a finite-field element (see test_values_with_inexact_equality_*).
     "sympy GF element": (
         "from sympy.polys.domains import GF\n\ndef answer():\n    return GF(7)(3)\n",
         "from sympy.polys.domains import GF\n\ndef verify(a):\n"
@@ -438,11 +468,64 @@ TYPED: dict[str, tuple[str, str]] = {
 @pytest.mark.parametrize("name", list(TYPED))
 async def test_types_reach_verify_intact(sandbox: Sandbox, name: str) -> None:
     answer_code, verification_code = TYPED[name]
-    target = task(f"typed-{name}", verification_code=verification_code)
+    answer_type = "an element of GF(7)" if "GF element" in name else "Python int"
+    target = task(f"typed-{name}", verification_code=verification_code, answer_type=answer_type)
     # galois builds its field on first use; give the calls room on a loaded machine.
     patient = SandboxConfig(answer_timeout_s=60, verify_timeout_s=60)
     result = await judge(sandbox, answer_code, target, patient)
     assert result.outcome is Outcome.CORRECT, (result.error, result.record.value_repr)
+
+
+# Values whose == is not exact still reach verify() when the answer type asks for them, and exact
+# values of other libraries always do.
+INEXACT_BUT_ASKED_FOR: dict[str, tuple[str, str, str]] = {
+    "GF(7) element for a finite-field task": (
+        "from sympy.polys.domains import GF\n\ndef answer():\n    return GF(7)(3)\n",
+        "an element of the finite field GF(7)",
+        "def verify(a):\n    return a == 3 and a.mod == 7\n",
+    ),
+    "7-adic number for a p-adic task": (
+        "import pyadic\n\ndef answer():\n    return pyadic.PAdic(3, 7, 5)\n",
+        "pyadic PAdic",
+        "import pyadic\n\ndef verify(a):\n"
+        "    return type(a) is pyadic.PAdic and a == pyadic.PAdic(3, 7, 5)\n",
+    ),
+    "numpy float for a float task": (
+        "import numpy\n\ndef answer():\n    return numpy.float64(1e30)\n",
+        "Python float",
+        "def verify(a):\n    return abs(a - 1e30) < 1e15\n",
+    ),
+    "small numpy float for an int task": (
+        "import numpy\n\ndef answer():\n    return numpy.float64(143.0)\n",
+        "Python int",
+        "def verify(a):\n    return a == 143\n",
+    ),
+    "numpy int for an int task": (
+        "import numpy\n\ndef answer():\n    return numpy.int64(143)\n",
+        "Python int",
+        "def verify(a):\n    return a == 143\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(INEXACT_BUT_ASKED_FOR))
+async def test_values_with_inexact_equality_reach_verify_when_the_answer_type_asks(
+    sandbox: Sandbox, name: str
+) -> None:
+    answer_code, answer_type, verification_code = INEXACT_BUT_ASKED_FOR[name]
+    target = task(f"asked-{name}", verification_code=verification_code, answer_type=answer_type)
+    result = await judge(
+        sandbox, answer_code, target, SandboxConfig(answer_timeout_s=30, verify_timeout_s=30)
+    )
+    assert result.outcome is Outcome.CORRECT, (result.error, result.record.verification)
+
+
+async def test_a_value_with_inexact_equality_is_refused_with_its_reason(sandbox: Sandbox) -> None:
+    code = "from sympy.polys.domains import GF\n\ndef answer():\n    return GF(2)(1)\n"
+    result = await judge(sandbox, code, COMPARING, SandboxConfig(answer_timeout_s=30, verify_timeout_s=30))
+    assert result.outcome is Outcome.INCORRECT
+    assert "modular value compares modulo its modulus" in (result.record.verification or "")
+    assert "'Python int'" in (result.record.verification or "")
 
 
 # Room for sympy's import on a loaded machine: these must reach the comparison to prove anything.

@@ -685,6 +685,128 @@ def _decode_candidate(request: dict[str, Any]) -> tuple[Any, dict[str, Any] | No
         return None, {"status": "decode_error", "error": f"{type(exc).__name__}: {exc}"[:TRACEBACK_CHARS]}
 
 
+# -- values whose == is not exact ------------------------------------------------------------
+#
+# A task's verify() is the task author's code, often just ``return a == 143``. Some values that
+# cross the codec compare equal to numbers they are not, because their ``==`` first converts the
+# other side into their own arithmetic: ``GF(2)(1) == 143`` is True (143 is odd), so is
+# ``pyadic.ModP(3, 7) == 143``, ``Poly(0, x, modulus=143) == 143`` and
+# ``numpy.float64(1e30) == 10**30 + 1`` (numpy rounds the integer). Such a value is only credited
+# when the task's answer_type asks for that kind of value; otherwise the verdict is "incorrect"
+# before verify() runs. Each kind names the words of an answer_type that ask for it.
+_INEXACT_KINDS = {
+    "modular": (
+        "compares modulo its modulus",
+        ("gf", "galois", "finite field", "modular", "modp", "mod ", "residue", "congruen"),
+    ),
+    "p-adic": ("compares to its p-adic precision", ("p-adic", "padic", "pyadic")),
+    "rounded": (
+        "rounds what it is compared with",
+        ("float", "real", "numpy", "ndarray", "decimal", "complex", "approximat"),
+    ),
+}
+_INEXACT_WALK_LIMIT = 4_000_000  # the codec carries at most 2,000,000 nodes
+
+
+def _numpy_rounds(value: Any, numpy: Any) -> bool:
+    """A float or complex numpy value rounds an integer it is compared with once any finite part
+    of it is at least 2**(mantissa bits + 1): the integer is converted to its precision first."""
+    array = numpy.asarray(value)
+    if array.dtype.kind not in "fc" or array.size == 0:
+        return False
+    parts = (
+        numpy.concatenate([array.real.ravel(), array.imag.ravel()])
+        if array.dtype.kind == "c"
+        else array.ravel()
+    )
+    finite = parts[numpy.isfinite(parts)]
+    if finite.size == 0:
+        return False
+    bound = 2.0 ** (numpy.finfo(array.dtype).nmant + 1)
+    return bool((numpy.abs(finite) >= bound).any())
+
+
+def _domain_kind(domain: Any) -> str | None:
+    """The inexact kind of a polynomial domain, looking through polynomial rings and fraction fields."""
+    for _ in range(64):
+        if getattr(domain, "is_FiniteField", False):
+            return "modular"
+        if getattr(domain, "is_RealField", False) or getattr(domain, "is_ComplexField", False):
+            return "rounded"
+        if not (getattr(domain, "is_PolynomialRing", False) or getattr(domain, "is_FractionField", False)):
+            return None
+        domain = domain.domain
+    return None
+
+
+def _inexact_kind(value: Any) -> str | None:
+    sympy = sys.modules.get("sympy")
+    if sympy is not None:
+        from sympy.polys.domains.modularinteger import ModularInteger
+
+        if isinstance(value, ModularInteger):
+            return "modular"
+        if isinstance(value, sympy.Poly):
+            return _domain_kind(value.domain)
+    pyadic = sys.modules.get("pyadic")
+    if pyadic is not None:
+        if isinstance(value, pyadic.ModP):
+            return "modular"
+        if isinstance(value, pyadic.PAdic):
+            return "p-adic"
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic)):
+        if getattr(value, "dtype", None) is not None and value.dtype.kind == "O":
+            return None
+        return "rounded" if _numpy_rounds(value, numpy) else None
+    return None
+
+
+def _parts(value: Any) -> list[Any]:
+    """What a value holds that could itself be inexact (containers, object arrays, sympy trees)."""
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return list(value)
+    if isinstance(value, dict):
+        return [part for item in value.items() for part in item]
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.ndarray) and value.dtype.kind == "O":
+        return list(value.flat)
+    sympy = sys.modules.get("sympy")
+    if sympy is not None:
+        if isinstance(value, sympy.Poly):
+            return []
+        if isinstance(value, sympy.MatrixBase):
+            return list(value)
+        if isinstance(value, sympy.Basic):
+            return list(value.args)
+    return []
+
+
+def inexact_kinds(value: Any) -> list[str]:
+    """The kinds of inexact equality anywhere in ``value`` (see _INEXACT_KINDS), sorted."""
+    found: set[str] = set()
+    pending, seen, visited = [value], set(), 0
+    while pending and visited < _INEXACT_WALK_LIMIT:
+        item = pending.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        visited += 1
+        kind = _inexact_kind(item)
+        if kind is not None:
+            found.add(kind)
+        pending.extend(_parts(item))
+    return sorted(found)
+
+
+def unasked_inexact_kinds(value: Any, answer_type: str) -> list[str]:
+    """The inexact kinds in ``value`` that the task's answer_type does not ask for."""
+    wanted = answer_type.casefold()
+    return [
+        kind for kind in inexact_kinds(value) if not any(word in wanted for word in _INEXACT_KINDS[kind][1])
+    ]
+
+
 def run_verify(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     started = time.monotonic()
     harden_sympy_parser()
@@ -699,6 +821,19 @@ def run_verify(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     candidate, failure = _decode_candidate(request)
     if failure is not None:
         return failure
+    try:
+        unasked = unasked_inexact_kinds(candidate, str(request.get("answer_type") or ""))
+    except Exception as exc:
+        return {"status": "candidate_error", "error": "examining the value failed:\n" + _error_text(exc)}
+    if unasked:
+        reasons = "; ".join(f"a {kind} value {_INEXACT_KINDS[kind][0]}" for kind in unasked)
+        return {
+            "status": "ok",
+            "verdict": False,
+            "detail": f"not given to verify(): {reasons}, and the answer type "
+            f"({short_repr(request.get('answer_type'), 100)}) does not ask for one",
+            **_candidate_summary(candidate),
+        }
     try:
         verdict = verify(candidate)
     except BaseException as exc:
