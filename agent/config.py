@@ -213,7 +213,9 @@ class RunConfig(BaseModel):
             self.judge = ModelConfig(name=PAPER_JUDGE, reasoning_effort=PAPER_JUDGE_EFFORT)
             applied.append(f"judge={PAPER_JUDGE}@{PAPER_JUDGE_EFFORT}")
         elif self.judge is not None:
-            self.judge, changed = _with_default_effort(self.judge, PAPER_JUDGE_EFFORT)
+            # The paper's judge effort, unless the judge given is not a reasoning model.
+            judge_effort = None if paper_answer_effort(self.judge.name) is None else PAPER_JUDGE_EFFORT
+            self.judge, changed = _with_default_effort(self.judge, judge_effort)
             if changed:
                 applied.append(f"judge.reasoning_effort={PAPER_JUDGE_EFFORT}")
         self._defaults_applied = applied

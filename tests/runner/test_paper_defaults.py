@@ -63,6 +63,12 @@ def test_gpt_5_2_answers_at_xhigh_and_non_reasoning_models_get_no_effort(track: 
     ]
     paper = paper_protocol_settings(made)["paper"]["answer_reasoning_effort_by_model"]
     assert paper == dict(zip(names, ["xhigh", "xhigh", "high", None, "high"], strict=True))
+    # A judge is asked at the paper's judge effort (high, also for GPT-5.2), unless it is not a
+    # reasoning model.
+    judged = config(track, judge={"name": "openai/gpt-4o"})
+    assert judged.judge is not None and judged.judge.reasoning_effort is None
+    judged = config(track, judge={"name": "openai/gpt-5.2"})
+    assert judged.judge is not None and judged.judge.reasoning_effort == "high"
     # A stated effort still wins, on GPT-5.2 too.
     stated = config(track, models=[{"name": "openai/gpt-5.2", "reasoning_effort": "high"}])
     assert stated.models[0].reasoning_effort == "high"
