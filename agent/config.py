@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -91,11 +92,30 @@ class SandboxConfig(BaseModel):
 
 
 # The FrontierScience paper's protocol (docs/judge-tracks.md): reasoning models answer at "high"
-# effort, GPT-5 at "high" effort judges, and scores average 20 (Olympiad) / 30 (Research) trials.
+# effort except GPT-5.2 at "xhigh", GPT-5 at "high" effort judges, and scores average 20
+# (Olympiad) / 30 (Research) trials.
 PAPER_TRIALS = {"olympiad": 20, "research": 30}
 PAPER_ANSWER_EFFORT = "high"
+PAPER_GPT_5_2_EFFORT = "xhigh"
 PAPER_JUDGE = "openai/gpt-5"
 PAPER_JUDGE_EFFORT = "high"
+# GPT-5.2 and its dated snapshots ("gpt-5.2-2025-12-11", "gpt-5.2-pro"), not "gpt-5.20".
+_GPT_5_2 = re.compile(r"gpt-5\.2(?![0-9.])")
+# Models the paper evaluated that are not reasoning models (GPT-4o) and their relatives: the paper
+# gives them no effort, and OpenAI's API refuses a request that sends one.
+_NON_REASONING = re.compile(r"(?:chatgpt-)?gpt-(?:4|3\.5)(?![0-9])")
+
+
+def paper_answer_effort(model_name: str) -> str | None:
+    """The effort the paper answered at for a model of this name (section 3): "xhigh" for
+    GPT-5.2, none for a non-reasoning model such as GPT-4o, "high" for every other model.
+    The name is read after its last "/" (``openai/gpt-5.2``), case-insensitively."""
+    base = model_name.rsplit("/", 1)[-1].lower()
+    if _GPT_5_2.match(base):
+        return PAPER_GPT_5_2_EFFORT
+    if _NON_REASONING.match(base):
+        return None
+    return PAPER_ANSWER_EFFORT
 
 
 # The embedded local model (Gemma 3 270M under llama.cpp, 8,192-token context): defaults that
@@ -115,10 +135,11 @@ def is_embedded_local(model: ModelConfig) -> bool:
     return model.name.startswith("local/") and model.base_url is None
 
 
-def _with_default_effort(model: ModelConfig, effort: str) -> tuple[ModelConfig, bool]:
+def _with_default_effort(model: ModelConfig, effort: str | None) -> tuple[ModelConfig, bool]:
     """``model`` at ``effort`` when it names no effort itself. Not for ``local/`` models: the
-    embedded llama.cpp models are not reasoning models and the paper's setting does not apply."""
-    if "reasoning_effort" in model.model_fields_set or model.name.startswith("local/"):
+    embedded llama.cpp models are not reasoning models and the paper's setting does not apply.
+    An ``effort`` of None (a non-reasoning model) leaves the model as it is."""
+    if effort is None or "reasoning_effort" in model.model_fields_set or model.name.startswith("local/"):
         return model, False
     return model.model_copy(update={"reasoning_effort": effort}), True
 
@@ -183,16 +204,18 @@ class RunConfig(BaseModel):
             applied.append(f"trials={self.trials}")
         models: list[ModelConfig] = []
         for index, model in enumerate(self.models):
-            model, changed = _with_default_effort(model, PAPER_ANSWER_EFFORT)
+            model, changed = _with_default_effort(model, paper_answer_effort(model.name))
             models.append(model)
             if changed:
-                applied.append(f"models.{index}.reasoning_effort={PAPER_ANSWER_EFFORT}")
+                applied.append(f"models.{index}.reasoning_effort={model.reasoning_effort}")
         self.models = models
         if self.judge is None and "judge" not in self.model_fields_set:
             self.judge = ModelConfig(name=PAPER_JUDGE, reasoning_effort=PAPER_JUDGE_EFFORT)
             applied.append(f"judge={PAPER_JUDGE}@{PAPER_JUDGE_EFFORT}")
         elif self.judge is not None:
-            self.judge, changed = _with_default_effort(self.judge, PAPER_JUDGE_EFFORT)
+            # The paper's judge effort, unless the judge given is not a reasoning model.
+            judge_effort = None if paper_answer_effort(self.judge.name) is None else PAPER_JUDGE_EFFORT
+            self.judge, changed = _with_default_effort(self.judge, judge_effort)
             if changed:
                 applied.append(f"judge.reasoning_effort={PAPER_JUDGE_EFFORT}")
         self._defaults_applied = applied

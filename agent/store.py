@@ -319,6 +319,21 @@ def resume_conflicts(previous: dict[str, Any], current: dict[str, Any]) -> list[
             "this run was recorded when invalid submissions were refused by default, and they are "
             "now graded; finish it with the Proctor version that started it, or start a new run"
         )
+    # Olympiad runs recorded when the pre-check was on by default settled clear matches without
+    # the judge; today's default sends every answer to the judge, as the paper does.
+    old_settings = previous.get("track_settings") or {}
+    new_settings = current.get("track_settings") or {}
+    if (
+        previous.get("track") == "olympiad"
+        and "precheck" in old_settings
+        and "precheck" in new_settings
+        and old_settings["precheck"] != new_settings["precheck"]
+    ):
+        conflicts.append(
+            f"the Olympiad pre-check was {'on' if old_settings['precheck'] else 'off'}, now "
+            f"{'on' if new_settings['precheck'] else 'off'} (it is off by default since every answer "
+            "goes to the judge, as in the paper); set track_options.precheck to what the run used"
+        )
     if previous.get("prompt_template_sha256") != current.get("prompt_template_sha256"):
         conflicts.append("the prompt template changed")
     old_judge = (old_config.get("judge") or {}).get("name")

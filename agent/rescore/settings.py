@@ -74,9 +74,20 @@ def _stored_endpoint(judge: Any) -> str | None:
     return f"{base_url or 'OPENAI_BASE_URL'} with the key in ${key_env}"
 
 
+def _keep_recorded_precheck(stored: StoredRun, data: dict[str, Any]) -> None:
+    """Grade an Olympiad run with the pre-check setting it ran under. Runs recorded when the
+    pre-check was on by default state no ``precheck`` option; today's default (off) would grade
+    them another way. A config file's ``track_options`` still replaces these."""
+    recorded = (stored.header.get("track_settings") or {}).get("precheck")
+    options = data.get("track_options") or {}
+    if stored.track == "olympiad" and isinstance(recorded, bool) and "precheck" not in options:
+        data["track_options"] = {**options, "precheck": recorded}
+
+
 def rescore_config(stored: StoredRun, config_file: Path | None, flags: RescoreFlags) -> RunConfig:
     data: dict[str, Any] = stored.config.model_dump(mode="json")
     data.update(out=None, resume=False)
+    _keep_recorded_precheck(stored, data)
     source = "command line"
     judge_from_user = False
     if config_file is not None:

@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from proctor.agent.capped_text import capped
-from proctor.agent.config import PAPER_ANSWER_EFFORT, PAPER_JUDGE, PAPER_JUDGE_EFFORT, PAPER_TRIALS, RunConfig
+from proctor.agent.config import (
+    PAPER_ANSWER_EFFORT,
+    PAPER_JUDGE,
+    PAPER_JUDGE_EFFORT,
+    PAPER_TRIALS,
+    RunConfig,
+    paper_answer_effort,
+)
 from proctor.agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
 from proctor.agent.model.base import ChatResponse, ModelError, Usage, record_message, reply_notes
 from proctor.agent.records import (
@@ -267,6 +274,9 @@ def paper_protocol_settings(config: RunConfig) -> dict[str, Any]:
         "paper": {
             "trials": PAPER_TRIALS[config.track],
             "answer_reasoning_effort": PAPER_ANSWER_EFFORT,
+            # What the paper used for each of this run's models: xhigh for GPT-5.2, none for a
+            # non-reasoning model (agent/config.py, paper_answer_effort).
+            "answer_reasoning_effort_by_model": {m.name: paper_answer_effort(m.name) for m in config.models},
             "judge": PAPER_JUDGE,
             "judge_reasoning_effort": PAPER_JUDGE_EFFORT,
         },

@@ -25,7 +25,9 @@ class OlympiadOptions(_Options):
     answer_prompt: str | None = "science_answer.txt"
     python_tool: bool = False
     max_tool_turns: int = Field(default=20, ge=1)
-    precheck: bool = True
+    # Off by default: the paper's judge grades every answer. On, clear matches are settled
+    # CORRECT without a judge call (a saving that may differ from the judge: docs/judge-tracks.md).
+    precheck: bool = False
     # Part of the pre-check: plain-algebra answers compared with sympy (EED's equivalence step).
     symbolic_precheck: bool = True
     precheck_timeout_s: float = Field(default=5.0, gt=0)

@@ -16,7 +16,9 @@ from tests.judge.test_science_tasks import gold_file
 from tests.support.scripted_server import Reply, ScriptedServer, Step
 
 
-def write_config(tmp_path: Path, track: str, tasks: Path, model_url: str, judge_url: str) -> Path:
+def write_config(
+    tmp_path: Path, track: str, tasks: Path, model_url: str, judge_url: str, **extra: Any
+) -> Path:
     config = {
         "track": track,
         "tasks": str(tasks),
@@ -25,6 +27,7 @@ def write_config(tmp_path: Path, track: str, tasks: Path, model_url: str, judge_
         "trials": 2,
         "max_concurrency": 4,
         "out": str(tmp_path / "run"),
+        **extra,
     }
     path = tmp_path / "run.yaml"
     path.write_text(yaml.safe_dump(config), encoding="utf-8")
@@ -80,7 +83,15 @@ def test_olympiad_run_counts_judge_errors_apart(tmp_path: Path) -> None:
 
     with ScriptedServer(model) as model_server, ScriptedServer(judge) as judge_server:
         records, summary = run_proctor(
-            write_config(tmp_path, "olympiad", tasks, model_server.base_url, judge_server.base_url)
+            # The pre-check is opt-in (the paper's judge grades every answer); this run opts in.
+            write_config(
+                tmp_path,
+                "olympiad",
+                tasks,
+                model_server.base_url,
+                judge_server.base_url,
+                track_options={"precheck": True},
+            )
         )
     assert len(records) == 6 and model_server.call_count == 6
     # 2 trials x (SeO2: 1 judge call; 0.05 M: 3 calls, all unparseable, then 3 with a placeholder

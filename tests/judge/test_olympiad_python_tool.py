@@ -38,7 +38,7 @@ async def test_python_tool_loop_then_precheck() -> None:
             )
             judge = ListClient([])
             ctx = dataclasses.replace(make_ctx(model, judge), sandbox=sandbox)
-            track = OlympiadTrack({"python_tool": True})
+            track = OlympiadTrack({"python_tool": True, "precheck": True})
             assert track.needs_sandbox
             record = await track.run_sample(TASK, 0, ctx)
             await model.aclose()
@@ -66,7 +66,9 @@ async def test_python_tool_turn_limit_forces_a_plain_answer() -> None:
         with ScriptedServer(script) as server:
             model = make_client(ModelConfig(name="openai/m", base_url=server.base_url))
             ctx = dataclasses.replace(make_ctx(model, ListClient([])), sandbox=sandbox)
-            record = await OlympiadTrack({"python_tool": True, "max_tool_turns": 2}).run_sample(TASK, 0, ctx)
+            record = await OlympiadTrack(
+                {"python_tool": True, "max_tool_turns": 2, "precheck": True}
+            ).run_sample(TASK, 0, ctx)
             await model.aclose()
     finally:
         await sandbox.aclose()

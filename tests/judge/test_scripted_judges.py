@@ -161,7 +161,10 @@ async def test_judge_endpoint_down_is_judge_error_after_transport_retries() -> N
 
 async def test_precheck_settles_6_69_without_any_judge_request() -> None:
     record, _, judge_server = await run_sample(
-        OlympiadTrack(), OLYMPIAD_TASK, [Reply(content="So v is about 6.69.\nFINAL ANSWER: 6.69")], []
+        OlympiadTrack({"precheck": True}),
+        OLYMPIAD_TASK,
+        [Reply(content="So v is about 6.69.\nFINAL ANSWER: 6.69")],
+        [],
     )
     assert judge_server.call_count == 0
     assert record.outcome is Outcome.CORRECT

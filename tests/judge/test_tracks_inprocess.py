@@ -16,9 +16,26 @@ from proctor.agent.tracks.science_tasks import ScienceTask
 from tests.judge.support import ListClient, make_ctx
 
 PENDULUM = ScienceTask(id="t1", question="What is the period ratio?", answer="6.7", subject="physics")
+# The pre-check is opt-in (the paper's judge grades every answer); tests of it switch it on.
+PRECHECK = {"precheck": True}
 RUBRIC_TASK = ScienceTask(
     id="r1", question="Design the experiment.", answer="Points: 10, Item: all", subject="biology"
 )
+
+
+async def test_by_default_the_judge_grades_every_answer_as_in_the_paper() -> None:
+    """Section 3: the judge is given the attempted answer and the reference and decides. Even an
+    answer equal to the reference goes to it, and its verdict is the grade: the pre-check, which
+    would settle this one CORRECT without asking, is Proctor's opt-in saving, not the default."""
+    response = "The ratio is 6.7.\nFINAL ANSWER: 6.7"
+    model = ListClient([response])
+    judge = ListClient(["The derivation contradicts itself.\nVERDICT: INCORRECT"], model="judge-model")
+    record = await OlympiadTrack().run_sample(PENDULUM, 0, make_ctx(model, judge))
+    assert len(judge.requests) == 1
+    assert f"The attempted answer: {response}\n***" in judge.requests[0][0]["content"]
+    assert record.outcome is Outcome.INCORRECT and not record.success
+    assert record.judge is not None and record.judge.decided_by == "judge" and record.judge.precheck is None
+    assert OlympiadTrack().effective_settings(make_ctx(model, judge).config)["precheck"] is False
 
 
 async def test_precheck_settles_close_number_without_calling_the_judge() -> None:
@@ -33,7 +50,7 @@ async def test_precheck_settles_close_number_without_calling_the_judge() -> None
         ]
     )
     judge = ListClient([], model="judge-model")
-    record = await OlympiadTrack().run_sample(PENDULUM, 3, make_ctx(model, judge))
+    record = await OlympiadTrack(PRECHECK).run_sample(PENDULUM, 3, make_ctx(model, judge))
     assert record.outcome is Outcome.CORRECT and record.success and record.score == 1.0
     assert judge.requests == []
     assert record.judge is not None and record.judge.decided_by == "precheck"
@@ -55,7 +72,7 @@ async def test_unsettled_answer_goes_to_the_judge_with_the_full_response() -> No
     response = "The ratio is 6.9 by symmetry.\nFINAL ANSWER: 6.9"
     model = ListClient([response])
     judge = ListClient(["6.9 is not 6.7.\nVERDICT: INCORRECT"], model="judge-model")
-    record = await OlympiadTrack().run_sample(PENDULUM, 0, make_ctx(model, judge))
+    record = await OlympiadTrack(PRECHECK).run_sample(PENDULUM, 0, make_ctx(model, judge))
     assert record.outcome is Outcome.INCORRECT and not record.success and record.score == 0.0
     assert record.judge is not None
     assert record.judge.decided_by == "judge" and record.judge.model == "judge-model"
@@ -181,7 +198,7 @@ def test_options_are_validated_and_python_tool_needs_a_sandbox() -> None:
 )
 async def test_final_answer_markers_feed_the_precheck(response: str) -> None:
     judge = ListClient([])
-    record = await OlympiadTrack().run_sample(PENDULUM, 0, make_ctx(ListClient([response]), judge))
+    record = await OlympiadTrack(PRECHECK).run_sample(PENDULUM, 0, make_ctx(ListClient([response]), judge))
     assert record.outcome is Outcome.CORRECT and judge.requests == []
 
 
@@ -190,8 +207,24 @@ async def test_run_config_prompt_template_overrides_the_answer_prompt(tmp_path: 
     template.write_text("Solve carefully:\n{problem}\nEnd with FINAL ANSWER.\n", encoding="utf-8")
     model = ListClient(["FINAL ANSWER: 6.7"])
     ctx = make_ctx(model, ListClient([]), prompt_template=template, max_output_tokens=512)
-    await OlympiadTrack().run_sample(PENDULUM, 0, ctx)
+    await OlympiadTrack(PRECHECK).run_sample(PENDULUM, 0, ctx)
     assert (
         model.requests[0][0]["content"]
         == "Solve carefully:\nWhat is the period ratio?\nEnd with FINAL ANSWER."
     )
+
+
+def test_a_run_recorded_with_the_precheck_on_is_not_resumed_with_it_off() -> None:
+    """Before the pre-check became opt-in, an olympiad run with no ``precheck`` option ran it;
+    resuming such a run under today's default would mix two grading procedures."""
+    from proctor.agent.store import resume_conflicts
+
+    def header(precheck: bool) -> dict[str, object]:
+        return {"track": "olympiad", "config": {}, "track_settings": {"precheck": precheck}}
+
+    (conflict,) = resume_conflicts(header(True), header(False))
+    assert "pre-check was on, now off" in conflict and "track_options.precheck" in conflict
+    assert resume_conflicts(header(True), header(True)) == []
+    assert resume_conflicts(header(False), header(False)) == []
+    # Other tracks record no pre-check; nothing to compare.
+    assert resume_conflicts({"track": "research", "config": {}}, {"track": "research", "config": {}}) == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -228,3 +229,40 @@ async def test_a_carried_over_harness_error_gains_the_reference_every_record_car
     assert carried["reference"]["kind"] == graded_reference["kind"] == "rubric"
     (task,) = [t for t in read_lines(research_run.tasks) if t["id"] == lines[0]["task_id"]]
     assert carried["reference"]["text"] == task["rubric"]
+
+
+@pytest.mark.parametrize(("recorded", "options", "expected"), [(True, {}, True), (False, {}, False)])
+def test_an_olympiad_run_is_rescored_with_the_precheck_setting_it_ran_under(
+    tmp_path: Path, recorded: bool, options: dict[str, Any], expected: bool
+) -> None:
+    """A run recorded when the pre-check was on by default states no ``precheck`` option; its
+    re-grade must not silently switch to today's judge-only default (or the other way)."""
+    from proctor.agent.config import RunConfig
+    from proctor.agent.rescore.settings import RescoreFlags, rescore_config
+    from proctor.agent.rescore.stored_run import StoredRun
+
+    tasks = tmp_path / "olympiad.jsonl"
+    tasks.write_text('{"id": "t1", "question": "q", "answer": "1"}\n', encoding="utf-8")
+    config = RunConfig.model_validate(
+        {
+            "track": "olympiad",
+            "tasks": str(tasks),
+            "models": [{"name": "openai/m"}],
+            "judge": {"name": "openai/j"},
+            "track_options": options,
+        }
+    )
+    header = {"run_id": "r", "track": "olympiad", "track_settings": {"precheck": recorded}}
+    stored = StoredRun(directory=tmp_path, header=header, config=config, samples=[])
+    made = rescore_config(stored, None, RescoreFlags(judge="openai/j"))
+    assert made.track_options.get("precheck") is expected
+    # A stated option is the user's: it is kept whatever the run recorded.
+    stated = StoredRun(
+        directory=tmp_path,
+        header=header,
+        config=config.model_copy(update={"track_options": {"precheck": not recorded}}),
+        samples=[],
+    )
+    assert (
+        rescore_config(stated, None, RescoreFlags(judge="openai/j")).track_options["precheck"] is not recorded
+    )

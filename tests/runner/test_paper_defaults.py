@@ -16,6 +16,7 @@ import pytest
 from proctor.agent.config import ModelConfig, RunConfig
 from proctor.agent.run_config_loader import RunFlags, load_run_config, read_config_file
 from proctor.agent.runner import execute_run
+from proctor.agent.tracks.science_common import paper_protocol_settings
 from tests.runner.conftest import quiet_progress, read_lines
 from tests.support.scripted_server import Reply, ScriptedServer, Step
 
@@ -45,6 +46,32 @@ def test_unset_fields_take_the_papers_values(track: str, trials: int) -> None:
         "models.1.reasoning_effort=high",
         "judge=openai/gpt-5@high",
     ]
+
+
+@pytest.mark.parametrize("track", ["olympiad", "research"])
+def test_gpt_5_2_answers_at_xhigh_and_non_reasoning_models_get_no_effort(track: str) -> None:
+    """Section 3: "GPT-5.2 at xhigh, every other reasoning model at high". GPT-4o, also evaluated,
+    is not a reasoning model: sending it an effort would only make the API refuse the request."""
+    names = ["openai/gpt-5.2", "openai/gpt-5.2-2025-12-11", "openai/gpt-5", "openai/gpt-4o", "openai/o3"]
+    made = config(track, models=[{"name": name} for name in names])
+    assert [m.reasoning_effort for m in made.models] == ["xhigh", "xhigh", "high", None, "high"]
+    assert made.defaults_applied[1:5] == [
+        "models.0.reasoning_effort=xhigh",
+        "models.1.reasoning_effort=xhigh",
+        "models.2.reasoning_effort=high",
+        "models.4.reasoning_effort=high",
+    ]
+    paper = paper_protocol_settings(made)["paper"]["answer_reasoning_effort_by_model"]
+    assert paper == dict(zip(names, ["xhigh", "xhigh", "high", None, "high"], strict=True))
+    # A judge is asked at the paper's judge effort (high, also for GPT-5.2), unless it is not a
+    # reasoning model.
+    judged = config(track, judge={"name": "openai/gpt-4o"})
+    assert judged.judge is not None and judged.judge.reasoning_effort is None
+    judged = config(track, judge={"name": "openai/gpt-5.2"})
+    assert judged.judge is not None and judged.judge.reasoning_effort == "high"
+    # A stated effort still wins, on GPT-5.2 too.
+    stated = config(track, models=[{"name": "openai/gpt-5.2", "reasoning_effort": "high"}])
+    assert stated.models[0].reasoning_effort == "high"
 
 
 def test_stated_values_are_kept_even_when_they_differ_from_the_paper() -> None:
@@ -151,6 +178,7 @@ async def test_a_run_uses_and_records_the_effective_values(tmp_path: Path) -> No
     assert settings["paper"] == {
         "trials": 30,
         "answer_reasoning_effort": "high",
+        "answer_reasoning_effort_by_model": {"openai/student": "high"},
         "judge": "openai/gpt-5",
         "judge_reasoning_effort": "high",
     }
