@@ -27,6 +27,11 @@ MISSING_NAME = "missing_name"
 MAX_ID_CHARS = 256
 # Longest tool name taken as a name; no tool of ours comes close.
 MAX_NAME_CHARS = 256
+# Largest token count taken as reported: 2**53, the last integer a float (and JavaScript, which
+# reads the report) holds exactly, and millions of times any context window. JSON carries
+# integers of any size; one past float's range overflowed the budget's arithmetic and every
+# mean over the records, so a larger count is estimated instead, like any other insane count.
+MAX_TOKEN_COUNT = 2**53
 _ids = itertools.count(1)
 
 
@@ -46,7 +51,7 @@ def as_list(value: Any) -> list[Any]:
 
 def count_or_none(value: Any) -> int | None:
     """A token count as reported, or None (then estimated) when it is not a sane integer."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKEN_COUNT:
         return None
     return value
 
