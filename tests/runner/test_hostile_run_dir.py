@@ -330,3 +330,88 @@ def test_a_task_path_that_is_a_fifo_nobody_writes_is_one_line_not_a_hang(tmp_pat
         pytest.fail("reading a FIFO without a writer hung")
     assert len(outcome) == 1 and isinstance(outcome[0], UserError), outcome
     assert "\n" not in str(outcome[0]) and str(fifo) in str(outcome[0])
+
+
+def _on_every_record(change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    def edit(out: Path) -> None:
+        records = read_lines(out / "samples.jsonl")
+        for record in records:
+            change(record)
+        (out / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    return edit
+
+
+def _tool_call(**sandbox: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "turn": 1,
+            "call_id": "c",
+            "name": "python",
+            "raw_arguments": "",
+            "sandbox": {"exit_code": 0, **sandbox},
+        }
+    ]
+
+
+# Numbers valid JSON carries but no run writes, on every record so sums over them overflow too.
+# Each reader must give one line naming the field, or show the value: never a traceback.
+NUMBER_EDITS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "total_tokens of 400 digits": lambda r: r.update(total_tokens=10**400),
+    "negative input_tokens": lambda r: r.update(input_tokens=-5),
+    "a turn's cumulative tokens of 400 digits": lambda r: r.update(
+        turns=[{"turn": 1, "input_tokens": 1, "output_tokens": 1, "cumulative_tokens": 10**400}]
+    ),
+    "a turn number of 400 digits": lambda r: r.update(
+        turns=[{"turn": 10**400, "input_tokens": 1, "output_tokens": 1, "cumulative_tokens": 2}]
+    ),
+    "judge tokens of 400 digits": lambda r: r.update(judge={"decided_by": "judge", "input_tokens": 10**400}),
+    "duration_s infinite": lambda r: r.update(duration_s="Infinity"),
+    "duration_s NaN": lambda r: r.update(duration_s="NaN"),
+    "duration_s 1e308 (the sum overflows)": lambda r: r.update(duration_s=1e308),
+    "score 1e308 (the mean overflows)": lambda r: r.update(
+        score=1e308, judge={"decided_by": "judge", "points": 1e308}
+    ),
+    "a tool call lasting 1e308 s": lambda r: r.update(tool_calls=[{**_tool_call()[0], "duration_s": 1e308}]),
+    "a tool call lasting forever": lambda r: r.update(
+        tool_calls=[{**_tool_call()[0], "duration_s": "Infinity"}]
+    ),
+    "answer() duration text": lambda r: r.update(
+        submission={"code": "x", "answer_exec": {"duration_s": "x"}}
+    ),
+    "answer() duration a list": lambda r: r.update(
+        submission={"code": "x", "verify_exec": {"duration_s": [1]}}
+    ),
+    "answer() duration of 400 digits": lambda r: r.update(
+        submission={"code": "x", "answer_exec": {"duration_s": 10**400}}
+    ),
+}
+
+
+@pytest.mark.parametrize("attack", list(NUMBER_EDITS))
+async def test_numbers_no_run_writes_are_one_line_or_shown_by_resume_view_and_compare(
+    tmp_path: Path, echo_server: ScriptedServer, attack: str
+) -> None:
+    from proctor.agent.report.compare import compare_runs
+    from proctor.agent.report.page import render_report
+
+    task_file, out = await finished_run(tmp_path, echo_server)
+    _on_every_record(NUMBER_EDITS[attack])(out)
+    samples_before = (out / "samples.jsonl").read_bytes()
+    messages: list[str] = []
+    try:
+        run_data = load_run(out)
+        render_report(run_data)
+        compare_runs([run_data, run_data])
+    except UserError as exc:
+        messages.append(str(exc))
+    try:
+        # Nothing left to run: the resume reads the records and writes the summary from them.
+        result = await run(make_config(task_file, out, echo_server.base_url, resume=True))
+        assert result.status == "finished"
+        json.loads((out / "summary.json").read_text())
+    except UserError as exc:
+        messages.append(str(exc))
+    for message in messages:
+        assert "\n" not in message and "samples.jsonl" in message and "field" in message, message
+    assert (out / "samples.jsonl").read_bytes() == samples_before
