@@ -175,11 +175,28 @@ def load_samples(path: Path, *, repair: bool = False) -> LoadedSamples:
     return LoadedSamples(records=records, torn_bytes=torn, duplicates=duplicates)
 
 
-def encode_record(record: SampleRecord) -> tuple[bytes, SampleRecord]:
-    """The record as one JSONL line, and the record as stored (they differ only when text
-    UTF-8 cannot hold had to be replaced; see :mod:`proctor.agent.encodable`)."""
+def _reads_back(line: bytes) -> bool:
+    """Whether :func:`load_samples` will read ``line``: pydantic's JSON writer goes deeper (about
+    250 levels) than its reader (200) and writes integers of any size, which the reader refuses
+    past 4,300 digits. A line it refuses would sit before later records as "corruption", and
+    stop every resume of the run at its line number."""
     try:
-        return record.model_dump_json().encode("utf-8") + b"\n", record
+        SampleRecord.model_validate_json(line)
+    except ValidationError:
+        return False
+    return True
+
+
+def encode_record(record: SampleRecord) -> tuple[bytes, SampleRecord]:
+    """The record as one JSONL line that reads back, and the record as stored (they differ only
+    when text UTF-8 cannot hold had to be replaced, or a value nested past
+    :data:`proctor.agent.encodable.MAX_DEPTH` was kept as its repr; see
+    :mod:`proctor.agent.encodable`). Raises ``ValueError`` when even that cannot be read back,
+    so the runner stores a ``harness_error`` record instead of a line no reader takes."""
+    try:
+        line = record.model_dump_json().encode("utf-8")
+        if _reads_back(line):
+            return line + b"\n", record
     except (PydanticSerializationError, UnicodeEncodeError):
         pass
     replacements = Replacements()
@@ -189,7 +206,13 @@ def encode_record(record: SampleRecord) -> tuple[bytes, SampleRecord]:
             count=replacements.count, fields=replacements.paths
         ).model_dump()
     stored = SampleRecord.model_validate(data)
-    return stored.model_dump_json().encode("utf-8") + b"\n", stored
+    line = stored.model_dump_json().encode("utf-8")
+    if not _reads_back(line):
+        raise ValueError(
+            "the record holds a value the samples file could not read back "
+            "(an integer of more than 4,300 digits?)"
+        )
+    return line + b"\n", stored
 
 
 class SampleWriter:
