@@ -14,6 +14,8 @@ import errno
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +32,8 @@ from proctor.agent.store import LOCK, SampleWriter, load_samples, sample_key
 from proctor.agent.summary import wall_seconds
 from tests.runner.conftest import make_config, quiet_progress, read_lines, write_tasks
 from tests.support.scripted_server import ScriptedServer
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 async def run(config: Any) -> Any:
@@ -414,4 +418,30 @@ async def test_numbers_no_run_writes_are_one_line_or_shown_by_resume_view_and_co
         messages.append(str(exc))
     for message in messages:
         assert "\n" not in message and "samples.jsonl" in message and "field" in message, message
+    assert (out / "samples.jsonl").read_bytes() == samples_before
+
+
+@pytest.mark.parametrize("trials", [10**400, 10**6])
+async def test_a_run_json_asking_for_absurd_trials_is_one_line_when_resume_reuses_its_config(
+    tmp_path: Path, echo_server: ScriptedServer, trials: int
+) -> None:
+    # `proctor run --resume --out DIR` alone takes the config from DIR/run.json; 10**400 trials
+    # there used to build the sample plan until memory ran out, with nothing on the screen.
+    _, out = await finished_run(tmp_path, echo_server)
+    edit_header(out, lambda h: h["config"].__setitem__("trials", trials))
+    samples_before = (out / "samples.jsonl").read_bytes()
+    calls = echo_server.call_count
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "tests.runner.cli_with_test_tracks", "run", "--resume", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "test"},
+        timeout=60,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+    assert f"{out / 'run.json'}: field 'trials'" in lines[0]
+    assert echo_server.call_count == calls
     assert (out / "samples.jsonl").read_bytes() == samples_before
