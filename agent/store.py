@@ -270,6 +270,19 @@ class _Session(BaseModel):
     ended_at: str | None = None
 
 
+class _ResumedConfig(BaseModel):
+    """The fields of ``run.json``'s ``config`` that :func:`resume_conflicts` reads as mappings.
+
+    A resume given its own config (a file or flags) never validates the recorded one as a
+    ``RunConfig``; these are the values it still reads with ``.get`` or ``in``.
+    """
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    judge: dict[str, Any] | None = None
+    track_options: dict[str, Any] | None = None
+
+
 class _ResumedHeader(BaseModel):
     """The fields of ``run.json`` a resume carries over into the new header.
 
@@ -283,7 +296,7 @@ class _ResumedHeader(BaseModel):
     run_id: str = Field(min_length=1, max_length=1_000)
     track: str | None = None
     created_at: str | None = None
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: _ResumedConfig = Field(default_factory=_ResumedConfig)
     tasks_file: dict[str, Any] = Field(default_factory=dict)
     prompt_template_sha256: str | None = None
     sessions: list[_Session] = Field(default_factory=list)

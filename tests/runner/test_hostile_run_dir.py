@@ -71,6 +71,13 @@ HEADER_EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "defaults_applied numbers": (lambda h: h.__setitem__("defaults_applied", [1]), "defaults_applied.0"),
     "sandbox a string": (lambda h: h.__setitem__("sandbox", "docker"), "sandbox"),
     "hardware a list": (lambda h: h.__setitem__("hardware", []), "hardware"),
+    # The config fields the resume check itself reads (it used to call .get on them).
+    "the config's judge a string": (lambda h: h["config"].__setitem__("judge", "x"), "config.judge"),
+    "the config's judge a number": (lambda h: h["config"].__setitem__("judge", 5), "config.judge"),
+    "the config's track_options a number": (
+        lambda h: h["config"].__setitem__("track_options", 5),
+        "config.track_options",
+    ),
 }
 
 
