@@ -27,6 +27,9 @@ from proctor.agent.errors import UserError
 
 MAX_TASK_FILE_BYTES = 256 * 1024 * 1024
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
+# A run's samples may be large (10 MB replies, thousands of samples); this only stops a file no
+# run writes, such as a sparse terabyte, which would otherwise be read into memory whole.
+MAX_SAMPLES_BYTES = 16 * 1024 * 1024 * 1024
 MAX_NESTING = 64
 # Values visited per file; YAML aliases can make a small file a huge tree.
 MAX_VALUES = 5_000_000
@@ -62,6 +65,15 @@ def open_run_file(path: Path, flags: int, what: str, *, error: type[UserError] =
     return fd
 
 
+def check_run_file_size(
+    fd: int, path: Path, what: str, max_bytes: int, *, error: type[UserError] = UserError
+) -> None:
+    """One line when the regular file open on ``fd`` is over ``max_bytes``."""
+    size = os.fstat(fd).st_size
+    if size > max_bytes:
+        raise error(f"{path}: {what} is {size:,} bytes; the limit is {max_bytes:,}")
+
+
 def read_text_input(
     path: Path,
     what: str,
@@ -78,6 +90,9 @@ def read_text_input(
     try:
         if run_file:
             with os.fdopen(open_run_file(path, os.O_RDONLY, what, error=error), "rb") as handle:
+                # A run file is a regular file, so its size is known before reading: a sparse
+                # file of many gigabytes is refused without filling memory up to the cap.
+                check_run_file_size(handle.fileno(), path, what, max_bytes, error=error)
                 data = handle.read(max_bytes + 1)
         else:
             size = path.stat().st_size

@@ -26,6 +26,8 @@ from proctor.agent.encodable import Replacements, make_encodable
 from proctor.agent.errors import UserError
 from proctor.agent.input_files import (
     MAX_CONFIG_BYTES,
+    MAX_SAMPLES_BYTES,
+    check_run_file_size,
     open_run_file,
     read_text_input,
     too_deep,
@@ -133,6 +135,10 @@ def load_samples(path: Path, *, repair: bool = False) -> LoadedSamples:
     except OSError as exc:
         raise UserError(f"{path}: cannot read the samples file ({exc.strerror or exc})") from None
     with os.fdopen(fd, "r+b" if repair else "rb", buffering=0) as handle:
+        # The same bound as the report's loader, before reading: the file is read whole, and a
+        # sparse terabyte planted in a run directory was a MemoryError traceback (or, smaller,
+        # the machine's memory).
+        check_run_file_size(handle.fileno(), path, "samples file", MAX_SAMPLES_BYTES)
         data = handle.read()
         cut = data.rfind(b"\n") + 1
         complete, tail = data[:cut], data[cut:]

@@ -17,7 +17,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from proctor.agent.errors import UserError
-from proctor.agent.input_files import MAX_CONFIG_BYTES, read_text_input, too_deep, unreadable_value
+from proctor.agent.input_files import (
+    MAX_CONFIG_BYTES,
+    MAX_SAMPLES_BYTES,
+    read_text_input,
+    too_deep,
+    unreadable_value,
+)
 from proctor.agent.records import RERUN_ON_RESUME, SampleRecord
 from proctor.agent.summary import wall_seconds as summary_wall_seconds
 
@@ -172,10 +178,6 @@ class RunData:
                 return None
             start, end = min(starts), max(ends)
         return max(0.0, (end - start).total_seconds())
-
-
-# A run's samples may be large (10 MB replies, thousands of samples); this only stops /dev/zero.
-MAX_SAMPLES_BYTES = 16 * 1024 * 1024 * 1024
 
 
 def load_run(run_dir: Path) -> RunData:

@@ -452,3 +452,35 @@ async def test_a_run_json_asking_for_absurd_trials_is_one_line_when_resume_reuse
     assert f"{out / 'run.json'}: field 'trials'" in lines[0]
     assert echo_server.call_count == calls
     assert (out / "samples.jsonl").read_bytes() == samples_before
+
+
+def test_a_sparse_terabyte_samples_file_is_one_line_without_reading_it(tmp_path: Path) -> None:
+    # Costs no disk (sparse); read whole it was a MemoryError traceback in the store, and the
+    # report's loader read 16 GiB of it into memory before refusing.
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r"}))
+    samples = tmp_path / "samples.jsonl"
+    with samples.open("wb") as handle:
+        handle.truncate(1 << 40)
+    for read in (lambda: load_samples(samples, repair=True), lambda: load_run(tmp_path)):
+        with pytest.raises(UserError) as caught:
+            read()
+        message = str(caught.value)
+        assert "\n" not in message and str(samples) in message
+        assert "is 1,099,511,627,776 bytes; the limit is 17,179,869,184" in message
+    assert samples.stat().st_size == 1 << 40  # the repair cut nothing
+
+
+def test_the_samples_size_bound_is_checked_before_reading_by_the_store_and_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import proctor.agent.report.loader
+    import proctor.agent.store
+
+    monkeypatch.setattr(proctor.agent.store, "MAX_SAMPLES_BYTES", 1_000)
+    monkeypatch.setattr(proctor.agent.report.loader, "MAX_SAMPLES_BYTES", 1_000)
+    samples = tmp_path / "samples.jsonl"
+    line = _record("t0").model_dump_json() + "\n"
+    samples.write_text(line * (1_000 // len(line) + 1))
+    for read in (lambda: load_samples(samples), lambda: load_run(tmp_path)):
+        with pytest.raises(UserError, match=r"samples file is [\d,]+ bytes; the limit is 1,000$"):
+            read()
