@@ -23,6 +23,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from proctor.agent.errors import UserError
 
 MAX_TASK_FILE_BYTES = 256 * 1024 * 1024
@@ -174,6 +176,51 @@ def check_data(value: Any, where: Callable[[list[str]], str], *, error: type[Use
     if found is not None:
         path, problem = found
         raise error(f"{where(path)}: field '{_describe(path)}': {problem}")
+
+
+class DuplicateKey(ValueError):
+    """A JSON object that names the same key twice (``json`` would keep the last silently)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key!r} appears twice in one object")
+        self.key = key
+
+
+def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for ``json``: a task file with ``"answer"`` twice is ambiguous (which
+    one is graded?), so it is refused instead of keeping the last, as ``json`` would."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise DuplicateKey(key)
+        data[key] = value
+    return data
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping naming the same key twice (PyYAML keeps the
+    last silently). Keys brought in by a merge (``<<: *base``) may be overridden, as YAML means."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                    seen.setdefault(key, key_node.start_mark.line + 1)
+                except TypeError:  # unhashable: the base constructor says so
+                    continue
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"the key {key!r} appears twice (first on line {first})",
+                        key_node.start_mark,
+                    )
+        return super().construct_mapping(node, deep=deep)
 
 
 def unreadable_value(exc: ValueError) -> str:

@@ -87,6 +87,23 @@ TASK_FILE_CASES = [
         "- id: a\n  question: q\n  answer: '1'\n  metadata: {w: -.inf}\n",
         "(line 4): field 'metadata.w': -inf",
     ),
+    # A key given twice: which answer is graded? json and PyYAML would keep the last silently.
+    (
+        "dup.jsonl",
+        '{"id": "a", "question": "q", "answer": "1"}\n'
+        '{"id": "b", "question": "q", "answer": "1", "answer": "2"}\n',
+        "dup.jsonl:2: field 'answer': the key 'answer' appears twice",
+    ),
+    (
+        "dup.json",
+        '[{"id": "a", "question": "q", "answer": "1", "metadata": {"w": 1, "w": 2}}]',
+        "dup.json: entry 0 (line 1): field 'w': the key 'w' appears twice",
+    ),
+    (
+        "dup.yaml",
+        "- id: a\n  question: q\n  answer: '1'\n  id: b\n",
+        "dup.yaml:4: invalid YAML: the key 'id' appears twice (first on line 1)",
+    ),
     (
         "sur.jsonl",
         '{"id": "a", "question": "q\\ud800", "answer": "1"}\n',
@@ -137,6 +154,14 @@ def test_out_naming_a_file_or_a_path_below_one_is_a_field_error(tmp_path: Path) 
         (
             "models: [openai/x]\ntasks: t.jsonl\nsandbox: {timeout_s: 1e999}\n",
             "field 'sandbox.timeout_s': Input should be a finite number",
+        ),
+        (
+            "models: [openai/x]\ntasks: t.jsonl\ntrials: 1\ntrials: 20\n",
+            "line 4: not valid YAML (the key 'trials' appears twice",
+        ),
+        (
+            "{models: [openai/x], tasks: t.jsonl, budget: {token_cap: 5, token_cap: 9}}\n",
+            "the key 'token_cap' appears twice",
         ),
         (
             "a: &a [x, x, x, x, x, x, x, x, x]\n"
@@ -306,3 +331,17 @@ def test_a_plan_past_a_million_samples_is_one_line_before_the_run_directory_exis
     )
     assert "field 'trials'" in line and "1,010,000 samples" in line and "at most 1,000,000" in line
     assert not (tmp_path / "run").exists()
+
+
+def test_a_yaml_merge_may_still_override_the_keys_it_brings(tmp_path: Path) -> None:
+    # Only keys written twice are refused; `<<: *base` then a key of its own is YAML's override.
+    (tmp_path / "t.jsonl").write_text(json.dumps(GOOD_ROW) + "\n")
+    path = tmp_path / "run.yaml"
+    path.write_text(
+        "models: [&m {name: openai/x, temperature: 0.5}, {<<: *m, name: openai/y}]\ntasks: t.jsonl\n"
+    )
+    config = load_run_config(path, RunFlags())
+    assert [(m.name, m.temperature) for m in config.models] == [("openai/x", 0.5), ("openai/y", 0.5)]
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("- &t {id: a, question: q, answer: '1'}\n- {<<: *t, id: b}\n")
+    assert [t.id for t in load_science_tasks(tasks, "olympiad")] == ["a", "b"]
