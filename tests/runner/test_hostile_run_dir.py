@@ -484,3 +484,38 @@ def test_the_samples_size_bound_is_checked_before_reading_by_the_store_and_the_r
     for read in (lambda: load_samples(samples), lambda: load_run(tmp_path)):
         with pytest.raises(UserError, match=r"samples file is [\d,]+ bytes; the limit is 1,000$"):
             read()
+
+
+def _model_config(**fields: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda h: h["config"].__setitem__("models", [{"name": "openai/echo-model", **fields}])
+
+
+# run.json as `proctor view` reads it: each value used to reach a .get, a loop or a float().
+VIEW_HEADER_EDITS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "the config's budget a string": lambda h: h["config"].__setitem__("budget", "x"),
+    "the config's budget a list": lambda h: h["config"].__setitem__("budget", [1]),
+    "token_cap infinite": lambda h: h["config"].__setitem__("budget", {"token_cap": float("inf")}),
+    "the config's models a number": lambda h: h["config"].__setitem__("models", 5),
+    "the header's models a number": lambda h: h.__setitem__("models", True),
+    "a model's price text": _model_config(input_price_per_mtok="x"),
+    "a model's price a list": _model_config(output_price_per_mtok=[1]),
+    "a model's price of 400 digits": _model_config(input_price_per_mtok=10**400),
+    "a judge's price of 400 digits": lambda h: h["config"].__setitem__(
+        "judge", {"name": "openai/j", "output_price_per_mtok": 10**400}
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", list(VIEW_HEADER_EDITS))
+async def test_a_hand_edited_run_json_never_breaks_the_report(
+    tmp_path: Path, echo_server: ScriptedServer, edit: str
+) -> None:
+    from proctor.agent.report.page import render_report
+
+    _, out = await finished_run(tmp_path, echo_server)
+    edit_header(out, VIEW_HEADER_EDITS[edit])
+    run_data = load_run(out)
+    page = render_report(run_data)
+    # Every sample is still on the page; the bad value is ignored (defaults, no price).
+    assert len(run_data.samples) == 3 and all(s.task_id in page for s in run_data.samples)
+    assert run_data.budget[1] > 0
