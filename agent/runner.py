@@ -37,7 +37,7 @@ from proctor.agent.hardware import calibrate, hardware_record
 from proctor.agent.model.base import ModelClient, ModelError
 from proctor.agent.model.endpoint import without_secrets
 from proctor.agent.preflight import EndpointUse, check_keys, endpoint_uses, preflight, require_judge
-from proctor.agent.progress import RunProgress
+from proctor.agent.progress import RunProgress, one_line
 from proctor.agent.records import RERUN_ON_RESUME, Outcome, ReferenceRecord, SampleRecord
 from proctor.agent.run_config_loader import parse_size
 from proctor.agent.run_guard import GuardedClient, RunGuard, StopReason
@@ -708,7 +708,8 @@ class Runner:
         if not self._stop_announced:
             self._stop_announced = True
             self.progress.console.print(
-                f"proctor: {stop.status}: {stop.describe()}; no further samples start",
+                # The endpoint's own message: one line, never a terminal control.
+                f"proctor: {stop.status}: {one_line(stop.describe())}; no further samples start",
                 markup=False,
                 highlight=False,
                 soft_wrap=True,
