@@ -46,8 +46,9 @@ def open_run_file(path: Path, flags: int, what: str, *, error: type[UserError] =
     A run directory is hostile input: a ``samples.jsonl`` that is a symbolic link would make
     Proctor append model text to whatever file it names, a FIFO would hang it and ``/dev/zero``
     would fill its memory. The last component is never followed (``O_NOFOLLOW``), opening never
-    blocks (``O_NONBLOCK``), and anything but a regular file is refused in one line. The
-    directory itself may be a symbolic link: the user named it.
+    blocks (``O_NONBLOCK``), and anything but a regular file is refused in one line, as is a
+    file opened for writing that has other hard links. The directory itself may be a symbolic
+    link: the user named it.
     """
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
@@ -56,9 +57,17 @@ def open_run_file(path: Path, flags: int, what: str, *, error: type[UserError] =
             raise error(f"{path}: {what} {NOT_A_RUN_FILE} (it is a symbolic link)") from None
         raise
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise error(f"{path}: {what} {NOT_A_RUN_FILE}")
+        # A hard link is a regular file too, but writing through it (appending records,
+        # truncating a torn tail or the lock) changes every other name of the inode: a `cp -al`
+        # backup of the run, or a file of the user's that whoever edited the directory linked.
+        if flags & (os.O_WRONLY | os.O_RDWR) and info.st_nlink > 1:
+            raise error(
+                f"{path}: {what} has {info.st_nlink} hard links; writing it would change the other "
+                "names too (copy the run directory with cp, not cp -l, then resume the copy)"
+            )
         # Reads and writes of a regular file block as usual from here on.
         os.set_blocking(fd, True)
     except BaseException:

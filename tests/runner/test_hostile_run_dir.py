@@ -519,3 +519,30 @@ async def test_a_hand_edited_run_json_never_breaks_the_report(
     # Every sample is still on the page; the bad value is ignored (defaults, no price).
     assert len(run_data.samples) == 3 and all(s.task_id in page for s in run_data.samples)
     assert run_data.budget[1] > 0
+
+
+@pytest.mark.parametrize("name", ["samples.jsonl", ".proctor.lock"])
+async def test_a_run_file_with_another_hard_link_is_never_written_through(
+    tmp_path: Path, echo_server: ScriptedServer, name: str
+) -> None:
+    # A hard link is a regular file, so the symlink check let it through: --resume appended
+    # records to (and the lock truncated) whatever else the inode is, e.g. a `cp -al` backup
+    # of the run or a file of the user's planted by whoever edited the directory.
+    task_file, out = await finished_run(tmp_path, echo_server)
+    other = tmp_path / "backup-or-victim"
+    if name == "samples.jsonl":
+        os.link(out / name, other)
+    else:
+        other.write_text("precious\n")
+        (out / name).unlink()
+        os.link(other, out / name)
+    before = other.read_bytes()
+    calls = echo_server.call_count
+    with pytest.raises(UserError) as caught:
+        await run(make_config(task_file, out, echo_server.base_url, trials=2, resume=True))
+    message = str(caught.value)
+    assert "\n" not in message and str(out / name) in message and "hard link" in message
+    assert other.read_bytes() == before and echo_server.call_count == calls
+    # Reading is harmless: the report still reads a linked samples file.
+    if name == "samples.jsonl":
+        assert len(load_run(out).samples) == 3
