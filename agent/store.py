@@ -59,6 +59,11 @@ def file_sha256(path: Path) -> str:
 
 
 def write_json_atomically(path: Path, data: Any) -> None:
+    """Replace ``path`` with ``data`` as JSON in one step (see :func:`write_text_atomically`)."""
+    write_text_atomically(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def write_text_atomically(path: Path, text: str) -> None:
     """Replace ``path`` in one step so readers never see half a file, even after a crash.
 
     The temporary file is created fresh (``O_EXCL``, never through a link someone left in the
@@ -72,8 +77,7 @@ def write_json_atomically(path: Path, data: Any) -> None:
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False, default=str)
-            handle.write("\n")
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
@@ -86,6 +90,22 @@ def write_json_atomically(path: Path, data: Any) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def refuse_run_file(path: Path, option: str) -> None:
+    """One line when ``path`` (an output a user named: a page, an export) is one of a run
+    directory's own files, which writing it would destroy: `proctor view RUN --out
+    RUN/samples.jsonl` replaced every finished record with the page. Links and ``..`` are
+    resolved first, so no other spelling of the name gets through."""
+    resolved = path.resolve()
+    run_dir = resolved.parent
+    if resolved.name in (RUN_HEADER, SAMPLES, SUMMARY, LOCK) and any(
+        (run_dir / name).exists() for name in (RUN_HEADER, SAMPLES)
+    ):
+        raise UserError(
+            f"{option} {path}: is the {resolved.name} of the run directory {run_dir}; "
+            "writing there would destroy it (choose another path)"
+        )
 
 
 def read_json(path: Path) -> dict[str, Any]:

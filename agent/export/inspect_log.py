@@ -19,7 +19,7 @@ from proctor.agent.config import RunConfig
 from proctor.agent.errors import UserError
 from proctor.agent.records import ERROR_OUTCOMES, SampleRecord
 from proctor.agent.rescore.stored_run import validate_config
-from proctor.agent.store import RUN_HEADER, SUMMARY, read_json, records_from
+from proctor.agent.store import RUN_HEADER, SUMMARY, read_json, records_from, refuse_run_file
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample
@@ -368,6 +368,8 @@ def export_inspect(run_dir: Path, output: Path | None) -> list[Path]:
         path = (
             target if len(labels) == 1 else target.with_name(f"{target.stem}.{_slug(label)}{target.suffix}")
         )
+        # Never over a run directory's own files (`-o RUN/run.json` replaced the run's header).
+        refuse_run_file(path, "-o")
         log = eval_log(header, config, label, [r for r in records if r.model == label], summary)
         try:
             write_eval_log(log, path.resolve())

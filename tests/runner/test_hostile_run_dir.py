@@ -546,3 +546,49 @@ async def test_a_run_file_with_another_hard_link_is_never_written_through(
     # Reading is harmless: the report still reads a linked samples file.
     if name == "samples.jsonl":
         assert len(load_run(out).samples) == 3
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from proctor.agent.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+
+
+async def test_a_planted_report_link_cannot_make_view_overwrite_another_file(
+    tmp_path: Path, echo_server: ScriptedServer
+) -> None:
+    # `proctor view RUN` writes RUN/report.html; whoever edited RUN made that name a link to a
+    # file of the reader's, and the page was written through it.
+    _, out = await finished_run(tmp_path, echo_server)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (out / "report.html").symlink_to(victim)
+    done = await asyncio.to_thread(_cli, "view", str(out))
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "precious\n"
+    page = out / "report.html"
+    assert not page.is_symlink() and "<!DOCTYPE html>" in page.read_text()
+
+
+@pytest.mark.parametrize("target", ["samples.jsonl", "run.json", "summary.json"])
+async def test_view_compare_and_export_never_write_over_a_run_file(
+    tmp_path: Path, echo_server: ScriptedServer, target: str
+) -> None:
+    # `--out RUN/samples.jsonl` (a slip of tab completion) replaced every finished record with
+    # the HTML page.
+    _, out = await finished_run(tmp_path, echo_server)
+    before = {name: (out / name).read_bytes() for name in ("samples.jsonl", "run.json", "summary.json")}
+    attempts = [("view", str(out), "--out"), ("compare", str(out), str(out), "--html")]
+    if target.endswith(".json"):
+        attempts.append(("export", str(out), "--output"))
+    for attempt in attempts:
+        done = await asyncio.to_thread(_cli, *attempt, str(out / target))
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, (attempt, done.stderr[-2000:])
+        assert str(out / target) in lines[0] and "run directory" in lines[0]
+    assert {name: (out / name).read_bytes() for name in before} == before
