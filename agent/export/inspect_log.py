@@ -236,16 +236,29 @@ def task_targets(config: RunConfig) -> dict[str, str]:
     return targets
 
 
-def _metrics(group: Mapping[str, Any] | None) -> dict[str, Any]:
+def _metrics(group: Any) -> dict[str, Any]:
     from inspect_ai.log import EvalMetric
 
+    # summary.json may have been edited: a block that is not an object, or a value that is not a
+    # number float() takes (text, 400 digits), is left out of the metrics, never raised on.
     metrics: dict[str, Any] = {}
-    accuracy = (group or {}).get("accuracy")
-    if isinstance(accuracy, dict) and isinstance(accuracy.get("mean"), int | float):
-        metrics["accuracy"] = EvalMetric(name="accuracy", value=float(accuracy["mean"]))
-        if isinstance(accuracy.get("se"), int | float):
-            metrics["stderr"] = EvalMetric(name="stderr", value=float(accuracy["se"]))
+    accuracy = _mapping(group).get("accuracy")
+    mean = _float_or_none(_mapping(accuracy).get("mean"))
+    if mean is not None:
+        metrics["accuracy"] = EvalMetric(name="accuracy", value=mean)
+        se = _float_or_none(_mapping(accuracy).get("se"))
+        if se is not None:
+            metrics["stderr"] = EvalMetric(name="stderr", value=se)
     return metrics
+
+
+def _float_or_none(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 
 def eval_log(
