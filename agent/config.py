@@ -144,6 +144,12 @@ def _with_default_effort(model: ModelConfig, effort: str | None) -> tuple[ModelC
     return model.model_copy(update={"reasoning_effort": effort}), True
 
 
+# Trials per task: the papers use 20 to 30; this only stops absurd values.
+MAX_TRIALS = 10_000
+# Samples one run may plan (models x tasks x trials); the plan is a list held in memory.
+MAX_PLANNED_SAMPLES = 1_000_000
+
+
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
@@ -151,7 +157,9 @@ class RunConfig(BaseModel):
     tasks: Path
     models: list[ModelConfig]
     judge: ModelConfig | None = None
-    trials: int = Field(default=1, ge=1)
+    # Bounded so that a typo (or an edited run.json that --resume reuses) of 10**400 trials is a
+    # one-line error naming the field, not a plan that fills memory before any sample starts.
+    trials: int = Field(default=1, ge=1, le=MAX_TRIALS)
     max_concurrency: int = Field(default=4, ge=1)
     out: Path | None = None
     resume: bool = False

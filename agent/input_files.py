@@ -23,10 +23,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from proctor.agent.errors import UserError
 
 MAX_TASK_FILE_BYTES = 256 * 1024 * 1024
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
+# A run's samples may be large (10 MB replies, thousands of samples); this only stops a file no
+# run writes, such as a sparse terabyte, which would otherwise be read into memory whole.
+MAX_SAMPLES_BYTES = 16 * 1024 * 1024 * 1024
 MAX_NESTING = 64
 # Values visited per file; YAML aliases can make a small file a huge tree.
 MAX_VALUES = 5_000_000
@@ -41,8 +46,9 @@ def open_run_file(path: Path, flags: int, what: str, *, error: type[UserError] =
     A run directory is hostile input: a ``samples.jsonl`` that is a symbolic link would make
     Proctor append model text to whatever file it names, a FIFO would hang it and ``/dev/zero``
     would fill its memory. The last component is never followed (``O_NOFOLLOW``), opening never
-    blocks (``O_NONBLOCK``), and anything but a regular file is refused in one line. The
-    directory itself may be a symbolic link: the user named it.
+    blocks (``O_NONBLOCK``), and anything but a regular file is refused in one line, as is a
+    file opened for writing that has other hard links. The directory itself may be a symbolic
+    link: the user named it.
     """
     try:
         fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
@@ -51,15 +57,32 @@ def open_run_file(path: Path, flags: int, what: str, *, error: type[UserError] =
             raise error(f"{path}: {what} {NOT_A_RUN_FILE} (it is a symbolic link)") from None
         raise
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             raise error(f"{path}: {what} {NOT_A_RUN_FILE}")
+        # A hard link is a regular file too, but writing through it (appending records,
+        # truncating a torn tail or the lock) changes every other name of the inode: a `cp -al`
+        # backup of the run, or a file of the user's that whoever edited the directory linked.
+        if flags & (os.O_WRONLY | os.O_RDWR) and info.st_nlink > 1:
+            raise error(
+                f"{path}: {what} has {info.st_nlink} hard links; writing it would change the other "
+                "names too (copy the run directory with cp, not cp -l, then resume the copy)"
+            )
         # Reads and writes of a regular file block as usual from here on.
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def check_run_file_size(
+    fd: int, path: Path, what: str, max_bytes: int, *, error: type[UserError] = UserError
+) -> None:
+    """One line when the regular file open on ``fd`` is over ``max_bytes``."""
+    size = os.fstat(fd).st_size
+    if size > max_bytes:
+        raise error(f"{path}: {what} is {size:,} bytes; the limit is {max_bytes:,}")
 
 
 def read_text_input(
@@ -78,6 +101,9 @@ def read_text_input(
     try:
         if run_file:
             with os.fdopen(open_run_file(path, os.O_RDONLY, what, error=error), "rb") as handle:
+                # A run file is a regular file, so its size is known before reading: a sparse
+                # file of many gigabytes is refused without filling memory up to the cap.
+                check_run_file_size(handle.fileno(), path, what, max_bytes, error=error)
                 data = handle.read(max_bytes + 1)
         else:
             size = path.stat().st_size
@@ -159,6 +185,51 @@ def check_data(value: Any, where: Callable[[list[str]], str], *, error: type[Use
     if found is not None:
         path, problem = found
         raise error(f"{where(path)}: field '{_describe(path)}': {problem}")
+
+
+class DuplicateKey(ValueError):
+    """A JSON object that names the same key twice (``json`` would keep the last silently)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key!r} appears twice in one object")
+        self.key = key
+
+
+def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for ``json``: a task file with ``"answer"`` twice is ambiguous (which
+    one is graded?), so it is refused instead of keeping the last, as ``json`` would."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data:
+            raise DuplicateKey(key)
+        data[key] = value
+    return data
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a mapping naming the same key twice (PyYAML keeps the
+    last silently). Keys brought in by a merge (``<<: *base``) may be overridden, as YAML means."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                    seen.setdefault(key, key_node.start_mark.line + 1)
+                except TypeError:  # unhashable: the base constructor says so
+                    continue
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"the key {key!r} appears twice (first on line {first})",
+                        key_node.start_mark,
+                    )
+        return super().construct_mapping(node, deep=deep)
 
 
 def unreadable_value(exc: ValueError) -> str:

@@ -289,6 +289,16 @@ def visible(text: str) -> str:
     return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
 
 
+def one_line(text: str) -> str:
+    """``text`` as one line safe to print: :func:`visible`, with newlines shown as ``\\n``.
+
+    For Proctor's own lines that quote what an endpoint or a file said (``proctor: error: ...``,
+    ``proctor: stopped: ...``): a message holding a newline and an escape could otherwise forge a
+    line of ours ("finished, all correct") or clear the screen. Files keep the text exactly.
+    """
+    return visible(text).replace("\n", "\\n")
+
+
 def _estimate_text(estimate: dict[str, Any] | None, *, scale: float = 1.0, digits: int = 3) -> str:
     if not estimate:
         return "-"

@@ -7,7 +7,7 @@ track fills a :class:`SampleRecord`; the store, summaries and reports read only 
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -39,23 +39,30 @@ ERROR_OUTCOMES = frozenset(
 RERUN_ON_RESUME = ERROR_OUTCOMES
 
 
+# Counts (tokens, turns, trials, retries, sizes) are never negative, and no run reaches 2**63
+# (int64, what every JSON reader carries): JSON holds integers of any size, and one past float's
+# range in an edited run directory overflowed the summary's means and the report's plots.
+MAX_STORED_COUNT = 2**63 - 1
+Count = Annotated[int, Field(ge=0, le=MAX_STORED_COUNT)]
+
+
 class _Stored(BaseModel):
     # NaN and infinities are written as strings so they read back (JSON has no spelling for them).
     model_config = ConfigDict(ser_json_inf_nan="strings")
 
 
 class TurnUsage(_Stored):
-    turn: int
-    input_tokens: int
-    output_tokens: int
-    reasoning_tokens: int = 0
+    turn: Count
+    input_tokens: Count
+    output_tokens: Count
+    reasoning_tokens: Count = 0
     estimated: bool = False
-    cumulative_tokens: int
+    cumulative_tokens: Count
     forced_submission: bool = False
 
 
 class ToolCallRecord(_Stored):
-    turn: int
+    turn: Count
     call_id: str
     name: str
     raw_arguments: str
@@ -76,7 +83,7 @@ class ToolCallRecord(_Stored):
 
 class SubmissionRecord(_Stored):
     code: str
-    turn: int | None = None
+    turn: Count | None = None
     check_problems: list[str] = Field(default_factory=list)
     value_type: str | None = None
     value_repr: str | None = None
@@ -98,7 +105,7 @@ class JudgeRecord(_Stored):
     # tail around a marker giving the omitted length and the whole text's SHA-256.
     prompt: str | None = None
     # Length and SHA-256 (UTF-8) of the whole prompt, stored or not: whether ``prompt`` is whole.
-    prompt_chars: int | None = None
+    prompt_chars: Count | None = None
     prompt_sha256: str | None = None
     replies: list[str] = Field(default_factory=list)
     verdict: str | None = None  # "CORRECT" | "INCORRECT" | points as text
@@ -107,8 +114,8 @@ class JudgeRecord(_Stored):
     # What the deterministic pre-check concluded ("settled correct by numeric", "deferred ...").
     precheck: str | None = None
     # The judge's own token use over all its attempts (not counted in the sample's totals).
-    input_tokens: int = 0
-    output_tokens: int = 0
+    input_tokens: Count = 0
+    output_tokens: Count = 0
     # When the judge gave no verdict on the answer: the same prompt with a placeholder answer,
     # and what the judge said of it ({"answer", "replies", "verdict"}). A verdict there puts the
     # blame on the answer (``incorrect``); none puts it on the judge (``judge_error``).
@@ -133,8 +140,8 @@ class EEDRecord(_Stored):
     score: float
     relative_distance: float | None = None
     distance: float | None = None
-    reference_size: int | None = None
-    answer_size: int | None = None
+    reference_size: Count | None = None
+    answer_size: Count | None = None
     status: str = "ok"
     extracted_answer: str | None = None
 
@@ -143,7 +150,7 @@ class TextReplacements(_Stored):
     """Text the store could not encode as UTF-8 and replaced (rule in docs/runs.md)."""
 
     rule: str = "lone surrogate -> \\uXXXX"
-    count: int
+    count: Count
     # JSON paths of the first fields where a replacement happened.
     fields: list[str] = Field(default_factory=list)
 
@@ -165,7 +172,7 @@ class SampleRecord(_Stored):
     run_id: str
     track: str
     task_id: str
-    trial: int
+    trial: Count
     model: str
     subject: str | None = None
     reasoning_effort: str | None = None
@@ -174,13 +181,13 @@ class SampleRecord(_Stored):
     score: float = 0.0
     success: bool = False
     error: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    reasoning_tokens: int = 0
-    total_tokens: int = 0
+    input_tokens: Count = 0
+    output_tokens: Count = 0
+    reasoning_tokens: Count = 0
+    total_tokens: Count = 0
     tokens_estimated: bool = False
     turns: list[TurnUsage] = Field(default_factory=list)
-    forced_submission_turn: int | None = None
+    forced_submission_turn: Count | None = None
     cap_reached: bool = False
     transcript: list[dict[str, Any]] = Field(default_factory=list)
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
@@ -192,8 +199,8 @@ class SampleRecord(_Stored):
     sandbox_image: str | None = None
     # Retries of the answering model's calls and of the judge's, counted by the runner: every
     # retry, those of a call that finally failed included.
-    retries: int = 0
-    judge_retries: int = 0
+    retries: Count = 0
+    judge_retries: Count = 0
     started_at: str
     finished_at: str
     duration_s: float

@@ -20,6 +20,7 @@ from proctor.agent.config import RunConfig
 from proctor.agent.errors import UserError
 from proctor.agent.input_files import (
     MAX_CONFIG_BYTES,
+    UniqueKeyLoader,
     check_data,
     read_text_input,
     too_deep,
@@ -91,7 +92,8 @@ def format_validation_error(source: str, error: ValidationError) -> str:
 def read_config_file(path: Path) -> dict[str, Any]:
     text = read_text_input(path, "config file", max_bytes=MAX_CONFIG_BYTES)
     try:
-        data = yaml.safe_load(text)
+        # A SafeLoader that also refuses a key given twice (PyYAML keeps the last silently).
+        data = yaml.load(text, Loader=UniqueKeyLoader)
     except RecursionError:
         raise UserError(too_deep(str(path))) from None
     except ValueError as exc:  # not a YAMLError: integers of more than 4,300 digits

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.agent import selection
-from proctor.agent.config import ModelConfig, RunConfig
+from proctor.agent.config import MAX_PLANNED_SAMPLES, ModelConfig, RunConfig
 from proctor.agent.encodable import safe_text
 from proctor.agent.endpoint_record import endpoint_changes, endpoints_record, refuse_or_record
 from proctor.agent.errors import UserError
@@ -37,7 +37,7 @@ from proctor.agent.hardware import calibrate, hardware_record
 from proctor.agent.model.base import ModelClient, ModelError
 from proctor.agent.model.endpoint import without_secrets
 from proctor.agent.preflight import EndpointUse, check_keys, endpoint_uses, preflight, require_judge
-from proctor.agent.progress import RunProgress
+from proctor.agent.progress import RunProgress, one_line
 from proctor.agent.records import RERUN_ON_RESUME, Outcome, ReferenceRecord, SampleRecord
 from proctor.agent.run_config_loader import parse_size
 from proctor.agent.run_guard import GuardedClient, RunGuard, StopReason
@@ -147,8 +147,24 @@ class RunResult:
     stop: StopReason | None = None
 
 
+def check_plan_size(config: RunConfig, task_count: int) -> None:
+    """One line when models x tasks x trials passes ``MAX_PLANNED_SAMPLES``: the plan is a list
+    in memory, and one of 10**400 trials (each field is bounded, their product is not) would
+    take the machine's memory, or forever, before the first sample ran."""
+    count = len(config.models) * task_count * config.trials
+    if count > MAX_PLANNED_SAMPLES:
+        raise UserError(
+            f"field 'trials': {len(config.models)} model(s) x {task_count:,} task(s) x {config.trials:,} "
+            f"trial(s) plan {count:,} samples; one run holds at most {MAX_PLANNED_SAMPLES:,}"
+        )
+
+
 def plan_samples(labels: list[str], config: RunConfig, tasks: list[Any]) -> list[PlannedSample]:
-    """Trial-major order, so early results already span tasks and models."""
+    """Trial-major order, so early results already span tasks and models.
+
+    The count is checked before the list is built (see :func:`check_plan_size`).
+    """
+    check_plan_size(config, len(tasks))
     return [
         PlannedSample(label, model, task, trial)
         for trial in range(config.trials)
@@ -400,6 +416,8 @@ class Runner:
         require_judge(track, config)
         loaded_tasks = track.load_tasks(config.tasks)
         tasks = select_tasks(loaded_tasks, config)
+        # Before the run directory is touched: nothing is written for a plan that cannot be held.
+        check_plan_size(config, len(tasks))
         labelled = list(zip(model_labels(config.models), config.models, strict=True))
         labels = [label for label, _ in labelled]
         uses = endpoint_uses(labelled, config.judge)
@@ -690,7 +708,8 @@ class Runner:
         if not self._stop_announced:
             self._stop_announced = True
             self.progress.console.print(
-                f"proctor: {stop.status}: {stop.describe()}; no further samples start",
+                # The endpoint's own message: one line, never a terminal control.
+                f"proctor: {stop.status}: {one_line(stop.describe())}; no further samples start",
                 markup=False,
                 highlight=False,
                 soft_wrap=True,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -34,8 +34,19 @@ class Estimate:
         return asdict(self)
 
 
+def total(values: Iterable[float]) -> float:
+    """``math.fsum``, or the plain sum where fsum refuses: it raises on an overflow (two values
+    near 1e308) and on inf + -inf, which an edited run directory may hold (records keep NaN and
+    infinities, docs/runs.md); the statistic is then inf or nan, as the data is, never a crash."""
+    items = list(values)
+    try:
+        return math.fsum(items)
+    except (OverflowError, ValueError):
+        return sum(items, 0.0)
+
+
 def mean(values: Sequence[float]) -> float:
-    return math.fsum(values) / len(values)
+    return total(values) / len(values)
 
 
 def standard_error(values: Sequence[float]) -> float | None:
@@ -44,7 +55,8 @@ def standard_error(values: Sequence[float]) -> float | None:
     if n < 2:
         return None
     centre = mean(values)
-    variance = math.fsum((v - centre) ** 2 for v in values) / (n - 1)
+    # d * d, not d ** 2: float power raises on overflow where a product is inf.
+    variance = total((v - centre) * (v - centre) for v in values) / (n - 1)
     return math.sqrt(variance / n)
 
 
@@ -78,10 +90,12 @@ def _bootstrap_cached(
         values = np.asarray(task_means, dtype=float)
         rng = np.random.default_rng(seed)
         draws = rng.integers(0, count, size=(resamples, count))
-        stats = sorted(float(v) for v in values[draws].mean(axis=1))
+        # Means of inf or 1e308 task means (an edited run directory) are inf or nan, quietly.
+        with np.errstate(over="ignore", invalid="ignore"):
+            stats = sorted(float(v) for v in values[draws].mean(axis=1))
     else:
         rng_py = random.Random(seed)
-        stats = sorted(math.fsum(rng_py.choices(task_means, k=count)) / count for _ in range(resamples))
+        stats = sorted(total(rng_py.choices(task_means, k=count)) / count for _ in range(resamples))
     return percentile(stats, tail), percentile(stats, 1 - tail)
 
 

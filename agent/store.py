@@ -26,6 +26,8 @@ from proctor.agent.encodable import Replacements, make_encodable
 from proctor.agent.errors import UserError
 from proctor.agent.input_files import (
     MAX_CONFIG_BYTES,
+    MAX_SAMPLES_BYTES,
+    check_run_file_size,
     open_run_file,
     read_text_input,
     too_deep,
@@ -57,6 +59,11 @@ def file_sha256(path: Path) -> str:
 
 
 def write_json_atomically(path: Path, data: Any) -> None:
+    """Replace ``path`` with ``data`` as JSON in one step (see :func:`write_text_atomically`)."""
+    write_text_atomically(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def write_text_atomically(path: Path, text: str) -> None:
     """Replace ``path`` in one step so readers never see half a file, even after a crash.
 
     The temporary file is created fresh (``O_EXCL``, never through a link someone left in the
@@ -70,8 +77,7 @@ def write_json_atomically(path: Path, data: Any) -> None:
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2, sort_keys=False, default=str)
-            handle.write("\n")
+            handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
@@ -84,6 +90,22 @@ def write_json_atomically(path: Path, data: Any) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise
+
+
+def refuse_run_file(path: Path, option: str) -> None:
+    """One line when ``path`` (an output a user named: a page, an export) is one of a run
+    directory's own files, which writing it would destroy: `proctor view RUN --out
+    RUN/samples.jsonl` replaced every finished record with the page. Links and ``..`` are
+    resolved first, so no other spelling of the name gets through."""
+    resolved = path.resolve()
+    run_dir = resolved.parent
+    if resolved.name in (RUN_HEADER, SAMPLES, SUMMARY, LOCK) and any(
+        (run_dir / name).exists() for name in (RUN_HEADER, SAMPLES)
+    ):
+        raise UserError(
+            f"{option} {path}: is the {resolved.name} of the run directory {run_dir}; "
+            "writing there would destroy it (choose another path)"
+        )
 
 
 def read_json(path: Path) -> dict[str, Any]:
@@ -133,6 +155,10 @@ def load_samples(path: Path, *, repair: bool = False) -> LoadedSamples:
     except OSError as exc:
         raise UserError(f"{path}: cannot read the samples file ({exc.strerror or exc})") from None
     with os.fdopen(fd, "r+b" if repair else "rb", buffering=0) as handle:
+        # The same bound as the report's loader, before reading: the file is read whole, and a
+        # sparse terabyte planted in a run directory was a MemoryError traceback (or, smaller,
+        # the machine's memory).
+        check_run_file_size(handle.fileno(), path, "samples file", MAX_SAMPLES_BYTES)
         data = handle.read()
         cut = data.rfind(b"\n") + 1
         complete, tail = data[:cut], data[cut:]
@@ -175,11 +201,28 @@ def load_samples(path: Path, *, repair: bool = False) -> LoadedSamples:
     return LoadedSamples(records=records, torn_bytes=torn, duplicates=duplicates)
 
 
-def encode_record(record: SampleRecord) -> tuple[bytes, SampleRecord]:
-    """The record as one JSONL line, and the record as stored (they differ only when text
-    UTF-8 cannot hold had to be replaced; see :mod:`proctor.agent.encodable`)."""
+def _reads_back(line: bytes) -> bool:
+    """Whether :func:`load_samples` will read ``line``: pydantic's JSON writer goes deeper (about
+    250 levels) than its reader (200) and writes integers of any size, which the reader refuses
+    past 4,300 digits. A line it refuses would sit before later records as "corruption", and
+    stop every resume of the run at its line number."""
     try:
-        return record.model_dump_json().encode("utf-8") + b"\n", record
+        SampleRecord.model_validate_json(line)
+    except ValidationError:
+        return False
+    return True
+
+
+def encode_record(record: SampleRecord) -> tuple[bytes, SampleRecord]:
+    """The record as one JSONL line that reads back, and the record as stored (they differ only
+    when text UTF-8 cannot hold had to be replaced, or a value nested past
+    :data:`proctor.agent.encodable.MAX_DEPTH` was kept as its repr; see
+    :mod:`proctor.agent.encodable`). Raises ``ValueError`` when even that cannot be read back,
+    so the runner stores a ``harness_error`` record instead of a line no reader takes."""
+    try:
+        line = record.model_dump_json().encode("utf-8")
+        if _reads_back(line):
+            return line + b"\n", record
     except (PydanticSerializationError, UnicodeEncodeError):
         pass
     replacements = Replacements()
@@ -189,7 +232,13 @@ def encode_record(record: SampleRecord) -> tuple[bytes, SampleRecord]:
             count=replacements.count, fields=replacements.paths
         ).model_dump()
     stored = SampleRecord.model_validate(data)
-    return stored.model_dump_json().encode("utf-8") + b"\n", stored
+    line = stored.model_dump_json().encode("utf-8")
+    if not _reads_back(line):
+        raise ValueError(
+            "the record holds a value the samples file could not read back "
+            "(an integer of more than 4,300 digits?)"
+        )
+    return line + b"\n", stored
 
 
 class SampleWriter:
@@ -247,6 +296,19 @@ class _Session(BaseModel):
     ended_at: str | None = None
 
 
+class _ResumedConfig(BaseModel):
+    """The fields of ``run.json``'s ``config`` that :func:`resume_conflicts` reads as mappings.
+
+    A resume given its own config (a file or flags) never validates the recorded one as a
+    ``RunConfig``; these are the values it still reads with ``.get`` or ``in``.
+    """
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    judge: dict[str, Any] | None = None
+    track_options: dict[str, Any] | None = None
+
+
 class _ResumedHeader(BaseModel):
     """The fields of ``run.json`` a resume carries over into the new header.
 
@@ -260,7 +322,7 @@ class _ResumedHeader(BaseModel):
     run_id: str = Field(min_length=1, max_length=1_000)
     track: str | None = None
     created_at: str | None = None
-    config: dict[str, Any] = Field(default_factory=dict)
+    config: _ResumedConfig = Field(default_factory=_ResumedConfig)
     tasks_file: dict[str, Any] = Field(default_factory=dict)
     prompt_template_sha256: str | None = None
     sessions: list[_Session] = Field(default_factory=list)

@@ -37,7 +37,7 @@ from typing import Any
 
 from proctor.agent.passk import grid_by_model, pass_at_k_summary, task_grid
 from proctor.agent.records import ERROR_OUTCOMES, Outcome, SampleRecord
-from proctor.agent.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_engine, clustered_estimate
+from proctor.agent.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_engine, clustered_estimate, total
 
 # (input, output) USD per million tokens, keyed by the record's model label.
 Prices = Mapping[str, tuple[float | None, float | None]]
@@ -80,8 +80,19 @@ def _sandbox_calls(record: SampleRecord) -> tuple[int, float]:
         for exec_result in (record.submission.answer_exec, record.submission.verify_exec):
             if exec_result is not None:
                 calls += 1
-                seconds += float(exec_result.get("duration_s") or 0.0)
+                seconds += _seconds(exec_result.get("duration_s"))
     return calls, seconds
+
+
+def _seconds(value: Any) -> float:
+    """A sandbox result's ``duration_s`` (a free-form dict in the record: an edited run
+    directory may put text, a list or a 400-digit integer there) as seconds, else 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    try:
+        return float(value)
+    except OverflowError:  # an int past float's range
+        return math.inf if value > 0 else -math.inf
 
 
 def _cost(records: Sequence[SampleRecord], prices: Prices | None) -> float | None:
@@ -156,19 +167,17 @@ def summarize_group(
             "reasoning": sum(r.reasoning_tokens for r in records),
             "total": sum(r.total_tokens for r in records),
             "estimated_samples": sum(1 for r in records if r.tokens_estimated),
-            "mean_per_sample": (
-                math.fsum(r.total_tokens for r in records) / len(records) if records else 0.0
-            ),
+            "mean_per_sample": (total(r.total_tokens for r in records) / len(records) if records else 0.0),
         },
         "turns": sum(len(r.turns) for r in records),
         "forced_submissions": sum(1 for r in records if r.forced_submission_turn is not None),
         "cap_reached": sum(1 for r in records if r.cap_reached),
         "tool_calls": sum(len(r.tool_calls) for r in records),
         "sandbox_calls": sum(calls for calls, _ in sandbox),
-        "sandbox_seconds": math.fsum(seconds for _, seconds in sandbox),
+        "sandbox_seconds": total(seconds for _, seconds in sandbox),
         "model_retries": sum(r.retries for r in records),
         "judge_retries": sum(r.judge_retries for r in records),
-        "sample_seconds": math.fsum(r.duration_s for r in records),
+        "sample_seconds": total(r.duration_s for r in records),
         "cost_usd": _cost(records, prices),
         "judge": _judge_usage(records, judge_prices),
         "pass_at_k": pass_at_k_summary(task_grid(records)),

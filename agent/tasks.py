@@ -19,9 +19,12 @@ from pydantic import BaseModel, ValidationError
 from proctor.agent.errors import UserError
 from proctor.agent.input_files import (
     MAX_TASK_FILE_BYTES,
+    DuplicateKey,
+    UniqueKeyLoader,
     check_data,
     read_text_input,
     too_deep,
+    unique_pairs,
     unreadable_value,
 )
 
@@ -156,9 +159,11 @@ def _read_jsonl(path: Path, text: str) -> list[TaskEntry]:
         if not line.strip():
             continue
         try:
-            value = json.loads(line)
+            value = json.loads(line, object_pairs_hook=unique_pairs)
         except json.JSONDecodeError as exc:
             raise TaskFileError(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+        except DuplicateKey as exc:
+            raise TaskFileError(f"{path}:{number}: field '{exc.key}': {exc}") from None
         except ValueError as exc:
             raise TaskFileError(f"{path}:{number}: {unreadable_value(exc)}") from None
         entries.append(TaskEntry(_require_mapping(value, f"{path}:{number}"), path, number))
@@ -167,7 +172,7 @@ def _read_jsonl(path: Path, text: str) -> list[TaskEntry]:
 
 def _read_json_list(path: Path, text: str) -> list[TaskEntry]:
     """Decode the top-level list item by item so each entry keeps its line number."""
-    decoder = json.JSONDecoder()
+    decoder = json.JSONDecoder(object_pairs_hook=unique_pairs)
     position = _skip_space(text, 0)
     if text[position : position + 1] != "[":
         raise TaskFileError(f"{path}:{_line_at(text, position)}: expected a JSON list of tasks")
@@ -180,6 +185,10 @@ def _read_json_list(path: Path, text: str) -> list[TaskEntry]:
         except json.JSONDecodeError as exc:
             raise TaskFileError(
                 f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})"
+            ) from None
+        except DuplicateKey as exc:
+            raise TaskFileError(
+                f"{path}: entry {len(entries)} (line {line}): field '{exc.key}': {exc}"
             ) from None
         except ValueError as exc:
             raise TaskFileError(
@@ -213,7 +222,8 @@ def _line_at(text: str, position: int) -> int:
 def _read_yaml_list(path: Path, text: str) -> list[TaskEntry]:
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
-        values = yaml.safe_load(text)
+        # A SafeLoader that also refuses a key given twice (PyYAML keeps the last silently).
+        values = yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)

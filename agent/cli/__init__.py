@@ -12,6 +12,7 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from proctor.agent.cli import commands_registry  # noqa: F401  (registers every command)
 from proctor.agent.cli.app import app
 from proctor.agent.errors import UserError
+from proctor.agent.progress import one_line
 
 
 def main() -> None:
@@ -19,7 +20,8 @@ def main() -> None:
     try:
         result = app(standalone_mode=False)
     except UserError as exc:
-        print(f"proctor: error: {exc}", file=sys.stderr)
+        # One line, never a terminal control: the message may quote an endpoint or a file.
+        print(f"proctor: error: {one_line(str(exc))}", file=sys.stderr)
         raise SystemExit(2) from None
     except NoArgsIsHelpError as exc:
         print(exc.ctx.get_help() if exc.ctx is not None else "see 'proctor --help'")

@@ -15,7 +15,7 @@ from proctor.agent.config import RunConfig
 from proctor.agent.error_policy import DEFAULT_ERROR_POLICY, ErrorPolicy
 from proctor.agent.errors import UserError
 from proctor.agent.model.efforts import REASONING_EFFORTS
-from proctor.agent.progress import RunProgress, print_final
+from proctor.agent.progress import RunProgress, one_line, print_final
 from proctor.agent.run_config_loader import RunFlags, load_run_config, read_config_file, split_task_ids
 from proctor.agent.run_plan import build_plan, render_plan
 from proctor.agent.runner import RunResult, execute_run
@@ -89,7 +89,7 @@ def run_and_report(
         raise typer.Exit(EXIT_FAILED)
     if result.stop is not None:
         console.print(
-            f"proctor: {result.stop.status}: {result.stop.describe()}; {result.finished} of "
+            f"proctor: {result.stop.status}: {one_line(result.stop.describe())}; {result.finished} of "
             f"{result.planned} samples finished and are kept; after fixing the cause, {resume_hint} "
             "runs the rest and the errors again",
             markup=False,

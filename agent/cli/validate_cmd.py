@@ -11,10 +11,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from proctor.agent.cli.app import app
 from proctor.agent.config import SandboxConfig
 from proctor.agent.errors import UserError
+from proctor.agent.progress import visible
 from proctor.agent.tracks.frontiermath.tasks import load_frontiermath_tasks
 from proctor.agent.tracks.frontiermath.validation import ReferenceCheck, check_references
 from proctor.sandbox import SandboxError, open_sandbox
@@ -60,7 +62,14 @@ def _print_table(checks: list[ReferenceCheck], described: dict[str, object]) -> 
             else str(check.outcome)
         )
         detail = "" if check.passed else (check.error or "").strip().splitlines()[-1:] or [""]
-        table.add_row(check.task_id, status, f"{check.duration_s:.1f}", detail[0] if detail else "")
+        # Text: a task id (the task file's) and the failure (the sandbox's output) are data,
+        # never rich markup ("[/x]" would raise MarkupError) nor terminal control.
+        table.add_row(
+            Text(visible(check.task_id)),
+            status,
+            f"{check.duration_s:.1f}",
+            Text(visible(detail[0] if detail else "")),
+        )
     console.print(table)
     failed = [c.task_id for c in checks if c.checked and not c.passed]
     passed = sum(c.passed for c in checks)

@@ -14,14 +14,20 @@ from proctor.agent.report.compare_view import print_comparison, render_compariso
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import render_report
 from proctor.agent.report.serve import make_server
+from proctor.agent.store import refuse_run_file, write_text_atomically
 
 
-def _write(path: Path, text: str) -> Path:
+def _write(path: Path, text: str, option: str) -> Path:
+    """Write a page where it cannot destroy anything it was not meant to replace: never over a
+    run directory's own files, and never through a link (the default, RUN/report.html, is in a
+    directory anyone may have edited: a link planted there had the page written over its
+    target); replaced in one step, so an interrupted write leaves the old page or the new one."""
+    refuse_run_file(path, option)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise UserError(f"{path}: cannot write the page ({exc.strerror or exc})") from None
+    write_text_atomically(path, text)
     return path
 
 
@@ -40,7 +46,7 @@ def view(
 ) -> None:
     """Write a self-contained, offline HTML report of a run: summary, plots, transcripts."""
     run = load_run(run_dir)
-    page = _write(out or run_dir / "report.html", render_report(run))
+    page = _write(out or run_dir / "report.html", render_report(run), "--out")
     typer.echo(str(page))
     if not serve:
         return
@@ -69,4 +75,4 @@ def compare(
     comparison = compare_runs([load_run(path) for path in run_dirs])
     print_comparison(comparison)
     if html is not None:
-        typer.echo(str(_write(html, render_comparison(comparison))))
+        typer.echo(str(_write(html, render_comparison(comparison), "--html")))

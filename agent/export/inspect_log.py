@@ -19,7 +19,7 @@ from proctor.agent.config import RunConfig
 from proctor.agent.errors import UserError
 from proctor.agent.records import ERROR_OUTCOMES, SampleRecord
 from proctor.agent.rescore.stored_run import validate_config
-from proctor.agent.store import RUN_HEADER, SUMMARY, read_json, records_from
+from proctor.agent.store import RUN_HEADER, SUMMARY, read_json, records_from, refuse_run_file
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample
@@ -236,16 +236,29 @@ def task_targets(config: RunConfig) -> dict[str, str]:
     return targets
 
 
-def _metrics(group: Mapping[str, Any] | None) -> dict[str, Any]:
+def _metrics(group: Any) -> dict[str, Any]:
     from inspect_ai.log import EvalMetric
 
+    # summary.json may have been edited: a block that is not an object, or a value that is not a
+    # number float() takes (text, 400 digits), is left out of the metrics, never raised on.
     metrics: dict[str, Any] = {}
-    accuracy = (group or {}).get("accuracy")
-    if isinstance(accuracy, dict) and isinstance(accuracy.get("mean"), int | float):
-        metrics["accuracy"] = EvalMetric(name="accuracy", value=float(accuracy["mean"]))
-        if isinstance(accuracy.get("se"), int | float):
-            metrics["stderr"] = EvalMetric(name="stderr", value=float(accuracy["se"]))
+    accuracy = _mapping(group).get("accuracy")
+    mean = _float_or_none(_mapping(accuracy).get("mean"))
+    if mean is not None:
+        metrics["accuracy"] = EvalMetric(name="accuracy", value=mean)
+        se = _float_or_none(_mapping(accuracy).get("se"))
+        if se is not None:
+            metrics["stderr"] = EvalMetric(name="stderr", value=se)
     return metrics
+
+
+def _float_or_none(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
 
 
 def eval_log(
@@ -368,6 +381,8 @@ def export_inspect(run_dir: Path, output: Path | None) -> list[Path]:
         path = (
             target if len(labels) == 1 else target.with_name(f"{target.stem}.{_slug(label)}{target.suffix}")
         )
+        # Never over a run directory's own files (`-o RUN/run.json` replaced the run's header).
+        refuse_run_file(path, "-o")
         log = eval_log(header, config, label, [r for r in records if r.model == label], summary)
         try:
             write_eval_log(log, path.resolve())

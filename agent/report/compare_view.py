@@ -7,7 +7,9 @@ from html import escape
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from proctor.agent.progress import visible
 from proctor.agent.report.compare import Comparison, fmt_ci, fmt_pct, fmt_signed
 from proctor.agent.report.page import asset
 from proctor.agent.report.svg import LinearScale, nice_ticks, open_svg, text
@@ -105,10 +107,13 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
         ("Per task (mean success over trials)", _task_headers(comparison), _task_rows(comparison)),
     ):
         table = Table(title=title, title_justify="left")
+        # Text, not str, in headers (arm names) and cells alike: arm, model, subject and task
+        # names are data (a task file or an edited run directory sets them), never rich markup
+        # ("[/bold]" raised MarkupError) nor terminal control (an escape is shown spelled out).
         for header in headers:
-            table.add_column(header, justify="left" if header in TEXT_COLUMNS else "right")
+            table.add_column(Text(visible(header)), justify="left" if header in TEXT_COLUMNS else "right")
         for row in rows:
-            table.add_row(*row)
+            table.add_row(*(Text(visible(cell)) for cell in row))
         console.print(table)
 
 

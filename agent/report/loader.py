@@ -17,7 +17,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from proctor.agent.errors import UserError
-from proctor.agent.input_files import MAX_CONFIG_BYTES, read_text_input, too_deep, unreadable_value
+from proctor.agent.input_files import (
+    MAX_CONFIG_BYTES,
+    MAX_SAMPLES_BYTES,
+    read_text_input,
+    too_deep,
+    unreadable_value,
+)
 from proctor.agent.records import RERUN_ON_RESUME, SampleRecord
 from proctor.agent.summary import wall_seconds as summary_wall_seconds
 
@@ -55,7 +61,7 @@ class RunData:
     @property
     def budget(self) -> tuple[int, int]:
         """(force_submit_at, token_cap) from the run's config, else the protocol's defaults."""
-        budget = self.config.get("budget") or self.header.get("budget") or {}
+        budget = _mapping(self.config.get("budget")) or _mapping(self.header.get("budget"))
         force = _positive_int(budget.get("force_submit_at"), DEFAULT_FORCE_SUBMIT_AT)
         cap = _positive_int(budget.get("token_cap"), DEFAULT_TOKEN_CAP)
         return force, cap
@@ -71,9 +77,9 @@ class RunData:
     @property
     def models(self) -> list[str]:
         """Model labels: the header's (in config order), then any only the records name."""
-        described = [m for m in self.header.get("models") or [] if isinstance(m, dict)]
+        described = [m for m in _list(self.header.get("models")) if isinstance(m, dict)]
         configured = [str(m.get("label") or m.get("name")) for m in described] or [
-            str(m.get("name")) for m in self.config.get("models") or [] if isinstance(m, dict)
+            str(m.get("name")) for m in _list(self.config.get("models")) if isinstance(m, dict)
         ]
         return list(dict.fromkeys([*configured, *(s.model for s in self.samples)]))
 
@@ -84,19 +90,17 @@ class RunData:
         Records carry the runner's model *label* (the name, plus "@effort" for twins); the
         header's ``models`` list pairs labels with configs in order.
         """
-        configs = [m for m in self.config.get("models") or [] if isinstance(m, dict)]
-        described = [m for m in self.header.get("models") or [] if isinstance(m, dict)]
+        configs = [m for m in _list(self.config.get("models")) if isinstance(m, dict)]
+        described = [m for m in _list(self.header.get("models")) if isinstance(m, dict)]
         labels = [str(m.get("label") or m.get("name")) for m in described]
         if len(labels) != len(configs):
             labels = [str(m.get("name")) for m in configs]
         prices: dict[str, tuple[float | None, float | None]] = {}
         for label, model in zip(labels, configs, strict=True):
-            input_price, output_price = model.get("input_price_per_mtok"), model.get("output_price_per_mtok")
-            if input_price is not None or output_price is not None:
-                prices[label] = (
-                    None if input_price is None else float(input_price),
-                    None if output_price is None else float(output_price),
-                )
+            # Checked as the judge's are: text, a list or 400 digits there is no price.
+            model_prices = _prices_of(model)
+            if model_prices is not None:
+                prices[label] = model_prices
         return prices
 
     @property
@@ -172,10 +176,6 @@ class RunData:
                 return None
             start, end = min(starts), max(ends)
         return max(0.0, (end - start).total_seconds())
-
-
-# A run's samples may be large (10 MB replies, thousands of samples); this only stops /dev/zero.
-MAX_SAMPLES_BYTES = 16 * 1024 * 1024 * 1024
 
 
 def load_run(run_dir: Path) -> RunData:
@@ -267,21 +267,38 @@ def _first_backend(sample: SampleRecord) -> str | None:
 def _prices_of(model: dict[str, Any]) -> tuple[float | None, float | None] | None:
     """A model config's (input, output) USD per million tokens; None when it sets neither or
     sets something that is not a number (run.json may have been edited by anyone)."""
-    values = []
+    values: list[float | None] = []
     for key in ("input_price_per_mtok", "output_price_per_mtok"):
         value = model.get(key)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
-        ):
+        if value is None:
+            values.append(None)
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float):
             return None
-        values.append(None if value is None else float(value))
+        try:
+            price = float(value)  # an int of 400 digits overflows here (and in isfinite)
+        except OverflowError:
+            return None
+        if not math.isfinite(price):
+            return None
+        values.append(price)
     return None if values == [None, None] else (values[0], values[1])
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    """``value`` when it is an object, else empty: run.json may have been edited by anyone."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    """``value`` when it is a list, else empty (a string would iterate by character)."""
+    return value if isinstance(value, list) else []
 
 
 def _positive_int(value: Any, default: int) -> int:
     try:
         number = int(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: inf
         return default
     return number if number > 0 else default
 

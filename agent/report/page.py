@@ -178,6 +178,9 @@ def _money(value: float) -> str:
 
 
 def _duration(seconds: float) -> str:
+    # Records keep NaN and infinities (an edited run directory may hold them); round() refuses both.
+    if not math.isfinite(seconds):
+        return f"{seconds} s"
     if seconds < 60:
         return f"{seconds:.1f} s"
     minutes, secs = divmod(round(seconds), 60)

@@ -219,11 +219,17 @@ def outcome_breakdown(samples: list[SampleRecord]) -> str:
     return "".join(parts) + "</svg>"
 
 
+# Longest duration the histogram places: a day, far past any sandbox limit.
+MAX_HISTOGRAM_SECONDS = 86_400.0
+
+
 def duration_histogram(durations: list[float], timed_out: int = 0) -> str:
     """Sandbox call durations on log-spaced bins: calls span milliseconds to the 30 s limit."""
     left, right, top, bottom = _frame()
     parts = [open_svg(WIDTH, HEIGHT, "Sandbox call duration distribution", "plot-durations")]
-    values = [max(d, 1e-3) for d in durations if d >= 0]
+    # Clamped to [1 ms, MAX_HISTOGRAM_SECONDS]: a duration from an edited record (inf, 1e308)
+    # would put the bins' edges past float's range; NaN and negatives are left out.
+    values = [min(max(d, 1e-3), MAX_HISTOGRAM_SECONDS) for d in durations if d >= 0]
     if not values:
         parts.append(
             text((left + right) / 2, (top + bottom) / 2, "no sandbox calls", anchor="middle", css="empty")

@@ -107,6 +107,9 @@ def read_header(directory: Path) -> tuple[dict[str, Any], RunConfig, list[str]]:
         raise _field_error(
             path, "track", f"{track!r} cannot be re-scored (tracks: {', '.join(RESCORABLE_TRACKS)})"
         )
+    # Read with .get (its sha256) for the new run's header and the changes it lists.
+    if not isinstance(header.get("tasks_file", {}), dict | None):
+        raise _field_error(path, "tasks_file", "not an object (path, sha256, selected_tasks)")
     config = validate_config(header.get("config"), path)
     if config.track != track:
         raise _field_error(path, "config.track", f"{config.track!r} differs from the run's track {track!r}")

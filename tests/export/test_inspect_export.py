@@ -148,3 +148,23 @@ def test_an_edited_record_is_named_by_line(research_run: StoredResearchRun, tmp_
     samples.write_text("\n".join(lines) + "\n")
     with pytest.raises(UserError, match=f"^{samples}: line 2: field 'trial'"):
         export_inspect(research_run.directory, tmp_path / "x.eval")
+
+
+@pytest.mark.parametrize(
+    "summary",
+    [
+        {"by_model": {"openai/student": 5}},
+        {"by_model": {"openai/student": {"accuracy": {"mean": 10**400, "se": 10**400}}}},
+        {"by_model": {"openai/student": {"accuracy": {"mean": 0.5, "se": "x"}}}},
+    ],
+    ids=["a model's block a number", "a mean of 400 digits", "se text"],
+)
+def test_an_edited_summary_never_breaks_the_export(
+    research_run: StoredResearchRun, tmp_path: Path, summary: dict[str, Any]
+) -> None:
+    # summary.json is read for the metrics: a block that is not an object used to reach .get,
+    # and a 400-digit mean float(), both tracebacks; such values are left out of the metrics.
+    (research_run.directory / "summary.json").write_text(json.dumps(summary))
+    [path] = export_inspect(research_run.directory, tmp_path / "run.eval")
+    log = inspect_log.read_eval_log(str(path))
+    assert len(log.samples or []) == 6

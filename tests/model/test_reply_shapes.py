@@ -144,6 +144,8 @@ async def test_refusal_null_content_and_length_finish_are_kept() -> None:
     [
         {"prompt_tokens": "many", "completion_tokens": None},
         {"prompt_tokens": -5, "completion_tokens": 1.5},
+        # Past float's range (and past 2**53, the largest count taken as reported).
+        {"prompt_tokens": 10**400, "completion_tokens": 2**53 + 1},
         "lots",
         [1, 2],
     ],

@@ -139,3 +139,44 @@ def test_compare_cli_prints_tables_and_writes_page(two_runs: tuple[Path, Path], 
     assert 'class="overall"' in html and 'data-mean="0.166667"' in html
     assert not re.search(r"""\b(?:src|href)\s*=\s*["']?(?:https?:)?//""", html)
     assert render_comparison(compare_runs([load_run(p) for p in two_runs])) == html
+
+
+def test_names_from_the_records_are_printed_as_text_never_as_markup(tmp_path: Path) -> None:
+    # A task id, subject or model label is data (a task file or an edited run directory sets
+    # it): "[/bold]" used to reach rich as markup and raise MarkupError, a traceback.
+    import io
+
+    from rich.console import Console
+
+    from proctor.agent.report.compare_view import print_comparison
+
+    hostile = {"[/bold]": ("[/x] algebra", [Outcome.CORRECT]), "t2\x1b[2J": ("[red]geo", [Outcome.INCORRECT])}
+    runs = [
+        _write(tmp_path, "run-a", "model-[/a]", hostile),
+        _write(tmp_path, "run-b", "model-b[link=x]", hostile),
+    ]
+    out = io.StringIO()
+    print_comparison(compare_runs([load_run(path) for path in runs]), Console(file=out, width=250))
+    shown = out.getvalue()
+    assert "[/bold]" in shown and "[/x] algebra" in shown and "[red]geo" in shown and "model-[/a]" in shown
+    # Shown, not obeyed: the escape that would clear the screen is spelled out.
+    assert "\x1b[2J" not in shown and "\\x1b[2J" in shown
+
+
+def test_proctor_validate_prints_task_ids_and_sandbox_output_as_text(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The same rule for `proctor validate`'s table: a task id and a failing reference's output
+    # are data; "[/x]" there raised MarkupError after every reference had already run.
+    from proctor.agent.cli.validate_cmd import _print_table
+    from proctor.agent.tracks.frontiermath.validation import ReferenceCheck
+
+    checks = [
+        ReferenceCheck("[/x]", Outcome.CORRECT, None, "1", 0.1),
+        ReferenceCheck(
+            "t2", Outcome.ANSWER_ERROR, "Traceback\nValueError: [/bold] \x1b]0;owned\x07", None, 0.2
+        ),
+    ]
+    _print_table(checks, {"backend": "local"})
+    shown = capsys.readouterr().out
+    assert "[/x]" in shown and "ValueError: [/bold]" in shown and "\x1b" not in shown

@@ -146,6 +146,8 @@ async def test_a_line_that_is_not_a_record_is_named(
             lambda h: h["config"].update(tasks="/nonexistent/tasks.jsonl"),
             "field 'config.tasks': no such file",
         ),
+        # Read with .get when the new header is built: an AttributeError traceback before.
+        (lambda h: h.update(tasks_file=["t.jsonl"]), "field 'tasks_file'"),
     ],
     ids=[
         "judge retries",
@@ -155,6 +157,7 @@ async def test_a_line_that_is_not_a_record_is_named(
         "models",
         "config list",
         "tasks gone",
+        "tasks_file not an object",
     ],
 )
 async def test_an_edited_header_is_named(

@@ -24,10 +24,15 @@ from proctor.agent.tracks.science_tasks import load_science_tasks
 REPO = Path(__file__).resolve().parents[2]
 DEEP = "[" * 100_000 + "]" * 100_000
 GOOD_ROW = {"id": "a", "question": "q", "answer": "1"}
+# Where a run that got past the check under test would send its requests: the discard port on
+# 127.0.0.1, which refuses them (tests send nothing off this machine).
+NOWHERE = "http://127.0.0.1:9/v1"
 
 
-def proctor(*args: str) -> subprocess.CompletedProcess[str]:
+def proctor(*args: str, base_url: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "test"}
+    if base_url is not None:
+        env["OPENAI_BASE_URL"] = base_url
     return subprocess.run(
         [sys.executable, "-c", "from proctor.agent.cli import main; main()", *args],
         capture_output=True,
@@ -47,7 +52,7 @@ def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-def run_tasks(path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def run_tasks(path: Path, *extra: str, base_url: str | None = None) -> subprocess.CompletedProcess[str]:
     return proctor(
         "run",
         "--track",
@@ -59,6 +64,7 @@ def run_tasks(path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
         "--judge",
         "openai/j",
         *extra,
+        base_url=base_url,
     )
 
 
@@ -80,6 +86,23 @@ TASK_FILE_CASES = [
         "inf.yaml",
         "- id: a\n  question: q\n  answer: '1'\n  metadata: {w: -.inf}\n",
         "(line 4): field 'metadata.w': -inf",
+    ),
+    # A key given twice: which answer is graded? json and PyYAML would keep the last silently.
+    (
+        "dup.jsonl",
+        '{"id": "a", "question": "q", "answer": "1"}\n'
+        '{"id": "b", "question": "q", "answer": "1", "answer": "2"}\n',
+        "dup.jsonl:2: field 'answer': the key 'answer' appears twice",
+    ),
+    (
+        "dup.json",
+        '[{"id": "a", "question": "q", "answer": "1", "metadata": {"w": 1, "w": 2}}]',
+        "dup.json: entry 0 (line 1): field 'w': the key 'w' appears twice",
+    ),
+    (
+        "dup.yaml",
+        "- id: a\n  question: q\n  answer: '1'\n  id: b\n",
+        "dup.yaml:4: invalid YAML: the key 'id' appears twice (first on line 1)",
     ),
     (
         "sur.jsonl",
@@ -131,6 +154,14 @@ def test_out_naming_a_file_or_a_path_below_one_is_a_field_error(tmp_path: Path) 
         (
             "models: [openai/x]\ntasks: t.jsonl\nsandbox: {timeout_s: 1e999}\n",
             "field 'sandbox.timeout_s': Input should be a finite number",
+        ),
+        (
+            "models: [openai/x]\ntasks: t.jsonl\ntrials: 1\ntrials: 20\n",
+            "line 4: not valid YAML (the key 'trials' appears twice",
+        ),
+        (
+            "{models: [openai/x], tasks: t.jsonl, budget: {token_cap: 5, token_cap: 9}}\n",
+            "the key 'token_cap' appears twice",
         ),
         (
             "a: &a [x, x, x, x, x, x, x, x, x]\n"
@@ -275,3 +306,42 @@ def test_score_pairs_file_with_unreadable_lines_scores_the_rest(tmp_path: Path) 
     assert "pairs.jsonl:1: pairs file is not UTF-8 text" in one_error_line(
         proctor("score", "eed", "--pairs", str(pairs))
     )
+
+
+@pytest.mark.parametrize("trials", [str(10**400), "10001"])
+def test_trials_past_the_bound_are_one_line_not_a_plan_that_fills_memory(tmp_path: Path, trials: str) -> None:
+    # 10**400 trials used to build the sample plan (a list) until memory or patience ran out.
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps(GOOD_ROW) + "\n")
+    config = tmp_path / "run.yaml"
+    config.write_text(f"track: olympiad\ntasks: {tasks}\nmodels: [openai/x]\ntrials: {trials}\n")
+    assert f"{config}: field 'trials'" in one_error_line(proctor("run", str(config), base_url=NOWHERE))
+    line = one_error_line(
+        run_tasks(tasks, "--trials", trials, "--out", str(tmp_path / "run"), base_url=NOWHERE)
+    )
+    assert "field 'trials'" in line and not (tmp_path / "run").exists()
+
+
+def test_a_plan_past_a_million_samples_is_one_line_before_the_run_directory_exists(tmp_path: Path) -> None:
+    # Each factor within its bound, the product past it: 101 tasks x 10,000 trials.
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({**GOOD_ROW, "id": f"t{i}"}) + "\n" for i in range(101)))
+    line = one_error_line(
+        run_tasks(tasks, "--trials", "10000", "--out", str(tmp_path / "run"), base_url=NOWHERE)
+    )
+    assert "field 'trials'" in line and "1,010,000 samples" in line and "at most 1,000,000" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_yaml_merge_may_still_override_the_keys_it_brings(tmp_path: Path) -> None:
+    # Only keys written twice are refused; `<<: *base` then a key of its own is YAML's override.
+    (tmp_path / "t.jsonl").write_text(json.dumps(GOOD_ROW) + "\n")
+    path = tmp_path / "run.yaml"
+    path.write_text(
+        "models: [&m {name: openai/x, temperature: 0.5}, {<<: *m, name: openai/y}]\ntasks: t.jsonl\n"
+    )
+    config = load_run_config(path, RunFlags())
+    assert [(m.name, m.temperature) for m in config.models] == [("openai/x", 0.5), ("openai/y", 0.5)]
+    tasks = tmp_path / "tasks.yaml"
+    tasks.write_text("- &t {id: a, question: q, answer: '1'}\n- {<<: *t, id: b}\n")
+    assert [t.id for t in load_science_tasks(tasks, "olympiad")] == ["a", "b"]

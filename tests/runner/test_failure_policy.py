@@ -310,3 +310,29 @@ def test_resuming_against_another_endpoint_is_refused_unless_allowed_and_then_re
     # Only the key's variable is recorded, never the key.
     for name in ("run.json", "samples.jsonl", "summary.json"):
         assert SECRET_KEY not in (tmp_path / "run" / name).read_text()
+
+
+# A refusing endpoint's own message, crafted to forge a line of ours and drive the terminal.
+HOSTILE_MESSAGE = "bad key\nproctor: finished: all samples correct\x1b[2J\x1b]0;owned\x07\r"
+
+
+def test_an_endpoints_message_cannot_add_lines_or_drive_the_terminal(tmp_path: Path) -> None:
+    # At the preflight: the error is still one line, the escapes are spelled out.
+    with ScriptedServer(lambda request, index: HttpError(401, HOSTILE_MESSAGE)) as server:
+        result, _ = proctor("run", str(write_config(tmp_path)), base_url=server.base_url)
+    assert result.returncode == 2, result.stdout + result.stderr
+    [line] = error_lines(result)
+    # (The preflight joins the message's whitespace itself; the escapes it left reached the terminal.)
+    assert "HTTP 401" in line and "bad key proctor: finished" in line and "\\x1b[2J" in line
+    assert "\x1b" not in result.stderr and "\r" not in result.stderr
+    # Mid-run: the stop lines (when it happens and at the end) too.
+    script = _fine_then(HttpError(401, HOSTILE_MESSAGE), good_calls=2)
+    with ScriptedServer(script) as server:
+        result, _ = proctor("run", str(write_config(tmp_path, tasks=3)), base_url=server.base_url)
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert "\x1b" not in result.stdout + result.stderr
+    assert not any(line.startswith("proctor: finished") for line in result.stdout.splitlines())
+    stops = [line for line in result.stdout.splitlines() if line.startswith("proctor: stopped: auth")]
+    assert len(stops) == 2 and all("bad key\\nproctor: finished" in line for line in stops)
+    # The record keeps what the endpoint said exactly: files are exact, terminals are safe.
+    assert HOSTILE_MESSAGE in read_lines(tmp_path / "run" / "samples.jsonl")[-1]["error"]

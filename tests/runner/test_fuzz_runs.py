@@ -38,7 +38,7 @@ from proctor.agent.report.page import render_report
 from proctor.agent.runner import RunResult, execute_run
 from proctor.agent.store import load_samples
 from tests.runner.conftest import quiet_progress
-from tests.support.hostile_replies import FRAGMENTS, ReplyPlan, ReplySpec, replies
+from tests.support.hostile_replies import FRAGMENTS, CallSpec, ReplyPlan, ReplySpec, replies
 from tests.support.scripted_server import ScriptedServer
 
 FUZZ = settings(
@@ -175,3 +175,32 @@ def test_ten_megabyte_replies_with_surrogates_are_recorded(servers: Any, tmp_pat
 def test_fragments_cover_the_issue_examples() -> None:
     # The issue's own examples stay in the fuzz alphabet.
     assert "\ud800" in FRAGMENTS and "\x00" in FRAGMENTS
+
+
+# Token counts no model could spend, but JSON (and the SDK) carry them as Python ints: one past
+# float's range overflowed the budget's calibration and the summary's means.
+ABSURD_USAGE = {
+    "prompt_tokens": 10**400,
+    "completion_tokens": 10**309,
+    "input_tokens": 10**400,
+    "output_tokens": 10**309,
+}
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+@pytest.mark.parametrize("track", TRACKS)
+def test_absurd_token_counts_leave_every_sample_recorded_and_the_budget_sane(
+    servers: Any, tmp_path: Path, track: str, api: str
+) -> None:
+    submit = CallSpec(
+        id="s", name="submit_answer", arguments=json.dumps({"code": "def answer():\n    return 42"})
+    )
+    model = [ReplySpec(content="\\boxed{x} FINAL ANSWER: 5", calls=[submit], usage=ABSURD_USAGE)]
+    fuzz_run(
+        servers, tmp_path, track, model, [ReplySpec(content="VERDICT: CORRECT", usage=ABSURD_USAGE)], api
+    )
+    records = load_samples(next(tmp_path.glob("run-*")) / "samples.jsonl").records
+    # The absurd counts were replaced by estimates (flagged), as any count that is not sane is.
+    assert records and all(r.tokens_estimated and r.total_tokens < 2**53 for r in records)
+    judged = [r.judge for r in records if r.judge is not None and r.judge.decided_by == "judge"]
+    assert all(j.input_tokens < 2**53 for j in judged)

@@ -14,6 +14,8 @@ import errno
 import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +32,8 @@ from proctor.agent.store import LOCK, SampleWriter, load_samples, sample_key
 from proctor.agent.summary import wall_seconds
 from tests.runner.conftest import make_config, quiet_progress, read_lines, write_tasks
 from tests.support.scripted_server import ScriptedServer
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 async def run(config: Any) -> Any:
@@ -67,6 +71,13 @@ HEADER_EDITS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "defaults_applied numbers": (lambda h: h.__setitem__("defaults_applied", [1]), "defaults_applied.0"),
     "sandbox a string": (lambda h: h.__setitem__("sandbox", "docker"), "sandbox"),
     "hardware a list": (lambda h: h.__setitem__("hardware", []), "hardware"),
+    # The config fields the resume check itself reads (it used to call .get on them).
+    "the config's judge a string": (lambda h: h["config"].__setitem__("judge", "x"), "config.judge"),
+    "the config's judge a number": (lambda h: h["config"].__setitem__("judge", 5), "config.judge"),
+    "the config's track_options a number": (
+        lambda h: h["config"].__setitem__("track_options", 5),
+        "config.track_options",
+    ),
 }
 
 
@@ -330,3 +341,254 @@ def test_a_task_path_that_is_a_fifo_nobody_writes_is_one_line_not_a_hang(tmp_pat
         pytest.fail("reading a FIFO without a writer hung")
     assert len(outcome) == 1 and isinstance(outcome[0], UserError), outcome
     assert "\n" not in str(outcome[0]) and str(fifo) in str(outcome[0])
+
+
+def _on_every_record(change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    def edit(out: Path) -> None:
+        records = read_lines(out / "samples.jsonl")
+        for record in records:
+            change(record)
+        (out / "samples.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+
+    return edit
+
+
+def _tool_call(**sandbox: Any) -> list[dict[str, Any]]:
+    return [
+        {
+            "turn": 1,
+            "call_id": "c",
+            "name": "python",
+            "raw_arguments": "",
+            "sandbox": {"exit_code": 0, **sandbox},
+        }
+    ]
+
+
+# Numbers valid JSON carries but no run writes, on every record so sums over them overflow too.
+# Each reader must give one line naming the field, or show the value: never a traceback.
+NUMBER_EDITS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "total_tokens of 400 digits": lambda r: r.update(total_tokens=10**400),
+    "negative input_tokens": lambda r: r.update(input_tokens=-5),
+    "a turn's cumulative tokens of 400 digits": lambda r: r.update(
+        turns=[{"turn": 1, "input_tokens": 1, "output_tokens": 1, "cumulative_tokens": 10**400}]
+    ),
+    "a turn number of 400 digits": lambda r: r.update(
+        turns=[{"turn": 10**400, "input_tokens": 1, "output_tokens": 1, "cumulative_tokens": 2}]
+    ),
+    "judge tokens of 400 digits": lambda r: r.update(judge={"decided_by": "judge", "input_tokens": 10**400}),
+    "duration_s infinite": lambda r: r.update(duration_s="Infinity"),
+    "duration_s NaN": lambda r: r.update(duration_s="NaN"),
+    "duration_s 1e308 (the sum overflows)": lambda r: r.update(duration_s=1e308),
+    "score 1e308 (the mean overflows)": lambda r: r.update(
+        score=1e308, judge={"decided_by": "judge", "points": 1e308}
+    ),
+    "a tool call lasting 1e308 s": lambda r: r.update(tool_calls=[{**_tool_call()[0], "duration_s": 1e308}]),
+    "a tool call lasting forever": lambda r: r.update(
+        tool_calls=[{**_tool_call()[0], "duration_s": "Infinity"}]
+    ),
+    "answer() duration text": lambda r: r.update(
+        submission={"code": "x", "answer_exec": {"duration_s": "x"}}
+    ),
+    "answer() duration a list": lambda r: r.update(
+        submission={"code": "x", "verify_exec": {"duration_s": [1]}}
+    ),
+    "answer() duration of 400 digits": lambda r: r.update(
+        submission={"code": "x", "answer_exec": {"duration_s": 10**400}}
+    ),
+}
+
+
+@pytest.mark.parametrize("attack", list(NUMBER_EDITS))
+async def test_numbers_no_run_writes_are_one_line_or_shown_by_resume_view_and_compare(
+    tmp_path: Path, echo_server: ScriptedServer, attack: str
+) -> None:
+    from proctor.agent.report.compare import compare_runs
+    from proctor.agent.report.page import render_report
+
+    task_file, out = await finished_run(tmp_path, echo_server)
+    _on_every_record(NUMBER_EDITS[attack])(out)
+    samples_before = (out / "samples.jsonl").read_bytes()
+    messages: list[str] = []
+    try:
+        run_data = load_run(out)
+        render_report(run_data)
+        compare_runs([run_data, run_data])
+    except UserError as exc:
+        messages.append(str(exc))
+    try:
+        # Nothing left to run: the resume reads the records and writes the summary from them.
+        result = await run(make_config(task_file, out, echo_server.base_url, resume=True))
+        assert result.status == "finished"
+        json.loads((out / "summary.json").read_text())
+    except UserError as exc:
+        messages.append(str(exc))
+    for message in messages:
+        assert "\n" not in message and "samples.jsonl" in message and "field" in message, message
+    assert (out / "samples.jsonl").read_bytes() == samples_before
+
+
+@pytest.mark.parametrize("trials", [10**400, 10**6])
+async def test_a_run_json_asking_for_absurd_trials_is_one_line_when_resume_reuses_its_config(
+    tmp_path: Path, echo_server: ScriptedServer, trials: int
+) -> None:
+    # `proctor run --resume --out DIR` alone takes the config from DIR/run.json; 10**400 trials
+    # there used to build the sample plan until memory ran out, with nothing on the screen.
+    _, out = await finished_run(tmp_path, echo_server)
+    edit_header(out, lambda h: h["config"].__setitem__("trials", trials))
+    samples_before = (out / "samples.jsonl").read_bytes()
+    calls = echo_server.call_count
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, "-m", "tests.runner.cli_with_test_tracks", "run", "--resume", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "test"},
+        timeout=60,
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+    assert f"{out / 'run.json'}: field 'trials'" in lines[0]
+    assert echo_server.call_count == calls
+    assert (out / "samples.jsonl").read_bytes() == samples_before
+
+
+def test_a_sparse_terabyte_samples_file_is_one_line_without_reading_it(tmp_path: Path) -> None:
+    # Costs no disk (sparse); read whole it was a MemoryError traceback in the store, and the
+    # report's loader read 16 GiB of it into memory before refusing.
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r"}))
+    samples = tmp_path / "samples.jsonl"
+    with samples.open("wb") as handle:
+        handle.truncate(1 << 40)
+    for read in (lambda: load_samples(samples, repair=True), lambda: load_run(tmp_path)):
+        with pytest.raises(UserError) as caught:
+            read()
+        message = str(caught.value)
+        assert "\n" not in message and str(samples) in message
+        assert "is 1,099,511,627,776 bytes; the limit is 17,179,869,184" in message
+    assert samples.stat().st_size == 1 << 40  # the repair cut nothing
+
+
+def test_the_samples_size_bound_is_checked_before_reading_by_the_store_and_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import proctor.agent.report.loader
+    import proctor.agent.store
+
+    monkeypatch.setattr(proctor.agent.store, "MAX_SAMPLES_BYTES", 1_000)
+    monkeypatch.setattr(proctor.agent.report.loader, "MAX_SAMPLES_BYTES", 1_000)
+    samples = tmp_path / "samples.jsonl"
+    line = _record("t0").model_dump_json() + "\n"
+    samples.write_text(line * (1_000 // len(line) + 1))
+    for read in (lambda: load_samples(samples), lambda: load_run(tmp_path)):
+        with pytest.raises(UserError, match=r"samples file is [\d,]+ bytes; the limit is 1,000$"):
+            read()
+
+
+def _model_config(**fields: Any) -> Callable[[dict[str, Any]], None]:
+    return lambda h: h["config"].__setitem__("models", [{"name": "openai/echo-model", **fields}])
+
+
+# run.json as `proctor view` reads it: each value used to reach a .get, a loop or a float().
+VIEW_HEADER_EDITS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "the config's budget a string": lambda h: h["config"].__setitem__("budget", "x"),
+    "the config's budget a list": lambda h: h["config"].__setitem__("budget", [1]),
+    "token_cap infinite": lambda h: h["config"].__setitem__("budget", {"token_cap": float("inf")}),
+    "the config's models a number": lambda h: h["config"].__setitem__("models", 5),
+    "the header's models a number": lambda h: h.__setitem__("models", True),
+    "a model's price text": _model_config(input_price_per_mtok="x"),
+    "a model's price a list": _model_config(output_price_per_mtok=[1]),
+    "a model's price of 400 digits": _model_config(input_price_per_mtok=10**400),
+    "a judge's price of 400 digits": lambda h: h["config"].__setitem__(
+        "judge", {"name": "openai/j", "output_price_per_mtok": 10**400}
+    ),
+}
+
+
+@pytest.mark.parametrize("edit", list(VIEW_HEADER_EDITS))
+async def test_a_hand_edited_run_json_never_breaks_the_report(
+    tmp_path: Path, echo_server: ScriptedServer, edit: str
+) -> None:
+    from proctor.agent.report.page import render_report
+
+    _, out = await finished_run(tmp_path, echo_server)
+    edit_header(out, VIEW_HEADER_EDITS[edit])
+    run_data = load_run(out)
+    page = render_report(run_data)
+    # Every sample is still on the page; the bad value is ignored (defaults, no price).
+    assert len(run_data.samples) == 3 and all(s.task_id in page for s in run_data.samples)
+    assert run_data.budget[1] > 0
+
+
+@pytest.mark.parametrize("name", ["samples.jsonl", ".proctor.lock"])
+async def test_a_run_file_with_another_hard_link_is_never_written_through(
+    tmp_path: Path, echo_server: ScriptedServer, name: str
+) -> None:
+    # A hard link is a regular file, so the symlink check let it through: --resume appended
+    # records to (and the lock truncated) whatever else the inode is, e.g. a `cp -al` backup
+    # of the run or a file of the user's planted by whoever edited the directory.
+    task_file, out = await finished_run(tmp_path, echo_server)
+    other = tmp_path / "backup-or-victim"
+    if name == "samples.jsonl":
+        os.link(out / name, other)
+    else:
+        other.write_text("precious\n")
+        (out / name).unlink()
+        os.link(other, out / name)
+    before = other.read_bytes()
+    calls = echo_server.call_count
+    with pytest.raises(UserError) as caught:
+        await run(make_config(task_file, out, echo_server.base_url, trials=2, resume=True))
+    message = str(caught.value)
+    assert "\n" not in message and str(out / name) in message and "hard link" in message
+    assert other.read_bytes() == before and echo_server.call_count == calls
+    # Reading is harmless: the report still reads a linked samples file.
+    if name == "samples.jsonl":
+        assert len(load_run(out).samples) == 3
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "from proctor.agent.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+
+
+async def test_a_planted_report_link_cannot_make_view_overwrite_another_file(
+    tmp_path: Path, echo_server: ScriptedServer
+) -> None:
+    # `proctor view RUN` writes RUN/report.html; whoever edited RUN made that name a link to a
+    # file of the reader's, and the page was written through it.
+    _, out = await finished_run(tmp_path, echo_server)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (out / "report.html").symlink_to(victim)
+    done = await asyncio.to_thread(_cli, "view", str(out))
+    assert done.returncode == 0, done.stderr
+    assert victim.read_text() == "precious\n"
+    page = out / "report.html"
+    assert not page.is_symlink() and "<!DOCTYPE html>" in page.read_text()
+
+
+@pytest.mark.parametrize("target", ["samples.jsonl", "run.json", "summary.json"])
+async def test_view_compare_and_export_never_write_over_a_run_file(
+    tmp_path: Path, echo_server: ScriptedServer, target: str
+) -> None:
+    # `--out RUN/samples.jsonl` (a slip of tab completion) replaced every finished record with
+    # the HTML page.
+    _, out = await finished_run(tmp_path, echo_server)
+    before = {name: (out / name).read_bytes() for name in ("samples.jsonl", "run.json", "summary.json")}
+    attempts = [("view", str(out), "--out"), ("compare", str(out), str(out), "--html")]
+    if target.endswith(".json"):
+        attempts.append(("export", str(out), "--output"))
+    for attempt in attempts:
+        done = await asyncio.to_thread(_cli, *attempt, str(out / target))
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1, (attempt, done.stderr[-2000:])
+        assert str(out / target) in lines[0] and "run directory" in lines[0]
+    assert {name: (out / name).read_bytes() for name in before} == before

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from proctor.agent.bench_loop import open_double
 from proctor.agent.config import BudgetConfig, ModelConfig, RunConfig
 from proctor.agent.records import EEDRecord, Outcome, SampleRecord, ToolCallRecord
@@ -184,3 +186,47 @@ async def test_issue_frontiermath_lone_surrogate_and_odd_tool_calls_keep_the_sam
     answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
     assert asked == answered == ids
     assert "\\ud800" in json.dumps(messages)  # the surrogate went back spelled out, not raw
+
+
+def test_every_line_the_writer_accepts_reads_back_at_any_nesting(tmp_path: Path) -> None:
+    # pydantic writes about 250 levels but reads 200: a record nested in between used to be
+    # written whole and then refused by every resume as corruption at its line number.
+    path = tmp_path / "samples.jsonl"
+    writer = SampleWriter(path)
+    depths = list(range(150, 320, 10))
+    for depth in depths:
+        deep: Any = "bottom"
+        for _ in range(depth):
+            deep = [deep]
+        writer.append(
+            record(task_id=f"d{depth}", transcript=[{"role": "tool", "content": "x", "extra": deep}])
+        )
+    writer.close()
+    loaded = load_samples(path).records
+    assert [r.task_id for r in loaded] == [f"d{depth}" for depth in depths]
+    # Shallow enough to read back: kept exactly; deeper: the tail past 64 levels is its repr.
+    assert (
+        loaded[0].transcript[0]["extra"]
+        == record(transcript=[{"extra": _nested(150)}]).transcript[0]["extra"]
+    )
+    assert "bottom" in json.dumps(loaded[-1].transcript)
+
+
+def _nested(depth: int) -> Any:
+    deep: Any = "bottom"
+    for _ in range(depth):
+        deep = [deep]
+    return deep
+
+
+def test_a_record_no_reader_could_take_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    # An integer past the JSON reader's 4,300 digits (Python code can make one; no JSON reply
+    # can) is refused by the writer, so the runner records a harness_error instead.
+    path = tmp_path / "samples.jsonl"
+    writer = SampleWriter(path)
+    writer.append(record(task_id="before"))
+    with pytest.raises(ValueError, match="read back"):
+        writer.append(record(task_id="huge", transcript=[{"role": "tool", "content": "x", "n": 10**5000}]))
+    writer.append(record(task_id="after"))
+    writer.close()
+    assert [r.task_id for r in load_samples(path).records] == ["before", "after"]
