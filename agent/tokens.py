@@ -102,6 +102,40 @@ def estimate_tools_tokens(tools: list[dict[str, Any]] | None) -> int:
     return count_text_tokens(json.dumps(tools, sort_keys=True))
 
 
+# No tokenizer in use packs more than 128 bytes into one token (cl100k's longest token is 128
+# bytes). A reported count below one token per 256 characters of the text it covers is not a
+# count of that text: a server that under-reports (a bug, or a proxy that zeroes usage) would
+# otherwise let a conversation run past the token cap. Characters, not bytes: len() is O(1),
+# and a character is at least a byte, so the floor stays below any honest count.
+MAX_CHARS_PER_TOKEN = 256
+
+
+def _chars_floor(chars: int) -> int:
+    return -(-chars // MAX_CHARS_PER_TOKEN)
+
+
+def _message_chars(message: dict[str, Any]) -> int:
+    chars = sum(len(text) for text in _content_text(message.get("content")))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        chars += len(str(function.get("name", ""))) + len(str(function.get("arguments", "")))
+    return chars
+
+
+def prompt_tokens_floor(messages: list[dict[str, Any]]) -> int:
+    """The fewest tokens the messages' text can be, whatever tokenizer the provider uses."""
+    return _chars_floor(sum(_message_chars(message) for message in messages))
+
+
+def output_tokens_floor(
+    content: str | None, tool_calls: Iterable[tuple[str, str]] = (), reasoning: str | None = None
+) -> int:
+    """The fewest tokens a reply's visible text can be, whatever tokenizer produced it."""
+    chars = len(content or "") + len(reasoning or "")
+    chars += sum(len(name) + len(arguments) for name, arguments in tool_calls)
+    return _chars_floor(chars)
+
+
 def estimate_prompt_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
     """Estimated input tokens of one request."""
     return sum(estimate_message_tokens(m) for m in messages) + estimate_tools_tokens(tools) + TOKENS_PER_REPLY

@@ -36,16 +36,21 @@ def usage_from_counts(
     *,
     estimate_input: Callable[[], int],
     estimate_output: Callable[[], int],
+    floor_input: Callable[[], int] = lambda: 0,
+    floor_output: Callable[[], int] = lambda: 0,
 ) -> Usage:
     """Provider-reported usage where present; tiktoken estimates (flagged) for what is missing.
 
     Reasoning tokens are part of the output count, as OpenAI reports them; the separate field
-    says how many of them were reasoning.
+    says how many of them were reasoning. A reported count below the floor of the text it
+    covers (``proctor.agent.tokens.MAX_CHARS_PER_TOKEN``) is not believed: the text's estimate
+    takes its place, flagged like any estimate, so an under-reporting server cannot carry a
+    conversation past the token cap.
     """
     estimated = False
-    if prompt_tokens is None:
+    if prompt_tokens is None or prompt_tokens < floor_input():
         prompt_tokens, estimated = estimate_input(), True
-    if completion_tokens is None:
+    if completion_tokens is None or completion_tokens < floor_output():
         completion_tokens, estimated = estimate_output(), True
     return Usage(
         input_tokens=int(prompt_tokens),
@@ -139,6 +144,10 @@ class OpenAIChatClient(SdkClient):
             count_or_none(field_of(details, "reasoning_tokens")),
             estimate_input=lambda: tokens.estimate_prompt_tokens(messages, tools),
             estimate_output=lambda: tokens.estimate_output_tokens(
+                content, ((c.name, c.arguments) for c in tool_calls), reasoning
+            ),
+            floor_input=lambda: tokens.prompt_tokens_floor(messages),
+            floor_output=lambda: tokens.output_tokens_floor(
                 content, ((c.name, c.arguments) for c in tool_calls), reasoning
             ),
         )

@@ -243,6 +243,10 @@ class OpenAIResponsesClient(SdkClient):
             estimate_output=lambda: tokens.estimate_output_tokens(
                 content, ((c.name, c.arguments) for c in tool_calls), reasoning
             ),
+            floor_input=lambda: tokens.prompt_tokens_floor(messages),
+            floor_output=lambda: tokens.output_tokens_floor(
+                content, ((c.name, c.arguments) for c in tool_calls), reasoning
+            ),
         )
         return ChatResponse(
             content=content,

@@ -175,6 +175,24 @@ async def test_text_only_model_burns_tokens_until_the_cap_stops_it(sandbox: Sand
     )
 
 
+async def test_a_server_reporting_no_tokens_cannot_carry_a_conversation_past_the_cap(
+    sandbox: Sandbox,
+) -> None:
+    """Usage of 0 + 0 for every reply of 27,000 characters: the text's estimate counts instead."""
+    cap = 20_000
+
+    def script(request: dict[str, Any], index: int) -> Step:
+        if index >= 40:  # without the floor the conversation would go on: end it, uncapped
+            return Reply(tool_calls=[submit(RIGHT)], usage=ReportedUsage(0, 0))
+        return Reply(content="thinking " * 3_000, usage=ReportedUsage(0, 0))
+
+    config = run_config(token_cap=cap, force_submit_at=cap, max_output_tokens=1_000)
+    record, server = await run_sample(script, sandbox, config)
+    assert record.outcome is Outcome.NO_SUBMISSION and record.cap_reached, record.outcome
+    assert record.tokens_estimated
+    assert len(server.requests) < 10
+
+
 async def test_reported_usage_crossing_660k_then_1m(sandbox: Sandbox) -> None:
     """Default numbers: 666k reported -> forced turn; the forced reply reports past 1M -> ends at once."""
     events = RecordingEvents()

@@ -15,6 +15,7 @@ from proctor.agent.config import ModelConfig
 from proctor.agent.model.base import ChatResponse
 from proctor.agent.model.factory import make_client
 from proctor.agent.model.retry import RetryPolicy
+from proctor.agent.tokens import MAX_CHARS_PER_TOKEN
 from proctor.agent.tracks.frontiermath.tools import MAX_ARGUMENT_CHARS, parse_tool_call
 from tests.support.scripted_server import RawReply, ScriptedServer
 
@@ -42,12 +43,14 @@ def call(**fields: Any) -> dict[str, Any]:
     return base
 
 
-async def ask(reply: RawReply, api: str = "chat") -> ChatResponse:
+async def ask(
+    reply: RawReply, api: str = "chat", messages: list[dict[str, Any]] | None = None
+) -> ChatResponse:
     with ScriptedServer([reply]) as server:
         config = ModelConfig(name="openai/m", base_url=server.base_url, api=api, max_retries=0)  # type: ignore[arg-type]
         client = make_client(config, retry_policy=RetryPolicy(max_retries=0))
         try:
-            return await client.complete(QUESTION)
+            return await client.complete(messages or QUESTION)
         finally:
             await client.aclose()
 
@@ -153,6 +156,36 @@ async def test_refusal_null_content_and_length_finish_are_kept() -> None:
 async def test_nonsense_usage_is_estimated_not_raised_on(usage: Any) -> None:
     response = await ask(RawReply(chat_body({"content": "hello"}, usage=usage)))
     assert response.usage.estimated and response.usage.output_tokens >= 1
+
+
+# 600,000 characters are at least 2,344 tokens in any tokenizer (MAX_CHARS_PER_TOKEN = 256).
+LONG_TEXT = "ab " * 200_000
+
+
+async def test_a_reply_reported_as_one_token_is_counted_as_the_text_it_carries() -> None:
+    usage = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+    big_prompt = [{"role": "user", "content": LONG_TEXT}]
+    response = await ask(RawReply(chat_body({"content": LONG_TEXT}, usage=usage)), messages=big_prompt)
+    floor = len(LONG_TEXT) // MAX_CHARS_PER_TOKEN
+    assert response.usage.estimated
+    assert response.usage.input_tokens >= floor and response.usage.output_tokens >= floor
+
+
+async def test_an_under_reported_responses_api_reply_is_counted_as_its_text() -> None:
+    body = responses_body(
+        [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": LONG_TEXT}]}]
+    )
+    body["usage"] = {"input_tokens": 0, "output_tokens": 0, "total_tokens": 0}
+    response = await ask(RawReply(body), api="responses")
+    assert response.usage.estimated and response.usage.output_tokens >= len(LONG_TEXT) // MAX_CHARS_PER_TOKEN
+
+
+async def test_counts_a_tokenizer_could_give_are_kept_as_reported() -> None:
+    # 600,000 characters reported as 3,000 tokens (200 characters a token): odd, but possible.
+    usage = {"prompt_tokens": 3, "completion_tokens": 3000, "total_tokens": 3003}
+    response = await ask(RawReply(chat_body({"content": LONG_TEXT}, usage=usage)))
+    assert not response.usage.estimated
+    assert (response.usage.input_tokens, response.usage.output_tokens) == (3, 3000)
 
 
 async def test_lone_surrogates_and_nul_survive_the_client_verbatim() -> None:
