@@ -290,6 +290,13 @@ def test_each_submitted_dict_key_answers_one_expected_key() -> None:
     assert driver.compare({"b": 2, "a": 1}, {"a": 1, "b": 2})[0] is True
 
 
+def _sparse_matrix_with(size: int, entry: Any) -> Any:
+    """A size x size sparse matrix with one entry: walking its cells would never end."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SymPyDeprecationWarning)
+        return sympy.SparseMatrix(size, size, {(3, 4): entry})
+
+
 def _inexact_cases() -> list[tuple[str, Any, list[str]]]:
     import pyadic
     from sympy.polys.domains import GF
@@ -324,6 +331,7 @@ def _inexact_cases() -> list[tuple[str, Any, list[str]]]:
         ("inside an object array", numpy.array([None, GF(3)(1)], dtype=object), ["modular"]),
         ("inside a sympy Tuple", sympy.Tuple(1, sympy.Poly(3, x, modulus=7)), ["modular"]),
         ("inside a matrix", matrix_of_non_expressions([[sympy.Poly(x, x, domain=sympy.RR)]]), ["rounded"]),
+        ("inside a huge sparse matrix", _sparse_matrix_with(10**6, sympy.Poly(3, x, modulus=7)), ["modular"]),
         (
             "two kinds at once",
             [GF(2)(1), numpy.float64(1e300), pyadic.PAdic(1, 5, 2)],

@@ -776,7 +776,9 @@ def _parts(value: Any) -> list[Any]:
         if isinstance(value, sympy.Poly):
             return []
         if isinstance(value, sympy.MatrixBase):
-            return list(value)
+            # Its non-zero entries only: a sparse matrix may be 10**6 x 10**6 with one entry, and
+            # a zero entry is an exact Integer.
+            return list(value.values())
         if isinstance(value, sympy.Basic):
             return list(value.args)
     return []
