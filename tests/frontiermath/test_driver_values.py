@@ -360,7 +360,13 @@ def test_values_whose_equality_reduces_or_rounds_are_found_wherever_they_sit(
         ("element of a finite field (galois FieldArray)", ["p-adic", "rounded"]),
         ("a 7-adic number (pyadic PAdic)", ["modular", "rounded"]),
         ("Python float", ["modular", "p-adic"]),
-        ("numpy array of reals", ["modular", "p-adic"]),
+        ("a numpy array", ["modular", "p-adic"]),
+        ("a real number", ["modular", "p-adic"]),
+        ("Python int in GF", ["p-adic", "rounded"]),
+        # Words that describe a plain integer never let a lax value in.
+        ("Python int: the answer mod 1000", ["modular", "p-adic", "rounded"]),
+        ("Python int, the number of decimal digits of N", ["modular", "p-adic", "rounded"]),
+        ("Python int (the real part of z, a residue modulo p)", ["modular", "p-adic", "rounded"]),
     ],
 )
 def test_an_inexact_value_reaches_verify_only_when_the_answer_type_asks_for_its_kind(

@@ -693,16 +693,18 @@ def _decode_candidate(request: dict[str, Any]) -> tuple[Any, dict[str, Any] | No
 # ``pyadic.ModP(3, 7) == 143``, ``Poly(0, x, modulus=143) == 143`` and
 # ``numpy.float64(1e30) == 10**30 + 1`` (numpy rounds the integer). Such a value is only credited
 # when the task's answer_type asks for that kind of value; otherwise the verdict is "incorrect"
-# before verify() runs. Each kind names the words of an answer_type that ask for it.
+# before verify() runs. Each kind names the words of an answer_type that ask for it: words that
+# name the kind of value, never ones a plain integer's description uses ("the answer mod 1000",
+# "its decimal digits", "the real part"), which would let the lax value back in.
 _INEXACT_KINDS = {
     "modular": (
         "compares modulo its modulus",
-        ("gf", "galois", "finite field", "modular", "modp", "mod ", "residue", "congruen"),
+        ("gf(", "gf ", "galois", "finite field", "finite-field", "modular", "modp"),
     ),
     "p-adic": ("compares to its p-adic precision", ("p-adic", "padic", "pyadic")),
     "rounded": (
         "rounds what it is compared with",
-        ("float", "real", "numpy", "ndarray", "decimal", "complex", "approximat"),
+        ("float", "numpy", "ndarray", "real number", "complex", "approximat"),
     ),
 }
 _INEXACT_WALK_LIMIT = 4_000_000  # the codec carries at most 2,000,000 nodes
@@ -803,7 +805,7 @@ def inexact_kinds(value: Any) -> list[str]:
 
 def unasked_inexact_kinds(value: Any, answer_type: str) -> list[str]:
     """The inexact kinds in ``value`` that the task's answer_type does not ask for."""
-    wanted = answer_type.casefold()
+    wanted = answer_type.casefold() + " "
     return [
         kind for kind in inexact_kinds(value) if not any(word in wanted for word in _INEXACT_KINDS[kind][1])
     ]
