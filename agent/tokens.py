@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -80,18 +80,33 @@ def _content_text(content: Any) -> Iterable[str]:
     yield json.dumps(content, default=str)
 
 
+def _message_texts(message: dict[str, Any]) -> Iterator[str]:
+    """The texts of one Chat Completions message: its content and its tool calls."""
+    yield from _content_text(message.get("content"))
+    for call in message.get("tool_calls") or ():
+        function = call.get("function", {}) if isinstance(call, dict) else {}
+        yield str(function.get("name", ""))
+        yield str(function.get("arguments", ""))
+
+
+def _reply_texts(
+    content: str | None, tool_calls: Iterable[tuple[str, str]], reasoning: str | None
+) -> Iterator[str]:
+    """The texts of one reply; ``tool_calls`` are (name, raw arguments) pairs."""
+    yield content or ""
+    yield reasoning or ""
+    for name, arguments in tool_calls:
+        yield name
+        yield arguments
+
+
 def estimate_message_tokens(message: dict[str, Any]) -> int:
     """Tokens one Chat Completions message adds to a prompt, framing included."""
-    total = TOKENS_PER_MESSAGE
-    total += sum(count_text_tokens(text) for text in _content_text(message.get("content")))
+    total = TOKENS_PER_MESSAGE + sum(count_text_tokens(text) for text in _message_texts(message))
     for key in ("name", "tool_call_id"):
         value = message.get(key)
         if isinstance(value, str):
             total += count_text_tokens(value)
-    for call in message.get("tool_calls") or ():
-        function = call.get("function", {}) if isinstance(call, dict) else {}
-        total += count_text_tokens(str(function.get("name", "")))
-        total += count_text_tokens(str(function.get("arguments", "")))
     return total
 
 
@@ -114,26 +129,16 @@ def _chars_floor(chars: int) -> int:
     return -(-chars // MAX_CHARS_PER_TOKEN)
 
 
-def _message_chars(message: dict[str, Any]) -> int:
-    chars = sum(len(text) for text in _content_text(message.get("content")))
-    for call in message.get("tool_calls") or ():
-        function = call.get("function", {}) if isinstance(call, dict) else {}
-        chars += len(str(function.get("name", ""))) + len(str(function.get("arguments", "")))
-    return chars
-
-
 def prompt_tokens_floor(messages: list[dict[str, Any]]) -> int:
     """The fewest tokens the messages' text can be, whatever tokenizer the provider uses."""
-    return _chars_floor(sum(_message_chars(message) for message in messages))
+    return _chars_floor(sum(len(text) for message in messages for text in _message_texts(message)))
 
 
 def output_tokens_floor(
     content: str | None, tool_calls: Iterable[tuple[str, str]] = (), reasoning: str | None = None
 ) -> int:
     """The fewest tokens a reply's visible text can be, whatever tokenizer produced it."""
-    chars = len(content or "") + len(reasoning or "")
-    chars += sum(len(name) + len(arguments) for name, arguments in tool_calls)
-    return _chars_floor(chars)
+    return _chars_floor(sum(len(text) for text in _reply_texts(content, tool_calls, reasoning)))
 
 
 def estimate_prompt_tokens(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> int:
@@ -145,7 +150,4 @@ def estimate_output_tokens(
     content: str | None, tool_calls: Iterable[tuple[str, str]] = (), reasoning: str | None = None
 ) -> int:
     """Estimated output tokens of one reply; ``tool_calls`` are (name, raw arguments) pairs."""
-    total = count_text_tokens(content or "") + count_text_tokens(reasoning or "")
-    for name, arguments in tool_calls:
-        total += count_text_tokens(name) + count_text_tokens(arguments)
-    return total
+    return sum(count_text_tokens(text) for text in _reply_texts(content, tool_calls, reasoning))

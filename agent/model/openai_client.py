@@ -9,7 +9,7 @@ from openai.types.chat import ChatCompletion
 
 from proctor.agent import tokens
 from proctor.agent.config import ModelConfig
-from proctor.agent.model.base import ChatResponse, Usage, record_message
+from proctor.agent.model.base import ChatResponse, ToolCall, Usage, record_message
 from proctor.agent.model.endpoint import api_model_name, is_local_model
 from proctor.agent.model.reply_shapes import (
     RawCall,
@@ -57,6 +57,28 @@ def usage_from_counts(
         output_tokens=int(completion_tokens),
         reasoning_tokens=int(reasoning_tokens or 0),
         estimated=estimated,
+    )
+
+
+def reply_usage(
+    reported: tuple[int | None, int | None, int | None],
+    *,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    content: str | None,
+    tool_calls: list[ToolCall],
+    reasoning: str | None,
+) -> Usage:
+    """:func:`usage_from_counts` for one reply: ``reported`` is (input, output, reasoning) as the
+    provider sent them (None where not a sane count); estimates and floors come from the request
+    and the reply's own text."""
+    calls = [(call.name, call.arguments) for call in tool_calls]
+    return usage_from_counts(
+        *reported,
+        estimate_input=lambda: tokens.estimate_prompt_tokens(messages, tools),
+        estimate_output=lambda: tokens.estimate_output_tokens(content, calls, reasoning),
+        floor_input=lambda: tokens.prompt_tokens_floor(messages),
+        floor_output=lambda: tokens.output_tokens_floor(content, calls, reasoning),
     )
 
 
@@ -138,18 +160,17 @@ class OpenAIChatClient(SdkClient):
         tool_calls = normalize_calls(_raw_chat_call(call) for call in as_list(raw_calls))
         reported = field_of(completion, "usage")
         details = field_of(reported, "completion_tokens_details")
-        usage = usage_from_counts(
-            count_or_none(field_of(reported, "prompt_tokens")),
-            count_or_none(field_of(reported, "completion_tokens")),
-            count_or_none(field_of(details, "reasoning_tokens")),
-            estimate_input=lambda: tokens.estimate_prompt_tokens(messages, tools),
-            estimate_output=lambda: tokens.estimate_output_tokens(
-                content, ((c.name, c.arguments) for c in tool_calls), reasoning
+        usage = reply_usage(
+            (
+                count_or_none(field_of(reported, "prompt_tokens")),
+                count_or_none(field_of(reported, "completion_tokens")),
+                count_or_none(field_of(details, "reasoning_tokens")),
             ),
-            floor_input=lambda: tokens.prompt_tokens_floor(messages),
-            floor_output=lambda: tokens.output_tokens_floor(
-                content, ((c.name, c.arguments) for c in tool_calls), reasoning
-            ),
+            messages=messages,
+            tools=tools,
+            content=content,
+            tool_calls=tool_calls,
+            reasoning=reasoning,
         )
         finish_reason = field_of(choice, "finish_reason")
         return ChatResponse(

@@ -18,10 +18,9 @@ from typing import Any
 
 from openai.types.responses import Response
 
-from proctor.agent import tokens
 from proctor.agent.model.base import REPLAY_KEY, ChatResponse, ModelError
 from proctor.agent.model.endpoint import api_model_name
-from proctor.agent.model.openai_client import raw_dump, usage_from_counts
+from proctor.agent.model.openai_client import raw_dump, reply_usage
 from proctor.agent.model.reasoning_items import ENCRYPTED_REASONING, layout_of, replay_input
 from proctor.agent.model.reply_shapes import (
     RawCall,
@@ -235,18 +234,17 @@ class OpenAIResponsesClient(SdkClient):
 
         reported = field_of(response, "usage")
         details = field_of(reported, "output_tokens_details")
-        usage = usage_from_counts(
-            count_or_none(field_of(reported, "input_tokens")),
-            count_or_none(field_of(reported, "output_tokens")),
-            count_or_none(field_of(details, "reasoning_tokens")),
-            estimate_input=lambda: tokens.estimate_prompt_tokens(messages, tools),
-            estimate_output=lambda: tokens.estimate_output_tokens(
-                content, ((c.name, c.arguments) for c in tool_calls), reasoning
+        usage = reply_usage(
+            (
+                count_or_none(field_of(reported, "input_tokens")),
+                count_or_none(field_of(reported, "output_tokens")),
+                count_or_none(field_of(details, "reasoning_tokens")),
             ),
-            floor_input=lambda: tokens.prompt_tokens_floor(messages),
-            floor_output=lambda: tokens.output_tokens_floor(
-                content, ((c.name, c.arguments) for c in tool_calls), reasoning
-            ),
+            messages=messages,
+            tools=tools,
+            content=content,
+            tool_calls=tool_calls,
+            reasoning=reasoning,
         )
         return ChatResponse(
             content=content,
