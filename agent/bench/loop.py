@@ -37,9 +37,9 @@ from typing import Any
 
 from rich.console import Console
 
-from proctor.agent.config import BudgetConfig, ModelConfig, RunConfig, SandboxConfig
-from proctor.agent.progress import RunProgress
-from proctor.agent.runner import execute_run
+from proctor.agent.inputs.config import BudgetConfig, ModelConfig, RunConfig, SandboxConfig
+from proctor.agent.run.progress import RunProgress
+from proctor.agent.run.runner import execute_run
 from proctor.sandbox import ExecResult, Limits
 
 SANDBOX_DOUBLE_LABEL = "in-process sandbox double (runs no code; benchmark only)"
@@ -239,7 +239,7 @@ class AccountingProbe:
         self._restore.append(lambda: setattr(owner, name, original))
 
     def __enter__(self) -> AccountingProbe:
-        from proctor.agent.budget import TokenBudget
+        from proctor.agent.model.budget import TokenBudget
         from proctor.agent.tracks.frontiermath.loop import Conversation
 
         self._wrap(TokenBudget, "plan_request", lambda budget: len(budget.turns))

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from proctor.sandbox.bench import percentile
+from proctor.sandbox.bench.calls import percentile
 
 # Only API that every Proctor tree has: open_sandbox, SandboxConfig, SubmissionRunner.evaluate.
 _TIMING_SCRIPT = """\
@@ -28,9 +28,16 @@ try:
     PREFIX = "proctor."
 except ImportError:
     PREFIX = ""
-def load(module, name):
-    return getattr(importlib.import_module(PREFIX + module), name)
-SandboxConfig = load("agent" + ".config", "SandboxConfig")
+def load(module, name, *older):
+    # Trees from before agent/ was grouped by job keep the module at an older path.
+    for candidate in (module, *older):
+        try:
+            found = importlib.import_module(PREFIX + candidate)
+        except ModuleNotFoundError:
+            continue
+        return getattr(found, name)
+    raise SystemExit("this tree has no %s.%s" % (module, name))
+SandboxConfig = load("agent" + ".inputs.config", "SandboxConfig", "agent" + ".config")
 NullEvents = load("agent" + ".tracks.base", "NullEvents")
 SubmissionRunner = load("agent" + ".tracks.frontiermath.submission", "SubmissionRunner")
 FrontierMathTask = load("agent" + ".tracks.frontiermath.tasks", "FrontierMathTask")

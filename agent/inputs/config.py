@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
+from proctor.agent.inputs.selection import normalise_limit
 from proctor.agent.model.efforts import check_reasoning_effort
-from proctor.agent.selection import normalise_limit
 
 
 class ModelConfig(BaseModel):
@@ -79,7 +79,7 @@ class SandboxConfig(BaseModel):
     # What the model sees of one tool result, in characters; truncation is stated.
     tool_output_chars: int = Field(default=20_000, gt=0)
     # Time a fixed pure-Python workload in the sandbox at the start of a run (~0.3 s) and
-    # record it in run.json (agent/hardware.py), so runs on different machines compare.
+    # record it in run.json (agent/run/hardware.py), so runs on different machines compare.
     calibrate: bool = True
 
     @model_validator(mode="after")
@@ -172,7 +172,7 @@ class RunConfig(BaseModel):
     # Track-specific switches, e.g. {"python_tool": true} for olympiad or
     # {"reject_invalid_submissions": true} for frontiermath.
     track_options: dict[str, Any] = Field(default_factory=dict)
-    # Task selection, applied after loading and before any model call (agent/selection.py):
+    # Task selection, applied after loading and before any model call (agent/inputs/selection.py):
     # tasks whose fields hold every dotted-path key/value here (a bare key is read in
     # ``metadata``: quickstart uses {"quickstart": true}), then those whose id matches one of
     # the ``task_ids`` globs, then the first N (``limit_tasks: N``) or the A-th to B-th

@@ -23,8 +23,8 @@ from urllib.parse import urlparse
 
 from pydantic import ValidationError
 
-from proctor.agent.config import BudgetConfig, ModelConfig
 from proctor.agent.errors import UserError
+from proctor.agent.inputs.config import BudgetConfig, ModelConfig
 
 # Settings a model is given per name, never lent to another model.
 _NOT_LENT = ("name", "input_price_per_mtok", "output_price_per_mtok")

@@ -16,9 +16,9 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from proctor.agent.config import RunConfig
 from proctor.agent.errors import UserError
-from proctor.agent.input_files import (
+from proctor.agent.inputs.config import RunConfig
+from proctor.agent.inputs.input_files import (
     MAX_CONFIG_BYTES,
     UniqueKeyLoader,
     check_data,
@@ -26,13 +26,13 @@ from proctor.agent.input_files import (
     too_deep,
     unreadable_value,
 )
-from proctor.agent.model.efforts import check_reasoning_effort
-from proctor.agent.model_overrides import (
+from proctor.agent.inputs.model_overrides import (
     apply_judge_settings,
     merge_judge,
     merge_models,
     parse_model_settings,
 )
+from proctor.agent.model.efforts import check_reasoning_effort
 from proctor.agent.tracks.frontiermath.profiles import DEFAULT_PROTOCOL, PROFILES, unknown_protocol_message
 from proctor.agent.tracks.frontiermath.prompt import load_template
 
@@ -141,7 +141,7 @@ def split_task_ids(values: list[str]) -> list[str]:
 
 
 def parse_filters(items: list[str]) -> dict[str, str]:
-    """``--filter KEY=VALUE`` items -> ``task_filter`` (values stay text: agent/selection.py)."""
+    """``--filter KEY=VALUE`` items -> ``task_filter`` (values stay text: agent/inputs/selection.py)."""
     parsed: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -176,7 +176,7 @@ def merge_flags(data: dict[str, Any], flags: RunFlags, source: str = "command li
     if flags.filters:
         merged["task_filter"] = {**(merged.get("task_filter") or {}), **parse_filters(flags.filters)}
     if flags.models:
-        # Beside a config file, --model merges into the file's entries (agent/model_overrides.py).
+        # Beside a config file, --model merges into the file's entries (agent/inputs/model_overrides.py).
         merged["models"] = merge_models(data.get("models"), list(flags.models), source)
     if "models" in merged and isinstance(merged["models"], list):
         merged["models"] = [_model_entry(m) for m in merged["models"]]

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from proctor.agent.errors import UserError
-from proctor.agent.input_files import (
+from proctor.agent.inputs.input_files import (
     MAX_TASK_FILE_BYTES,
     DuplicateKey,
     UniqueKeyLoader,

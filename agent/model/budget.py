@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass
 
 from proctor.agent.model.base import Usage
-from proctor.agent.records import TurnUsage
+from proctor.agent.results.records import TurnUsage
 
 # The tokenizer used for estimates is rarely the provider's own; keep a margin so that a
 # slightly larger real prompt still cannot carry the conversation past the cap.

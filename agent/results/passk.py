@@ -7,8 +7,8 @@ that at least one of ``k`` trials drawn without replacement succeeds is
 rounded, so the result is the exact value rounded once, with no cancellation and no overflow
 whatever ``n`` (the usual product form ``1 - prod(1 - k/i)`` rounds at every factor and cancels).
 
-Error outcomes (``proctor.agent.records.ERROR_OUTCOMES``) say nothing about the model, so they are left
-out of ``n`` exactly as primary accuracy leaves them out: pass@1 of a slice equals its primary
+Error outcomes (``proctor.agent.results.records.ERROR_OUTCOMES``) say nothing about the model, so they
+are left out of ``n`` exactly as primary accuracy leaves them out: pass@1 of a slice equals its primary
 accuracy. A task whose scored trials are fewer than ``k`` has no pass@k estimate; the slice's
 pass@k is the mean over the tasks that have one, and says how many those are.
 
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from proctor.agent.records import ERROR_OUTCOMES, SampleRecord
-from proctor.agent.stats import mean, standard_error
+from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
+from proctor.agent.results.task_stats import mean, standard_error
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

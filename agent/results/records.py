@@ -101,7 +101,7 @@ class JudgeRecord(_Stored):
     decided_by: str  # "precheck" | "judge"
     model: str | None = None
     # The exact prompt sent on every attempt (each attempt sends the same one), for audit.
-    # Stored whole up to ``proctor.agent.capped_text.CAPPED_TEXT_CHARS``; longer text keeps its head and
+    # Stored whole up to ``proctor.agent.text.capped_text.CAPPED_TEXT_CHARS``; longer text keeps its head and
     # tail around a marker giving the omitted length and the whole text's SHA-256.
     prompt: str | None = None
     # Length and SHA-256 (UTF-8) of the whole prompt, stored or not: whether ``prompt`` is whole.
@@ -128,7 +128,7 @@ class ReferenceRecord(_Stored):
     ``kind``: ``answer`` (Olympiad, PHYBench: the reference answer), ``rubric`` (Research),
     ``verify`` (FrontierMath: the task's verify() source), ``expected`` (FrontierMath: the
     expected value's source, compared by type, with ``tolerance`` when numeric). The text is
-    capped like the judge prompt (``proctor.agent.capped_text``).
+    capped like the judge prompt (``proctor.agent.text.capped_text``).
     """
 
     kind: str

@@ -22,9 +22,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_core import PydanticSerializationError
 
-from proctor.agent.encodable import Replacements, make_encodable
 from proctor.agent.errors import UserError
-from proctor.agent.input_files import (
+from proctor.agent.inputs.input_files import (
     MAX_CONFIG_BYTES,
     MAX_SAMPLES_BYTES,
     check_run_file_size,
@@ -33,7 +32,8 @@ from proctor.agent.input_files import (
     too_deep,
     unreadable_value,
 )
-from proctor.agent.records import RERUN_ON_RESUME, SampleRecord, TextReplacements
+from proctor.agent.results.records import RERUN_ON_RESUME, SampleRecord, TextReplacements
+from proctor.agent.text.encodable import Replacements, make_encodable
 
 RUN_HEADER = "run.json"
 SAMPLES = "samples.jsonl"
@@ -216,8 +216,8 @@ def _reads_back(line: bytes) -> bool:
 def encode_record(record: SampleRecord) -> tuple[bytes, SampleRecord]:
     """The record as one JSONL line that reads back, and the record as stored (they differ only
     when text UTF-8 cannot hold had to be replaced, or a value nested past
-    :data:`proctor.agent.encodable.MAX_DEPTH` was kept as its repr; see
-    :mod:`proctor.agent.encodable`). Raises ``ValueError`` when even that cannot be read back,
+    :data:`proctor.agent.text.encodable.MAX_DEPTH` was kept as its repr; see
+    :mod:`proctor.agent.text.encodable`). Raises ``ValueError`` when even that cannot be read back,
     so the runner stores a ``harness_error`` record instead of a line no reader takes."""
     try:
         line = record.model_dump_json().encode("utf-8")

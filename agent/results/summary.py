@@ -24,7 +24,8 @@ Definitions (also in docs/runs.md):
 * **total_cost_usd**: answering models' plus judge's cost, over whichever of them are priced
   (``priced`` says which); None when neither is.
 * **pass_at_k**: unbiased pass@k for k = 1..(most scored trials of a task), errors excluded
-  from n (``proctor.agent.passk``); the top-level ``tasks`` block holds each model's trials x task grid.
+  from n (``proctor.agent.results.passk``); the top-level ``tasks`` block holds each model's
+  trials x task grid.
 """
 
 from __future__ import annotations
@@ -35,9 +36,15 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from proctor.agent.passk import grid_by_model, pass_at_k_summary, task_grid
-from proctor.agent.records import ERROR_OUTCOMES, Outcome, SampleRecord
-from proctor.agent.stats import DEFAULT_RESAMPLES, DEFAULT_SEED, bootstrap_engine, clustered_estimate, total
+from proctor.agent.results.passk import grid_by_model, pass_at_k_summary, task_grid
+from proctor.agent.results.records import ERROR_OUTCOMES, Outcome, SampleRecord
+from proctor.agent.results.task_stats import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    bootstrap_engine,
+    clustered_estimate,
+    total,
+)
 
 # (input, output) USD per million tokens, keyed by the record's model label.
 Prices = Mapping[str, tuple[float | None, float | None]]

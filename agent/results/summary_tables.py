@@ -1,7 +1,7 @@
 """The terminal's view of summary.json beyond accuracy: pass@k, the trials x task grid, cost.
 
-Everything is read from the summary dict (``proctor.agent.summary``), so the terminal, summary.json and
-the HTML report say the same. Names from records are data: they are wrapped in ``Text`` and
+Everything is read from the summary dict (``proctor.agent.results.summary``), so the terminal, summary.json
+and the HTML report say the same. Names from records are data: they are wrapped in ``Text`` and
 control characters are shown, never obeyed.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from proctor.agent.passk import shown_ks
+from proctor.agent.results.passk import shown_ks
 
 # The terminal shows at most this many grid rows; summary.json and the report hold them all.
 GRID_ROWS_SHOWN = 40

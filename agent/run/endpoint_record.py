@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from proctor.agent.errors import UserError
-from proctor.agent.preflight import EndpointUse
+from proctor.agent.run.preflight import EndpointUse
 
 ENDPOINT_CHANGE = "endpoint_change"
 

@@ -17,12 +17,14 @@ from typing import Any
 from rich.console import Console
 
 from proctor.agent.cli.terminal_text import escape_for_terminal
-from proctor.agent.config import ModelConfig, RunConfig
+from proctor.agent.inputs.config import ModelConfig, RunConfig
+from proctor.agent.inputs.selection import describe_selection
 from proctor.agent.model.endpoint import DEFAULT_BASE_URL, is_local_model
-from proctor.agent.preflight import endpoint_uses
-from proctor.agent.progress import RunProgress
-from proctor.agent.records import RERUN_ON_RESUME
-from proctor.agent.runner import (
+from proctor.agent.results.records import RERUN_ON_RESUME
+from proctor.agent.results.store import RunStore, sample_key
+from proctor.agent.run.preflight import endpoint_uses
+from proctor.agent.run.progress import RunProgress
+from proctor.agent.run.runner import (
     Runner,
     _base_header,
     default_run_dir,
@@ -30,8 +32,6 @@ from proctor.agent.runner import (
     plan_samples,
     select_tasks,
 )
-from proctor.agent.selection import describe_selection
-from proctor.agent.store import RunStore, sample_key
 from proctor.agent.tracks.registry import make_track
 
 # Ids listed in the plan; the rest are counted.

@@ -16,8 +16,8 @@ from typing import Any
 
 import openai
 
-from proctor.agent.config import ModelConfig, RunConfig
 from proctor.agent.errors import UserError
+from proctor.agent.inputs.config import ModelConfig, RunConfig
 from proctor.agent.model.base import EndpointRefused, ModelError, Usage
 from proctor.agent.model.endpoint import Endpoint, configured_base_url, is_local_model, without_secrets
 from proctor.agent.model.retry import RetryPolicy

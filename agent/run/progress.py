@@ -21,7 +21,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from proctor.agent.records import ERROR_OUTCOMES, SampleRecord
+from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
 
 # Plain output: a running sample's progress line at most this often (printed when a turn ends).
 PLAIN_PROGRESS_INTERVAL_S = 30.0
@@ -372,7 +372,7 @@ def outcome_line(summary: dict[str, Any]) -> str:
 
 
 def print_final(console: Console, summary: dict[str, Any], run_dir: str) -> None:
-    from proctor.agent.summary_tables import cost_line, grid_table, passk_table
+    from proctor.agent.results.summary_tables import cost_line, grid_table, passk_table
 
     console.print(summary_table(summary))
     console.print(outcome_line(summary), markup=False, highlight=False, soft_wrap=True)

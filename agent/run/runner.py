@@ -28,22 +28,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proctor.agent import selection
-from proctor.agent.config import MAX_PLANNED_SAMPLES, ModelConfig, RunConfig
-from proctor.agent.encodable import safe_text
-from proctor.agent.endpoint_record import endpoint_changes, endpoints_record, refuse_or_record
 from proctor.agent.errors import UserError
-from proctor.agent.hardware import calibrate, hardware_record
+from proctor.agent.inputs import selection
+from proctor.agent.inputs.config import MAX_PLANNED_SAMPLES, ModelConfig, RunConfig
+from proctor.agent.inputs.run_config_loader import parse_size
 from proctor.agent.model.base import ModelClient, ModelError
 from proctor.agent.model.endpoint import without_secrets
-from proctor.agent.preflight import EndpointUse, check_keys, endpoint_uses, preflight, require_judge
-from proctor.agent.progress import RunProgress, one_line
-from proctor.agent.records import RERUN_ON_RESUME, Outcome, ReferenceRecord, SampleRecord
-from proctor.agent.run_config_loader import parse_size
-from proctor.agent.run_guard import GuardedClient, RunGuard, StopReason
-from proctor.agent.sample_workers import ShieldedWrites, drive_workers, final_status
-from proctor.agent.store import RunStore, checked_header, file_sha256, resume_conflicts, sample_key
-from proctor.agent.summary import judge_prices_from_config, prices_from_config, summarize
+from proctor.agent.results.records import RERUN_ON_RESUME, Outcome, ReferenceRecord, SampleRecord
+from proctor.agent.results.store import RunStore, checked_header, file_sha256, resume_conflicts, sample_key
+from proctor.agent.results.summary import judge_prices_from_config, prices_from_config, summarize
+from proctor.agent.run.endpoint_record import endpoint_changes, endpoints_record, refuse_or_record
+from proctor.agent.run.guard import GuardedClient, RunGuard, StopReason
+from proctor.agent.run.hardware import calibrate, hardware_record
+from proctor.agent.run.preflight import EndpointUse, check_keys, endpoint_uses, preflight, require_judge
+from proctor.agent.run.progress import RunProgress, one_line
+from proctor.agent.run.sample_workers import ShieldedWrites, drive_workers, final_status
+from proctor.agent.text.encodable import safe_text
 from proctor.agent.tracks.base import SampleContext, Track
 from proctor.agent.tracks.frontiermath.profiles import get_profile
 from proctor.agent.tracks.registry import make_track
@@ -82,7 +82,7 @@ def default_run_dir(config: RunConfig, *, now: dt.datetime | None = None) -> Pat
 
 
 def select_tasks(tasks: list[Any], config: RunConfig) -> list[Any]:
-    """Apply the selection (agent/selection.py: filter, task ids, limit), keeping file order."""
+    """Apply the selection (agent/inputs/selection.py: filter, task ids, limit), keeping file order."""
     counts = collections.Counter(str(task.id) for task in tasks)
     duplicated = sorted(task_id for task_id, count in counts.items() if count > 1)
     if duplicated:

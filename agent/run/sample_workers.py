@@ -11,8 +11,8 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
-from proctor.agent.records import SampleRecord
-from proctor.agent.run_guard import StopReason
+from proctor.agent.results.records import SampleRecord
+from proctor.agent.run.guard import StopReason
 
 
 class ShieldedWrites:

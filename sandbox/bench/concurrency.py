@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.sandbox.api import Limits, SandboxError
-from proctor.sandbox.bench import percentile
+from proctor.sandbox.bench.calls import percentile
 from proctor.sandbox.factory import open_sandbox
 from proctor.sandbox.slots import execution_caller
 

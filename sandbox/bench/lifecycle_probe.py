@@ -1,4 +1,4 @@
-"""Where a sandbox call's time goes under concurrency: ``python3 -m proctor.sandbox.lifecycle_probe``.
+"""Where a sandbox call's time goes under concurrency: ``python3 -m proctor.sandbox.bench.lifecycle_probe``.
 
 C threads each run N calls of ``print(1)`` three ways and time every engine request:
 

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from proctor.sandbox.api import SandboxError
-from proctor.sandbox.bench import PRINT_ONE, _checked, _time_calls, percentile
+from proctor.sandbox.bench.calls import PRINT_ONE, _checked, _time_calls, percentile
 from proctor.sandbox.docker_backend import open_docker_sandbox
 from proctor.sandbox.ray_backend import RaySandbox, open_ray_sandbox
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from proctor.sandbox import labels
 from proctor.sandbox.api import SandboxError
-from proctor.sandbox.bench import IMPORT_GALOIS, PRINT_ONE, percentile
+from proctor.sandbox.bench.calls import IMPORT_GALOIS, PRINT_ONE, percentile
 from proctor.sandbox.docker_backend import DockerSandbox, open_docker_sandbox
 
 STAT_LOOP = (
