@@ -162,7 +162,7 @@ def audit_command(
     for flag, path in (("--json", json_file), ("--html", html_file)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{flag}: {path.parent} is not a directory")
-    logging.getLogger("proctor.sandbox.factory").setLevel(logging.ERROR)
+    logging.getLogger("proctor.sandbox.backends.local").setLevel(logging.ERROR)
     report = asyncio.run(
         _audit(backend, image, pool_size, limits, quick, runtime, only, docker_host, ray_address)
     )
