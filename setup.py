@@ -2,12 +2,13 @@
 ``proctor.sandbox`` from sandbox/ (issue 26: one path per module, no symlinks).
 
 pyproject.toml holds the metadata; this file only says where each part's folder is, because
-pyproject's package discovery cannot put a prefix on the packages it finds.
+pyproject's package discovery cannot put a prefix on the packages it finds. Namespace packages
+too, as pyproject's discovery had them: data folders (agent/report/assets/) are packages there.
 """
 
 from __future__ import annotations
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 
 PARTS = {"proctor.agent": "agent", "proctor.sandbox": "sandbox"}
 
@@ -18,7 +19,10 @@ setup(
         *(
             name
             for prefix, folder in PARTS.items()
-            for name in (prefix, *(f"{prefix}.{sub}" for sub in find_packages(folder)))
+            for name in (
+                prefix,
+                *(f"{prefix}.{sub}" for sub in find_namespace_packages(folder, exclude=["*__pycache__*"])),
+            )
         ),
     ],
 )
