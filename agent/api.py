@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
-from proctor.agent.config import RunConfig
 from proctor.agent.errors import UserError
-from proctor.agent.progress import RunProgress
-from proctor.agent.records import SampleRecord
-from proctor.agent.run_config_loader import RunFlags, load_run_config
-from proctor.agent.runner import execute_run
-from proctor.agent.store import RUN_HEADER, SAMPLES, SUMMARY, load_samples, read_json
-from proctor.agent.summary import summarize
+from proctor.agent.inputs.config import RunConfig
+from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
+from proctor.agent.results.records import SampleRecord
+from proctor.agent.results.store import RUN_HEADER, SAMPLES, SUMMARY, load_samples, read_json
+from proctor.agent.results.summary import summarize
+from proctor.agent.run.progress import RunProgress
+from proctor.agent.run.runner import execute_run
 
 if TYPE_CHECKING:
     import pandas

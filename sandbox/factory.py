@@ -7,21 +7,17 @@ CLI prints and run.json and the summary record.
 
 from __future__ import annotations
 
-import logging
-from typing import Literal
-
 from proctor.sandbox.api import Limits, Sandbox, SandboxUnavailable
+from proctor.sandbox.registry import BackendOptions, backend_names, opener_for
 from proctor.sandbox.runtimes import RUNC, check_runtime_name
 
-log = logging.getLogger(__name__)
-
-BackendName = Literal["auto", "docker", "local", "ray"]
-BACKENDS: tuple[str, ...] = ("auto", "docker", "local", "ray")
+# Backends register themselves by name (sandbox/registry.py, sandbox/backends/); auto is docker.
+BACKENDS: tuple[str, ...] = ("auto", *backend_names())
 LOCAL_FIX = "or pass --backend local to accept weaker isolation (host kernel, host Python)"
 
 
 async def open_sandbox(
-    backend: BackendName | str = "auto",
+    backend: str = "auto",
     *,
     image: str | None = None,
     pool_size: int = 2,
@@ -60,7 +56,7 @@ async def open_sandbox(
 
 
 async def _open_backend(
-    backend: BackendName | str = "auto",
+    backend: str = "auto",
     *,
     image: str | None = None,
     pool_size: int = 2,
@@ -81,33 +77,22 @@ async def _open_backend(
     if backend not in BACKENDS:
         raise ValueError(f"unknown sandbox backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     check_runtime_name(runtime or RUNC)
-    if backend == "local":
-        if (runtime or RUNC) != RUNC or docker_host:
-            # bubblewrap has no container runtime: never pretend a local call ran under gVisor.
-            raise SandboxUnavailable("the local backend has no container runtime or engine to choose")
-        if recycle_containers:
-            raise SandboxUnavailable("the local backend has no containers to recycle")
-        return await _open_local(default_limits, probe_libraries)
-    if backend == "ray":
-        if (runtime or RUNC) != RUNC or docker_host or recycle_containers:
-            # Each ray worker uses its own node's engine (proctor sandbox worker --docker-host).
-            raise SandboxUnavailable(
-                "the ray backend's engines are its workers': no runtime or engine to choose"
-            )
-        # Only by name: ray runs calls on a cluster's nodes, never as a fallback.
-        from proctor.sandbox.ray_backend import open_ray_sandbox
-
-        return await open_ray_sandbox(address=ray_address, image=image, default_limits=default_limits)
-    if runtime not in (None, RUNC) or docker_host:
+    options = BackendOptions(
+        image=image,
+        pool_size=pool_size,
+        default_limits=default_limits,
+        probe_libraries=probe_libraries,
+        runtime=runtime,
+        docker_host=docker_host,
+        recycle_containers=recycle_containers,
+        ray_address=ray_address,
+    )
+    if backend != "auto" or runtime not in (None, RUNC) or docker_host:
         # Asked for by name: no fall back to another engine, runtime or backend, even from auto.
-        return await _open_docker(
-            image, pool_size, default_limits, runtime or RUNC, docker_host, recycle_containers
-        )
+        return await opener_for("docker" if backend == "auto" else backend)(options)
     try:
-        return await _open_docker(image, pool_size, default_limits, RUNC, None, recycle_containers)
+        return await opener_for("docker")(options)
     except SandboxUnavailable as exc:
-        if backend == "docker":
-            raise
         raise SandboxUnavailable(auto_failure_message(str(exc))) from None
 
 
@@ -117,40 +102,3 @@ def auto_failure_message(reason: str) -> str:
     if "proctor image build" not in reason:  # the engine itself is missing
         fix = f"start a Docker engine and run `proctor image build`, {LOCAL_FIX}"
     return f"backend auto needs docker and its image: {reason}; {fix}"
-
-
-async def _open_docker(
-    image: str | None,
-    pool_size: int,
-    default_limits: Limits | None,
-    runtime: str,
-    docker_host: str | None,
-    recycle_containers: bool = False,
-) -> Sandbox:
-    try:
-        from proctor.sandbox.docker_backend import open_docker_sandbox
-    except ImportError as exc:  # the docker SDK is a hard dependency; this guards broken installs
-        raise SandboxUnavailable(f"the docker backend cannot be loaded: {exc}") from exc
-    return await open_docker_sandbox(
-        image=image,
-        pool_size=pool_size,
-        default_limits=default_limits,
-        runtime=runtime,
-        docker_host=docker_host,
-        recycle_containers=recycle_containers,
-    )
-
-
-async def _open_local(default_limits: Limits | None, probe_libraries: bool) -> Sandbox:
-    import asyncio
-
-    from proctor.sandbox.image import top_level_pins
-    from proctor.sandbox.local_backend import LocalSandbox
-
-    # The constructor probes bubblewrap once (a short blocking run); keep the loop free.
-    local = await asyncio.to_thread(LocalSandbox, default_limits)
-    log.info("%s", local.describe()["warning"])
-    # The prompt lists only what really imports here, so it never promises a missing library.
-    if probe_libraries:
-        await local.probe_libraries(sorted(top_level_pins()))
-    return local

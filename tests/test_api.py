@@ -190,7 +190,7 @@ def test_the_wheel_installs_only_the_proctor_package(tmp_path: Path) -> None:
     """No top-level `agent` or `sandbox` in site-packages: only `proctor` (issue 15)."""
     source = tmp_path / "source"  # a copy: building writes build/ and *.egg-info beside the sources
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(REPO / name, source / name)
     skip = shutil.ignore_patterns("__pycache__", "*.pyc")
     for name in ("proctor", "agent", "sandbox"):

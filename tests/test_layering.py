@@ -7,9 +7,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 # Operator commands (image builds, cleanup, benches, the audit) may use the sandbox's internals.
-ADMIN = ("cli/", "audit/", "bench_")
+ADMIN = ("cli/", "audit/", "bench/")
 
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:
@@ -44,3 +46,33 @@ def test_the_eval_path_uses_only_the_sandbox_packages_public_names() -> None:
             if name.startswith("proctor.sandbox."):
                 offenders.append(f"agent/{relative}:{line}: {name}")
     assert offenders == []
+
+
+def test_backends_are_registered_by_name_one_module_each() -> None:
+    """Each module of sandbox/backends/ registers the backend its file names; nothing else does."""
+    from proctor.sandbox import factory, registry
+
+    modules = sorted(path.stem for path in (REPO / "sandbox" / "backends").glob("[!_]*.py"))
+    assert registry.backend_names() == tuple(modules)
+    assert set(modules) >= {"docker", "local", "ray"}
+    for name in modules:
+        assert registry.opener_for(name).__module__ == f"proctor.sandbox.backends.{name}"
+    assert ("auto", *modules) == factory.BACKENDS
+
+
+def test_the_factory_names_no_backend_module() -> None:
+    """A new backend touches no existing file: open_sandbox reaches backends only via the registry."""
+    imported = {name for _, name in imported_modules(REPO / "sandbox" / "factory.py")}
+    assert not {name for name in imported if "backend" in name} - {"proctor.sandbox.registry"}
+    assert "proctor.sandbox.registry" in imported
+
+
+def test_a_backend_registered_twice_is_refused() -> None:
+    from proctor.sandbox import registry
+
+    opener = registry.opener_for("local")
+    assert registry.register("local")(opener) is opener  # the same function again: a re-import
+    with pytest.raises(ValueError, match="registered twice"):
+        registry.register("local")(registry.opener_for("docker"))
+    with pytest.raises(ValueError, match="unknown sandbox backend 'nope': choose one of docker"):
+        registry.opener_for("nope")

@@ -9,8 +9,8 @@ verification in another), exactly as a model's submit_answer would. Only ``incor
 from __future__ import annotations
 
 from proctor.agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text
-from proctor.agent.config import SandboxConfig
-from proctor.agent.records import Outcome
+from proctor.agent.inputs.config import SandboxConfig
+from proctor.agent.results.records import Outcome
 from proctor.agent.tracks.base import NullEvents
 from proctor.agent.tracks.frontiermath.submission import SubmissionRunner
 from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask

@@ -12,7 +12,7 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from proctor.agent.cli import commands_registry  # noqa: F401  (registers every command)
 from proctor.agent.cli.app import app
 from proctor.agent.errors import UserError
-from proctor.agent.progress import one_line
+from proctor.agent.run.progress import one_line
 
 
 def main() -> None:

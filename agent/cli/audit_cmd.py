@@ -16,9 +16,9 @@ from proctor.agent.audit import AuditReport, audit_sandbox
 from proctor.agent.audit.model import Row
 from proctor.agent.audit.render import print_table, write_html, write_json
 from proctor.agent.cli.app import sandbox_app
-from proctor.agent.config import SandboxConfig
 from proctor.agent.errors import UserError
-from proctor.agent.run_config_loader import format_validation_error, parse_size, read_config_file
+from proctor.agent.inputs.config import SandboxConfig
+from proctor.agent.inputs.run_config_loader import format_validation_error, parse_size, read_config_file
 from proctor.sandbox import Limits, Sandbox, SandboxUnavailable, open_sandbox
 from proctor.sandbox.runtimes import RUNTIMES
 
@@ -162,7 +162,7 @@ def audit_command(
     for flag, path in (("--json", json_file), ("--html", html_file)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{flag}: {path.parent} is not a directory")
-    logging.getLogger("proctor.sandbox.factory").setLevel(logging.ERROR)
+    logging.getLogger("proctor.sandbox.backends.local").setLevel(logging.ERROR)
     report = asyncio.run(
         _audit(backend, image, pool_size, limits, quick, runtime, only, docker_host, ray_address)
     )

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from proctor.agent.bench_loop import (
+from proctor.agent.bench.loop import (
     DEFAULT_CONNECTIONS,
     MODEL_LABEL,
     SANDBOX_DOUBLE_LABEL,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from proctor.agent.bench_submission import BenchFailed, run_benchmark
+from proctor.agent.bench.submission import BenchFailed, run_benchmark
 from proctor.agent.cli.app import bench_app
 from proctor.agent.errors import UserError
 

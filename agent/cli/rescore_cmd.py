@@ -12,7 +12,7 @@ from rich.console import Console
 
 from proctor.agent.cli.app import app
 from proctor.agent.errors import UserError
-from proctor.agent.progress import RunProgress, print_final
+from proctor.agent.run.progress import RunProgress, print_final
 from proctor.sandbox import SandboxError
 
 EXIT_INTERRUPTED = 130

@@ -11,15 +11,15 @@ import typer
 from rich.console import Console
 
 from proctor.agent.cli.app import app
-from proctor.agent.config import RunConfig
-from proctor.agent.error_policy import DEFAULT_ERROR_POLICY, ErrorPolicy
 from proctor.agent.errors import UserError
+from proctor.agent.inputs.config import RunConfig
+from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config, read_config_file, split_task_ids
 from proctor.agent.model.efforts import REASONING_EFFORTS
-from proctor.agent.progress import RunProgress, one_line, print_final
-from proctor.agent.run_config_loader import RunFlags, load_run_config, read_config_file, split_task_ids
-from proctor.agent.run_plan import build_plan, render_plan
-from proctor.agent.runner import RunResult, execute_run
-from proctor.agent.store import RUN_HEADER, SAMPLES, read_json
+from proctor.agent.results.store import RUN_HEADER, SAMPLES, read_json
+from proctor.agent.run.error_policy import DEFAULT_ERROR_POLICY, ErrorPolicy
+from proctor.agent.run.plan import build_plan, render_plan
+from proctor.agent.run.progress import RunProgress, one_line, print_final
+from proctor.agent.run.runner import RunResult, execute_run
 from proctor.sandbox import SandboxError
 
 # The repository's configs/ (the package is installed from a checkout: `pip install -e .`).
@@ -30,7 +30,7 @@ EXIT_INTERRUPTED = 130
 EXIT_FAILED = 1
 # The run finished, but its error outcomes crossed --fail-on-error: its numbers are not to be trusted.
 EXIT_TOO_MANY_ERRORS = 3
-# An endpoint refused for good (credentials, quota): the run stopped early (agent/run_guard.py).
+# An endpoint refused for good (credentials, quota): the run stopped early (agent/run/guard.py).
 EXIT_STOPPED = 4
 
 

@@ -380,7 +380,7 @@ def bench_sandbox(
     ray_address: Annotated[str | None, typer.Option(help="Ray cluster for --backend ray.")] = None,
 ) -> None:
     """p50/p95 latency of a stateless print(1): per-call container, warm pool, local, bare host."""
-    from proctor.sandbox.bench import print_table, run_benchmark
+    from proctor.sandbox.bench.calls import print_table, run_benchmark
 
     calls = parse_number("--calls", calls_text)
     if calls != int(calls) or not 1 <= calls <= 10_000:
@@ -410,7 +410,7 @@ def bench_sandbox(
 
 def _bench_ray(calls: int, ray_address: str | None, image: str | None, as_json: bool) -> None:
     try:
-        from proctor.sandbox.ray_bench import print_ray_report, run_ray_benchmark
+        from proctor.sandbox.bench.ray_routing import print_ray_report, run_ray_benchmark
 
         report = asyncio.run(run_ray_benchmark(calls=calls, address=ray_address, image=image))
     except SandboxUnavailable as exc:
@@ -424,7 +424,7 @@ def _bench_ray(calls: int, ray_address: str | None, image: str | None, as_json: 
 def _bench_runtimes(
     runtimes_text: str | None, runtime: str | None, calls: int, image: str | None, as_json: bool
 ) -> None:
-    from proctor.sandbox.bench_runtimes import print_comparison, run_runtime_comparison
+    from proctor.sandbox.bench.runtime_costs import print_comparison, run_runtime_comparison
 
     flag = "--runtimes" if runtimes_text is not None else "--runtime"
     names = [name.strip() for name in (runtimes_text or f"runc,{runtime}").split(",") if name.strip()]
@@ -453,7 +453,7 @@ def _bench_concurrency(
     as_json: bool,
     recycle_containers: bool = False,
 ) -> None:
-    from proctor.sandbox.bench_concurrency import print_concurrency_table, run_concurrency_benchmark
+    from proctor.sandbox.bench.concurrency import print_concurrency_table, run_concurrency_benchmark
 
     try:
         concurrencies = [int(part) for part in concurrency_text.split(",")]

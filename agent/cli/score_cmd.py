@@ -13,7 +13,7 @@ import typer
 
 from proctor.agent.cli.app import score_app
 from proctor.agent.errors import UserError
-from proctor.agent.input_files import MAX_TASK_FILE_BYTES, read_text_input, unreadable_value
+from proctor.agent.inputs.input_files import MAX_TASK_FILE_BYTES, read_text_input, unreadable_value
 from proctor.agent.scoring.latex_preprocess import MODES
 from proctor.agent.scoring.worker_pool import WorkerStartupError
 

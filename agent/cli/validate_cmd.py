@@ -14,9 +14,9 @@ from rich.table import Table
 from rich.text import Text
 
 from proctor.agent.cli.app import app
-from proctor.agent.config import SandboxConfig
 from proctor.agent.errors import UserError
-from proctor.agent.progress import visible
+from proctor.agent.inputs.config import SandboxConfig
+from proctor.agent.run.progress import visible
 from proctor.agent.tracks.frontiermath.tasks import load_frontiermath_tasks
 from proctor.agent.tracks.frontiermath.validation import ReferenceCheck, check_references
 from proctor.sandbox import SandboxError, open_sandbox

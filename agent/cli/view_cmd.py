@@ -14,7 +14,7 @@ from proctor.agent.report.compare_view import print_comparison, render_compariso
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import render_report
 from proctor.agent.report.serve import make_server
-from proctor.agent.store import refuse_run_file, write_text_atomically
+from proctor.agent.results.store import refuse_run_file, write_text_atomically
 
 
 def _write(path: Path, text: str, option: str) -> Path:

@@ -15,11 +15,11 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from proctor.agent.config import RunConfig
 from proctor.agent.errors import UserError
-from proctor.agent.records import ERROR_OUTCOMES, SampleRecord
+from proctor.agent.inputs.config import RunConfig
 from proctor.agent.rescore.stored_run import validate_config
-from proctor.agent.store import RUN_HEADER, SUMMARY, read_json, records_from, refuse_run_file
+from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
+from proctor.agent.results.store import RUN_HEADER, SUMMARY, read_json, records_from, refuse_run_file
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog, EvalSample
@@ -369,7 +369,7 @@ def export_inspect(run_dir: Path, output: Path | None) -> list[Path]:
         raise UserError(f"{run_dir}: the run has no finished samples to export")
     summary = read_json(run_dir / SUMMARY) if (run_dir / SUMMARY).is_file() else {}
     if not summary:
-        from proctor.agent.summary import summarize
+        from proctor.agent.results.summary import summarize
 
         summary = summarize(records, header=header)
     labels = sorted({r.model for r in records})

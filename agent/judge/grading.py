@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from proctor.agent.capped_text import capped, text_sha256
 from proctor.agent.judge.caller import JudgeResult, ask_judge
 from proctor.agent.judge.precheck import PrecheckResult, precheck
 from proctor.agent.judge.prompts import fill_template
@@ -27,7 +26,8 @@ from proctor.agent.judge.verdict import (
     parse_points_verdict,
 )
 from proctor.agent.model.base import ModelClient
-from proctor.agent.records import JudgeRecord, Outcome
+from proctor.agent.results.records import JudgeRecord, Outcome
+from proctor.agent.text.capped_text import capped, text_sha256
 
 
 @dataclass(frozen=True)

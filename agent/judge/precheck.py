@@ -17,7 +17,7 @@ that could keep just one of them. After normalisation the answer must be:
   conservatively: the two must agree both when rounded to one decimal place and when rounded to
   one decimal place of the reference's leading digit, so 0.046 may match 0.0456 but 0.04 may not;
 * either of those behind one ``NAME =``, where NAME is a bare name (``T``, ``R_{eq}``,
-  ``\\Delta S``, ``y(x)``: :func:`proctor.agent.answer_shape.is_bare_name`) and there is one ``=``.
+  ``\\Delta S``, ``y(x)``: :func:`proctor.agent.text.answer_shape.is_bare_name`) and there is one ``=``.
 
 Anything else, including every answer longer than ``MAX_ANSWER_CHARS``, defers to the judge.
 """
@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal, InvalidOperation, localcontext
 
-from proctor.agent.answer_shape import is_bare_name
+from proctor.agent.text.answer_shape import is_bare_name
 
 # Bounds on the work one pre-check may do. Longer answers are not "one committed value" anyway.
 MAX_ANSWER_CHARS = 2_000
@@ -84,7 +84,7 @@ def normalize_answer(text: str) -> str:
 def split_assignment(text: str) -> tuple[str | None, str] | None:
     """``"r=19"`` -> ``("r", "19")``; ``"19"`` -> ``(None, "19")``; None when it is neither.
 
-    Only a bare name (:func:`proctor.agent.answer_shape.is_bare_name`) before the only ``=`` makes an
+    Only a bare name (:func:`proctor.agent.text.answer_shape.is_bare_name`) before the only ``=`` makes an
     assignment. ``3 or 4 = 5``, ``a = b = c`` and ``x + y = 5`` are not committed values.
     """
     if "=" not in text:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from proctor.agent.errors import UserError
-from proctor.agent.input_files import MAX_CONFIG_BYTES, read_text_input
+from proctor.agent.inputs.input_files import MAX_CONFIG_BYTES, read_text_input
 
 PROMPTS_DIR = Path(__file__).resolve().parents[2] / "configs" / "prompts"
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import re
 
-from proctor.agent.answer_shape import GREEK_LETTERS, nesting_depth
 from proctor.agent.judge.precheck import normalize_answer, split_assignment
+from proctor.agent.text.answer_shape import GREEK_LETTERS, nesting_depth
 
 GREEK = GREEK_LETTERS
 FUNCTIONS = (

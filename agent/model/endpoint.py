@@ -10,8 +10,8 @@ from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
 
 import openai
 
-from proctor.agent.config import ModelConfig
 from proctor.agent.errors import UserError
+from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.bounded_reply import ask_for_boundable_encodings, bound_reply
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proctor.agent.config import ModelConfig
+from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.base import ModelClient
 from proctor.agent.model.openai_client import OpenAIChatClient
 from proctor.agent.model.responses_client import OpenAIResponsesClient

@@ -84,7 +84,7 @@ def _die_with_parent() -> None:
 
 
 # The context window the server is started with; the local-model budget defaults in
-# agent/config.py (LOCAL_TOKEN_CAP) stay under it.
+# agent/inputs/config.py (LOCAL_TOKEN_CAP) stay under it.
 CONTEXT_TOKENS = 8192
 
 

@@ -7,8 +7,8 @@ from typing import Any, Literal
 
 from openai.types.chat import ChatCompletion
 
-from proctor.agent import tokens
-from proctor.agent.config import ModelConfig
+from proctor.agent.inputs.config import ModelConfig
+from proctor.agent.model import tokens
 from proctor.agent.model.base import ChatResponse, ToolCall, Usage, record_message
 from proctor.agent.model.endpoint import api_model_name, is_local_model
 from proctor.agent.model.reply_shapes import (
@@ -43,7 +43,7 @@ def usage_from_counts(
 
     Reasoning tokens are part of the output count, as OpenAI reports them; the separate field
     says how many of them were reasoning. A reported count below the floor of the text it
-    covers (``proctor.agent.tokens.MAX_CHARS_PER_TOKEN``) is not believed: the text's estimate
+    covers (``proctor.agent.model.tokens.MAX_CHARS_PER_TOKEN``) is not believed: the text's estimate
     takes its place, flagged like any estimate, so an under-reporting server cannot carry a
     conversation past the token cap.
     """

@@ -7,12 +7,12 @@ import json
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from proctor.agent.config import ModelConfig
-from proctor.agent.encodable import Replacements, make_encodable, safe_text
+from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.base import ChatResponse, ModelError
 from proctor.agent.model.endpoint import Endpoint, without_secrets
 from proctor.agent.model.reply_shapes import field_of
 from proctor.agent.model.retry import FailedReply, RetryCallback, RetryPolicy, call_with_retries
+from proctor.agent.text.encodable import Replacements, make_encodable, safe_text
 
 
 def not_a_reply(reply: Any, defining_field: str) -> str | None:

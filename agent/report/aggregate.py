@@ -1,4 +1,4 @@
-"""Summary rows for the report, computed by ``proctor.agent.summary.summarize_group``.
+"""Summary rows for the report, computed by ``proctor.agent.results.summary.summarize_group``.
 
 Using the run summary's own function keeps the page and ``summary.json`` identical in
 meaning: accuracy over scored samples only (judge, model, verifier and harness errors are counted
@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from proctor.agent.records import ERROR_OUTCOMES, Outcome, SampleRecord
 from proctor.agent.report.stats import Estimate
-from proctor.agent.summary import NO_EFFORT, NO_SUBJECT, JudgePrices, Prices, summarize_group
+from proctor.agent.results.records import ERROR_OUTCOMES, Outcome, SampleRecord
+from proctor.agent.results.summary import NO_EFFORT, NO_SUBJECT, JudgePrices, Prices, summarize_group
 
 # Display order for outcomes: good, bad, then the error kinds.
 OUTCOME_ORDER: tuple[Outcome, ...] = (

@@ -13,10 +13,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from proctor.agent.errors import UserError
-from proctor.agent.records import SampleRecord
 from proctor.agent.report.aggregate import is_scored
 from proctor.agent.report.loader import RunData
 from proctor.agent.report.stats import Estimate, estimate_by_cluster, paired_difference
+from proctor.agent.results.records import SampleRecord
 
 
 @dataclass

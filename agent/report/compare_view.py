@@ -9,10 +9,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from proctor.agent.progress import visible
 from proctor.agent.report.compare import Comparison, fmt_ci, fmt_pct, fmt_signed
 from proctor.agent.report.page import asset
 from proctor.agent.report.svg import LinearScale, nice_ticks, open_svg, text
+from proctor.agent.run.progress import visible
 
 
 def _arm_rows(comparison: Comparison) -> list[list[str]]:

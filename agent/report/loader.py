@@ -17,15 +17,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from proctor.agent.errors import UserError
-from proctor.agent.input_files import (
+from proctor.agent.inputs.input_files import (
     MAX_CONFIG_BYTES,
     MAX_SAMPLES_BYTES,
     read_text_input,
     too_deep,
     unreadable_value,
 )
-from proctor.agent.records import RERUN_ON_RESUME, SampleRecord
-from proctor.agent.summary import wall_seconds as summary_wall_seconds
+from proctor.agent.results.records import RERUN_ON_RESUME, SampleRecord
+from proctor.agent.results.summary import wall_seconds as summary_wall_seconds
 
 SAMPLES_FILE = "samples.jsonl"
 HEADER_FILE = "run.json"
@@ -224,7 +224,7 @@ def _load_samples(path: Path, warnings: list[str]) -> list[SampleRecord]:
         key = (record.model, record.task_id, record.trial)
         previous = by_key.get(key)
         if previous is not None and previous.outcome not in RERUN_ON_RESUME:
-            # The store's rule (agent/store.py: load_samples): only an error record is superseded
+            # The store's rule (agent/results/store.py: load_samples): only an error record is superseded
             # (--resume ran it again); any other repeat is an edit and the first record stands,
             # so the report counts exactly what the summary counts.
             warnings.append(

@@ -14,10 +14,6 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from proctor.agent.encodable import safe_text
-from proctor.agent.hardware import hardware_summary
-from proctor.agent.passk import TaskTrials, grid_by_model, shown_ks, task_grid
-from proctor.agent.records import ERROR_OUTCOMES, SampleRecord
 from proctor.agent.report import plots
 from proctor.agent.report.aggregate import (
     OUTCOME_ORDER,
@@ -28,7 +24,11 @@ from proctor.agent.report.aggregate import (
     subject_rows,
 )
 from proctor.agent.report.loader import RunData
-from proctor.agent.summary import Prices, summarize_group
+from proctor.agent.results.passk import TaskTrials, grid_by_model, shown_ks, task_grid
+from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
+from proctor.agent.results.summary import Prices, summarize_group
+from proctor.agent.run.hardware import hardware_summary
+from proctor.agent.text.encodable import safe_text
 
 LOCAL_BACKEND_WARNING = (
     "This run used the local sandbox backend, which isolates less than Docker: programs ran in a "

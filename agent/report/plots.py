@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from proctor.agent.records import SampleRecord
 from proctor.agent.report.aggregate import OUTCOME_ORDER, GroupRow
 from proctor.agent.report.svg import (
     LinearScale,
@@ -20,6 +19,7 @@ from proctor.agent.report.svg import (
     open_svg,
     text,
 )
+from proctor.agent.results.records import SampleRecord
 
 WIDTH = 560
 HEIGHT = 300

@@ -1,6 +1,6 @@
-"""The one place the report gets its uncertainty math from: ``proctor.agent.stats``.
+"""The one place the report gets its uncertainty math from: ``proctor.agent.results.task_stats``.
 
-The run summary (``proctor.agent.summary``) and this report share those functions, so the page,
+The run summary (``proctor.agent.results.summary``) and this report share those functions, so the page,
 ``summary.json`` and ``proctor compare`` can never disagree about a mean or an interval.
 This module only adapts them to one shape with NaN for "undefined" (one task has no SE).
 """
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from proctor.agent import stats as shared
+from proctor.agent.results import task_stats as shared
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class Estimate:
 
     @classmethod
     def from_summary(cls, data: dict[str, Any] | None) -> Estimate:
-        """From an estimate dict as ``proctor.agent.summary`` writes it into summary.json."""
+        """From an estimate dict as ``proctor.agent.results.summary`` writes it into summary.json."""
         if not data:
             return cls.empty()
         se = data.get("se")

@@ -19,17 +19,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proctor.agent.config import RunConfig
 from proctor.agent.errors import UserError
+from proctor.agent.inputs.config import RunConfig
+from proctor.agent.inputs.run_config_loader import check_run_dir, parse_size
 from proctor.agent.model.base import ModelClient
-from proctor.agent.progress import RunProgress
-from proctor.agent.records import RERUN_ON_RESUME, Outcome, RescoreNote, SampleRecord
 from proctor.agent.rescore.regrade import NotRescored, RegradeContext, Regrader, regrader_for
 from proctor.agent.rescore.settings import describe_changes, judge_endpoint
 from proctor.agent.rescore.stored_run import StoredRun, StoredSample
-from proctor.agent.run_config_loader import check_run_dir, parse_size
-from proctor.agent.run_guard import RunGuard
-from proctor.agent.runner import (
+from proctor.agent.results.records import RERUN_ON_RESUME, Outcome, RescoreNote, SampleRecord
+from proctor.agent.results.store import (
+    RunStore,
+    SampleKey,
+    SampleWriter,
+    checked_header,
+    file_sha256,
+    sample_key,
+)
+from proctor.agent.results.summary import prices_from_config, summarize
+from proctor.agent.run.guard import RunGuard
+from proctor.agent.run.progress import RunProgress
+from proctor.agent.run.runner import (
     describe_exception,
     environment_info,
     model_labels,
@@ -37,9 +46,7 @@ from proctor.agent.runner import (
     reference_or_none,
     utc_now,
 )
-from proctor.agent.sample_workers import ShieldedWrites, drive_workers, final_status
-from proctor.agent.store import RunStore, SampleKey, SampleWriter, checked_header, file_sha256, sample_key
-from proctor.agent.summary import prices_from_config, summarize
+from proctor.agent.run.sample_workers import ShieldedWrites, drive_workers, final_status
 from proctor.agent.tracks.registry import make_track
 from proctor.sandbox import Limits, Sandbox, execution_caller, open_sandbox
 
@@ -297,7 +304,7 @@ class Rescorer:
                 sandbox = await self._open_sandbox(regrader, grading, header, stack)
                 judge = await self._open_judge(regrader, grading, stack)
                 if not store.locked:
-                    # A fresh directory: claimed as it is created (see agent/runner.py).
+                    # A fresh directory: claimed as it is created (see agent/run/runner.py).
                     store.lock()
                     if store.header_path.exists() or store.holds_samples():
                         raise UserError(f"{self.out}: another run started in this directory meanwhile")

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from proctor.agent.config import SandboxConfig
 from proctor.agent.errors import UserError
+from proctor.agent.inputs.config import SandboxConfig
 from proctor.agent.model.base import ModelClient
-from proctor.agent.records import Outcome, SampleRecord, SubmissionRecord
+from proctor.agent.results.records import Outcome, SampleRecord, SubmissionRecord
 from proctor.agent.tracks.base import RunEvents, Track
 from proctor.agent.tracks.frontiermath.submission import SubmissionRunner
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack

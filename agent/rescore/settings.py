@@ -19,12 +19,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from proctor.agent.config import ModelConfig, RunConfig
 from proctor.agent.errors import UserError
-from proctor.agent.input_files import check_data
+from proctor.agent.inputs.config import ModelConfig, RunConfig
+from proctor.agent.inputs.input_files import check_data
+from proctor.agent.inputs.run_config_loader import format_validation_error, parse_size, read_config_file
 from proctor.agent.model.endpoint import DEFAULT_BASE_URL
 from proctor.agent.rescore.stored_run import StoredRun
-from proctor.agent.run_config_loader import format_validation_error, parse_size, read_config_file
 
 # The fields a --config file may change; the rest of such a file describes answering, not grading.
 GRADING_FIELDS = ("judge", "tasks", "track_options", "sandbox", "max_concurrency")
@@ -177,7 +177,7 @@ def describe_changes(stored: StoredRun, config: RunConfig, tasks_sha256: str) ->
         )
     versions = stored.header.get("versions")
     old_version = versions.get("proctor") if isinstance(versions, dict) else None
-    from proctor.agent.runner import environment_info
+    from proctor.agent.run.runner import environment_info
 
     new_version = environment_info()["versions"]["proctor"]
     if old_version != new_version:

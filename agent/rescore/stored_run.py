@@ -14,11 +14,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from proctor.agent.config import RunConfig
 from proctor.agent.errors import UserError
-from proctor.agent.input_files import open_run_file
-from proctor.agent.records import RERUN_ON_RESUME, SampleRecord
-from proctor.agent.store import RUN_HEADER, SAMPLES, SampleKey, read_json, sample_key
+from proctor.agent.inputs.config import RunConfig
+from proctor.agent.inputs.input_files import open_run_file
+from proctor.agent.results.records import RERUN_ON_RESUME, SampleRecord
+from proctor.agent.results.store import RUN_HEADER, SAMPLES, SampleKey, read_json, sample_key
 
 RESCORABLE_TRACKS = ("frontiermath", "olympiad", "research", "phybench")
 MAX_RUN_ID_CHARS = 200

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-from proctor.agent.answer_shape import boxed_contents, distinct, is_bare_name
+from proctor.agent.text.answer_shape import boxed_contents, distinct, is_bare_name
 
 MAX_READINGS = 8
 # A whole string this long is not split: the length gate scores such answers 0 anyway.

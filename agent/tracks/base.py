@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
-from proctor.agent.config import RunConfig
+from proctor.agent.inputs.config import RunConfig
 from proctor.agent.model.base import ModelClient
-from proctor.agent.records import ReferenceRecord, SampleRecord
+from proctor.agent.results.records import ReferenceRecord, SampleRecord
 from proctor.sandbox import Sandbox
 
 
@@ -85,7 +85,7 @@ class Track(ABC):
 
     @abstractmethod
     def load_tasks(self, path: Path) -> list[Any]:
-        """Load and validate tasks; raise proctor.agent.tasks.TaskFileError naming file, line and field."""
+        """Load and validate tasks; raise ``inputs.tasks.TaskFileError`` naming file, line and field."""
 
     def reference_for(self, task: Any) -> ReferenceRecord | None:
         """What a sample of ``task`` is graded against, as its record keeps it. The runner puts

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from proctor.agent.config import RunConfig
+from proctor.agent.inputs.config import RunConfig
 from proctor.agent.judge.grading import grade_olympiad
 from proctor.agent.judge.prompts import ANSWER_PLACEHOLDERS, OLYMPIAD_PLACEHOLDERS, load_template
 from proctor.agent.model.base import ModelClient
-from proctor.agent.records import Outcome, ReferenceRecord, SampleRecord
+from proctor.agent.results.records import Outcome, ReferenceRecord, SampleRecord
 from proctor.agent.tracks.base import SampleContext, Track
 from proctor.agent.tracks.science_common import (
     ModelFailed,

@@ -11,10 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar
 
-from proctor.agent.answer_shape import boxed_contents, distinct
-from proctor.agent.config import RunConfig
+from proctor.agent.inputs.config import RunConfig
 from proctor.agent.judge.prompts import ANSWER_PLACEHOLDERS, load_template
-from proctor.agent.records import EEDRecord, Outcome, ReferenceRecord, SampleRecord
+from proctor.agent.results.records import EEDRecord, Outcome, ReferenceRecord, SampleRecord
 from proctor.agent.scoring.eed import (
     PUBLISHED_EQUALS_LIMIT_S,
     PUBLISHED_SIMPLIFY_LIMIT_S,
@@ -22,6 +21,7 @@ from proctor.agent.scoring.eed import (
     extract_boxed,
     published_pair_budget_s,
 )
+from proctor.agent.text.answer_shape import boxed_contents, distinct
 from proctor.agent.tracks.base import SampleContext, Track
 from proctor.agent.tracks.science_common import (
     ModelFailed,

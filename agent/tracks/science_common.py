@@ -16,8 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from proctor.agent.capped_text import capped
-from proctor.agent.config import (
+from proctor.agent.inputs.config import (
     PAPER_ANSWER_EFFORT,
     PAPER_JUDGE,
     PAPER_JUDGE_EFFORT,
@@ -27,7 +26,7 @@ from proctor.agent.config import (
 )
 from proctor.agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
 from proctor.agent.model.base import ChatResponse, ModelError, Usage, record_message, reply_notes
-from proctor.agent.records import (
+from proctor.agent.results.records import (
     EEDRecord,
     JudgeRecord,
     Outcome,
@@ -36,6 +35,7 @@ from proctor.agent.records import (
     ToolCallRecord,
     TurnUsage,
 )
+from proctor.agent.text.capped_text import capped
 from proctor.agent.tracks.base import SampleContext
 
 # No two adjacent parts may match the same text, or the regex backtracks: with ``\s*\**\s*`` a
@@ -92,8 +92,8 @@ def final_answer_of(response: str | None) -> str | None:
     """
     if not response:
         return None
-    from proctor.agent.answer_shape import boxed_contents, distinct
     from proctor.agent.judge.precheck import normalize_answer
+    from proctor.agent.text.answer_shape import boxed_contents, distinct
 
     markers = list(FINAL_ANSWER_MARKER.finditer(response))
     # A marker's answer is its whole section, up to the next marker: comparing only the rest of
@@ -275,7 +275,7 @@ def paper_protocol_settings(config: RunConfig) -> dict[str, Any]:
             "trials": PAPER_TRIALS[config.track],
             "answer_reasoning_effort": PAPER_ANSWER_EFFORT,
             # What the paper used for each of this run's models: xhigh for GPT-5.2, none for a
-            # non-reasoning model (agent/config.py, paper_answer_effort).
+            # non-reasoning model (agent/inputs/config.py, paper_answer_effort).
             "answer_reasoning_effort_by_model": {m.name: paper_answer_effort(m.name) for m in config.models},
             "judge": PAPER_JUDGE,
             "judge_reasoning_effort": PAPER_JUDGE_EFFORT,

@@ -15,7 +15,7 @@ twice under the same ``task_group_id``: its first row keeps the plain id and lat
 ``#2``, ``#3``..., so every row loads, ids are unique, and ids do not depend on row order
 except among the duplicates themselves.
 
-Files may be JSONL, or a JSON or YAML list, read by the shared reader in ``proctor.agent.tasks``.
+Files may be JSONL, or a JSON or YAML list, read by the shared reader in ``proctor.agent.inputs.tasks``.
 Errors read ``file:line: field 'x': message``.
 """
 
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from proctor.agent.tasks import TaskEntry, TaskFileError, read_task_entries
+from proctor.agent.inputs.tasks import TaskEntry, TaskFileError, read_task_entries
 
 TaskKind = Literal["olympiad", "research", "phybench"]
 

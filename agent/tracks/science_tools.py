@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from proctor.agent.model.base import ModelError, ToolCall
-from proctor.agent.records import ToolCallRecord
+from proctor.agent.results.records import ToolCallRecord
 from proctor.agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
 from proctor.agent.tracks.frontiermath.tools import (
     PYTHON_TOOL,

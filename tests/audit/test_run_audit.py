@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from proctor.agent.config import SandboxConfig
 from proctor.agent.errors import UserError
+from proctor.agent.inputs.config import SandboxConfig
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import render_report
-from proctor.agent.runner import execute_run
+from proctor.agent.run.runner import execute_run
 from proctor.sandbox import Limits, Sandbox
 from tests.audit.weakened import open_weakened
 from tests.runner.conftest import make_config, quiet_progress

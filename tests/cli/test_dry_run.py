@@ -137,13 +137,13 @@ def test_no_model_client_sandbox_or_local_server_is_made(
 
     import proctor.agent.model.factory
     import proctor.agent.model.local_server
-    import proctor.agent.runner
-    import proctor.agent.store
+    import proctor.agent.results.store
+    import proctor.agent.run.runner
 
     monkeypatch.setattr(proctor.agent.model.factory, "make_client", trap("make_client"))
-    monkeypatch.setattr(proctor.agent.runner, "open_sandbox", trap("open_sandbox"))
+    monkeypatch.setattr(proctor.agent.run.runner, "open_sandbox", trap("open_sandbox"))
     monkeypatch.setattr(proctor.agent.model.local_server, "local_model_server", trap("local_model_server"))
-    monkeypatch.setattr(proctor.agent.store.RunStore, "write_header", trap("write_header"))
+    monkeypatch.setattr(proctor.agent.results.store.RunStore, "write_header", trap("write_header"))
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(
         app,
@@ -156,7 +156,7 @@ def test_no_model_client_sandbox_or_local_server_is_made(
 
 
 def test_dry_run_with_resume_counts_what_is_done_without_touching_the_run(tmp_path: Path) -> None:
-    from proctor.agent.records import Outcome, SampleRecord
+    from proctor.agent.results.records import Outcome, SampleRecord
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -177,9 +177,9 @@ def test_dry_run_with_resume_counts_what_is_done_without_touching_the_run(tmp_pa
             ("comb-subset-sums-7", Outcome.MODEL_ERROR),
         )
     ]
-    from proctor.agent.preflight import endpoint_uses
-    from proctor.agent.run_config_loader import RunFlags, load_run_config
-    from proctor.agent.runner import _base_header, model_labels
+    from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
+    from proctor.agent.run.preflight import endpoint_uses
+    from proctor.agent.run.runner import _base_header, model_labels
 
     recorded = load_run_config(None, RunFlags(tasks=FM_TASKS, models=["openai/m"], out=run_dir))
     labels = model_labels(recorded.models)
@@ -241,9 +241,9 @@ def _main_error(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest
 def test_dry_run_refuses_what_the_run_would_refuse(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from proctor.agent.preflight import endpoint_uses
-    from proctor.agent.run_config_loader import RunFlags, load_run_config
-    from proctor.agent.runner import _base_header, model_labels
+    from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
+    from proctor.agent.run.preflight import endpoint_uses
+    from proctor.agent.run.runner import _base_header, model_labels
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import yaml
 
-from proctor.agent.records import ERROR_OUTCOMES
+from proctor.agent.results.records import ERROR_OUTCOMES
 from tests.support.scripted_server import Reply, ScriptedServer, Step, ToolCallSpec
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""Task selection (agent/selection.py): --filter on any field, --task-id globs, --limit N|A-B.
+"""Task selection (agent/inputs/selection.py): --filter on any field, --task-id globs, --limit N|A-B.
 
 Each test tries to make the selection run the wrong tasks: a boolean read as 1, a range off
 by one, a typo that silently selects nothing, a glob character inside a hostile task id.
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from proctor.agent.config import RunConfig
 from proctor.agent.errors import UserError
-from proctor.agent.run_config_loader import RunFlags, load_run_config, split_task_ids
-from proctor.agent.selection import limit_slice, normalise_limit, select, value_matches
+from proctor.agent.inputs.config import RunConfig
+from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config, split_task_ids
+from proctor.agent.inputs.selection import limit_slice, normalise_limit, select, value_matches
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
 from proctor.agent.tracks.olympiad import OlympiadTrack
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from proctor.agent.config import BudgetConfig, ModelConfig, RunConfig, SandboxConfig
+from proctor.agent.inputs.config import BudgetConfig, ModelConfig, RunConfig, SandboxConfig
 from proctor.agent.model.base import ModelClient
 from proctor.agent.model.factory import make_client
 from proctor.agent.tracks.base import SampleContext

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from proctor.agent.budget import ESTIMATE_MARGIN, MAX_ESTIMATE_SCALE, TokenBudget
 from proctor.agent.model.base import Usage
+from proctor.agent.model.budget import ESTIMATE_MARGIN, MAX_ESTIMATE_SCALE, TokenBudget
 
 
 def test_forces_submission_from_the_threshold() -> None:

@@ -13,8 +13,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from proctor.agent.config import SandboxConfig
-from proctor.agent.records import Outcome
+from proctor.agent.inputs.config import SandboxConfig
+from proctor.agent.results.records import Outcome
 from proctor.agent.tracks.frontiermath.submission import ANSWER_GRACE_S, SubmissionResult, SubmissionRunner
 from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
 from proctor.sandbox import Sandbox, open_sandbox

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from proctor.agent.config import ModelConfig
+from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.factory import make_client
-from proctor.agent.records import Outcome
+from proctor.agent.results.records import Outcome
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
 from proctor.sandbox import open_sandbox
 from tests.frontiermath.support import context, run_config

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from proctor.agent.config import RunConfig
-from proctor.agent.records import Outcome, SampleRecord
-from proctor.agent.tokens import estimate_prompt_tokens
+from proctor.agent.inputs.config import RunConfig
+from proctor.agent.model.tokens import estimate_prompt_tokens
+from proctor.agent.results.records import Outcome, SampleRecord
 from proctor.agent.tracks.frontiermath.profiles import METHODOLOGY
 from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack

@@ -15,8 +15,8 @@ import pytest
 import pytest_asyncio
 
 from proctor.agent.errors import UserError
-from proctor.agent.records import Outcome, SampleRecord
-from proctor.agent.store import resume_conflicts
+from proctor.agent.results.records import Outcome, SampleRecord
+from proctor.agent.results.store import resume_conflicts
 from proctor.agent.tracks.frontiermath.profiles import (
     INSPECT_EXAMPLE,
     METHODOLOGY,

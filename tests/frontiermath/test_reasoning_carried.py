@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from proctor.agent.config import ModelConfig
+from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.base import REPLAY_KEY
 from proctor.agent.model.factory import make_client
 from proctor.agent.model.reasoning_items import ENCRYPTED_REASONING
-from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.results.records import Outcome, SampleRecord
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
 from proctor.sandbox import Sandbox, open_sandbox
 from tests.frontiermath.support import RecordingEvents, context, integer_task, run_config

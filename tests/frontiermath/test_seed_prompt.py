@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.agent.config import BudgetConfig, ModelConfig, RunConfig, SandboxConfig
+from proctor.agent.inputs.config import BudgetConfig, ModelConfig, RunConfig, SandboxConfig
 from proctor.agent.tracks.frontiermath.prompt import load_template, render_prompt
 from tests.frontiermath.support import integer_task
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from proctor.agent.config import SandboxConfig
-from proctor.agent.records import Outcome
+from proctor.agent.inputs.config import SandboxConfig
+from proctor.agent.results.records import Outcome
 from proctor.agent.tracks.frontiermath.submission import SubmissionRunner
 from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
 from proctor.sandbox import ExecResult, Sandbox, SandboxError

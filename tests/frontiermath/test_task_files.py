@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from proctor.agent.errors import UserError
-from proctor.agent.tasks import TaskFileError
+from proctor.agent.inputs.tasks import TaskFileError
 from proctor.agent.tracks.frontiermath.tasks import load_frontiermath_tasks
 
 GOOD = {"id": "a", "question": "What is 1+1?", "answer_type": "Python int", "answer": "2"}

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from proctor.agent.config import ModelConfig, RunConfig
+from proctor.agent.inputs.config import ModelConfig, RunConfig
 from proctor.agent.model.base import ChatResponse, ModelClient, ModelError, Usage
 from proctor.agent.tracks.base import NullEvents, SampleContext
 

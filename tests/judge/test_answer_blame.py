@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from proctor.agent.judge.grading import PLACEHOLDER_ANSWER
-from proctor.agent.records import Outcome
+from proctor.agent.results.records import Outcome
 from proctor.agent.tracks.olympiad import OlympiadTrack
 from proctor.agent.tracks.research import ResearchTrack
 from tests.judge.test_scripted_judges import OLYMPIAD_TASK, RESEARCH_TASK, run_sample

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from proctor.agent.config import ModelConfig
+from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.factory import make_client
 from proctor.agent.model.retry import RetryPolicy
-from proctor.agent.records import Outcome
+from proctor.agent.results.records import Outcome
 from proctor.agent.tracks.olympiad import OlympiadTrack
 from proctor.agent.tracks.science_tasks import ScienceTask
 from proctor.sandbox import open_sandbox

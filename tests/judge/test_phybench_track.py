@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from proctor.agent.config import ModelConfig
+from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.factory import make_client
 from proctor.agent.model.retry import RetryPolicy
-from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.results.records import Outcome, SampleRecord
 from proctor.agent.scoring.eed import eed_score_async
 from proctor.agent.tracks.phybench import PhybenchTrack
 from proctor.agent.tracks.registry import make_track

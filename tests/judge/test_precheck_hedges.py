@@ -13,12 +13,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from proctor.agent.answer_shape import boxed_contents, is_bare_name
 from proctor.agent.judge.grading import grade_olympiad
 from proctor.agent.judge.precheck import normalize_answer, parse_number, precheck, split_assignment
 from proctor.agent.judge.prompts import OLYMPIAD_PLACEHOLDERS, load_template
 from proctor.agent.judge.symbolic import is_plain_algebra, symbolic_pair
-from proctor.agent.records import Outcome
+from proctor.agent.results.records import Outcome
+from proctor.agent.text.answer_shape import boxed_contents, is_bare_name
 from proctor.agent.tracks.science_common import final_answer_of
 from tests.judge.support import ListClient
 

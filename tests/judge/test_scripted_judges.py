@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from proctor.agent.config import ModelConfig
+from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.judge.grading import PLACEHOLDER_ANSWER
 from proctor.agent.model.factory import make_client
 from proctor.agent.model.retry import RetryPolicy
-from proctor.agent.records import Outcome, SampleRecord
+from proctor.agent.results.records import Outcome, SampleRecord
 from proctor.agent.tracks.olympiad import OlympiadTrack
 from proctor.agent.tracks.research import ResearchTrack
 from proctor.agent.tracks.science_tasks import ScienceTask

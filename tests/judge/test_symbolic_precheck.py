@@ -7,7 +7,7 @@ import pytest
 from proctor.agent.judge.grading import grade_olympiad
 from proctor.agent.judge.prompts import OLYMPIAD_PLACEHOLDERS, load_template
 from proctor.agent.judge.symbolic import is_plain_algebra, symbolic_pair
-from proctor.agent.records import Outcome
+from proctor.agent.results.records import Outcome
 from tests.judge.support import ListClient
 
 TEMPLATE = load_template("olympiad_judge.txt", OLYMPIAD_PLACEHOLDERS)

@@ -8,7 +8,7 @@ import pytest
 
 from proctor.agent.errors import UserError
 from proctor.agent.model.base import ChatResponse, ModelError, Usage
-from proctor.agent.records import Outcome
+from proctor.agent.results.records import Outcome
 from proctor.agent.tracks.olympiad import OlympiadTrack
 from proctor.agent.tracks.registry import make_track
 from proctor.agent.tracks.research import ResearchTrack
@@ -217,7 +217,7 @@ async def test_run_config_prompt_template_overrides_the_answer_prompt(tmp_path: 
 def test_a_run_recorded_with_the_precheck_on_is_not_resumed_with_it_off() -> None:
     """Before the pre-check became opt-in, an olympiad run with no ``precheck`` option ran it;
     resuming such a run under today's default would mix two grading procedures."""
-    from proctor.agent.store import resume_conflicts
+    from proctor.agent.results.store import resume_conflicts
 
     def header(precheck: bool) -> dict[str, object]:
         return {"track": "olympiad", "config": {}, "track_settings": {"precheck": precheck}}

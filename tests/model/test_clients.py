@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from proctor.agent import tokens
-from proctor.agent.config import ModelConfig
 from proctor.agent.errors import UserError
+from proctor.agent.inputs.config import ModelConfig
+from proctor.agent.model import tokens
 from proctor.agent.model.base import ModelClient, ModelError
 from proctor.agent.model.endpoint import Endpoint, api_model_name
 from proctor.agent.model.factory import make_client

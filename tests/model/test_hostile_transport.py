@@ -27,14 +27,14 @@ from typing import Any
 import httpx2
 import pytest
 
-from proctor.agent.config import ModelConfig, RunConfig
+from proctor.agent.inputs.config import ModelConfig, RunConfig
 from proctor.agent.model.base import ModelError
 from proctor.agent.model.bounded_reply import MAX_REPLY_BYTES, bound_reply
 from proctor.agent.model.factory import make_client
 from proctor.agent.model.retry import FailedReply, RetryPolicy
-from proctor.agent.records import Outcome
-from proctor.agent.runner import execute_run
-from proctor.agent.store import load_samples
+from proctor.agent.results.records import Outcome
+from proctor.agent.results.store import load_samples
+from proctor.agent.run.runner import execute_run
 from tests.runner.conftest import make_config, quiet_progress, write_tasks
 from tests.support.scripted_server import Reply, ScriptedServer
 

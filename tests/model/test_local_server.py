@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from proctor.agent.config import ModelConfig
 from proctor.agent.errors import UserError
+from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model import local_server
 from proctor.agent.model.factory import make_client
 from proctor.agent.model.local_server import LocalLlamaServer, LocalServerError

@@ -12,7 +12,7 @@ from typing import Any
 import openai
 import pytest
 
-from proctor.agent.config import ModelConfig
+from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.base import REPLAY_KEY, ChatResponse, ModelClient, record_message, reply_notes
 from proctor.agent.model.factory import make_client
 from proctor.agent.model.reasoning_items import (

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from proctor.agent.config import ModelConfig
+from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.base import ChatResponse
 from proctor.agent.model.factory import make_client
 from proctor.agent.model.retry import RetryPolicy
-from proctor.agent.tokens import MAX_CHARS_PER_TOKEN
+from proctor.agent.model.tokens import MAX_CHARS_PER_TOKEN
 from proctor.agent.tracks.frontiermath.tools import MAX_ARGUMENT_CHARS, parse_tool_call
 from tests.support.scripted_server import RawReply, ScriptedServer
 

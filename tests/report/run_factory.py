@@ -17,8 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from proctor.agent.capped_text import text_sha256
-from proctor.agent.records import (
+from proctor.agent.results.records import (
     EEDRecord,
     JudgeRecord,
     Outcome,
@@ -28,6 +27,7 @@ from proctor.agent.records import (
     ToolCallRecord,
     TurnUsage,
 )
+from proctor.agent.text.capped_text import text_sha256
 
 XSS_TEXT = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"> </script><!--'
 VERIFY_CODE = (
@@ -372,7 +372,7 @@ def header(
     prices: bool = True,
     judge: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A run.json laid out as proctor.agent.runner writes it."""
+    """A run.json laid out as proctor.agent.run.runner writes it."""
     model_configs = []
     for name in models:
         config: dict[str, Any] = {"name": name, "reasoning_effort": "high"}

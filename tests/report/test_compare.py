@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from proctor.agent.errors import UserError
-from proctor.agent.records import Outcome, SampleRecord
 from proctor.agent.report.compare import compare_runs
 from proctor.agent.report.compare_view import render_comparison
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.stats import bootstrap_ci, paired_difference, standard_error
+from proctor.agent.results.records import Outcome, SampleRecord
 from tests.report.run_factory import header, make_frontiermath_sample, write_run
 
 # (task, subject, outcomes per trial) for two models. Task t4 is only in A, t5 only in B,

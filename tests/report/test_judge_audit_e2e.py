@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from proctor.agent.capped_text import text_sha256
-from proctor.agent.config import ModelConfig, RunConfig
-from proctor.agent.progress import print_final
+from proctor.agent.inputs.config import ModelConfig, RunConfig
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import render_report
-from proctor.agent.runner import execute_run
+from proctor.agent.run.progress import print_final
+from proctor.agent.run.runner import execute_run
+from proctor.agent.text.capped_text import text_sha256
 from tests.runner.conftest import quiet_progress
 from tests.support.scripted_server import Reply, ReportedUsage, ScriptedServer, Step
 
@@ -151,7 +151,7 @@ def test_frontiermath_records_and_report_show_the_verification_code(tmp_path: Pa
     record and in the sample's view; an expected-value task shows the value and tolerance."""
     import asyncio
 
-    from proctor.agent.config import SandboxConfig
+    from proctor.agent.inputs.config import SandboxConfig
 
     tasks = tmp_path / "tasks.jsonl"
     rows = [

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from proctor.agent.passk import pass_at_every_k, pass_at_k, task_grid
-from proctor.agent.progress import print_final
-from proctor.agent.records import Outcome, SampleRecord
-from proctor.agent.summary import summarize, summarize_group
+from proctor.agent.results.passk import pass_at_every_k, pass_at_k, task_grid
+from proctor.agent.results.records import Outcome, SampleRecord
+from proctor.agent.results.summary import summarize, summarize_group
+from proctor.agent.run.progress import print_final
 
 STAMP = "2026-12-01T00:00:00+00:00"
 
@@ -169,7 +169,7 @@ def test_cli_tables_print_hostile_names_as_text() -> None:
 
 
 def test_judge_usage_counts_only_samples_a_judge_was_asked_about() -> None:
-    from proctor.agent.records import JudgeRecord
+    from proctor.agent.results.records import JudgeRecord
 
     asked = record("a", 0, C).model_copy(
         update={

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from proctor.agent.errors import UserError
-from proctor.agent.records import Outcome, SampleRecord, ToolCallRecord
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import LOCAL_BACKEND_WARNING, embedded_record, json_for_script, render_report
+from proctor.agent.results.records import Outcome, SampleRecord, ToolCallRecord
 from tests.report.conftest import SMALL_CAP, SMALL_FORCE_AT
 from tests.report.run_factory import header, make_frontiermath_sample, write_run
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from proctor.agent.capped_text import CAPPED_TEXT_CHARS, capped, text_sha256
-from proctor.agent.records import JudgeRecord, Outcome, ReferenceRecord, SampleRecord, TurnUsage
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import render_report
-from proctor.agent.summary import summarize_group
+from proctor.agent.results.records import JudgeRecord, Outcome, ReferenceRecord, SampleRecord, TurnUsage
+from proctor.agent.results.summary import summarize_group
+from proctor.agent.text.capped_text import CAPPED_TEXT_CHARS, capped, text_sha256
 from tests.report.run_factory import header, make_frontiermath_sample, make_judged_sample, write_run
 
 JSON_BLOCK = re.compile(r'<script type="application/json" id="([^"]+)">(.*?)</script>', re.S)

@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from proctor.agent.config import ModelConfig, RunConfig
-from proctor.agent.progress import RunProgress
+from proctor.agent.inputs.config import ModelConfig, RunConfig
 from proctor.agent.rescore.engine import Rescorer, RescoreResult
 from proctor.agent.rescore.settings import RescoreFlags, rescore_config
 from proctor.agent.rescore.stored_run import load_stored_run
-from proctor.agent.runner import execute_run
+from proctor.agent.run.progress import RunProgress
+from proctor.agent.run.runner import execute_run
 from tests.support.scripted_server import Reply, ScriptedServer, Step
 
 MARKER = re.compile(r"MARK-(\w+)")

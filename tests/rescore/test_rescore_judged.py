@@ -237,7 +237,7 @@ def test_an_olympiad_run_is_rescored_with_the_precheck_setting_it_ran_under(
 ) -> None:
     """A run recorded when the pre-check was on by default states no ``precheck`` option; its
     re-grade must not silently switch to today's judge-only default (or the other way)."""
-    from proctor.agent.config import RunConfig
+    from proctor.agent.inputs.config import RunConfig
     from proctor.agent.rescore.settings import RescoreFlags, rescore_config
     from proctor.agent.rescore.stored_run import StoredRun
 

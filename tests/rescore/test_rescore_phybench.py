@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from proctor.agent.config import ModelConfig, RunConfig
 from proctor.agent.errors import UserError
-from proctor.agent.runner import execute_run
+from proctor.agent.inputs.config import ModelConfig, RunConfig
+from proctor.agent.run.runner import execute_run
 from tests.rescore.conftest import quiet_progress, read_lines, rescore
 from tests.support.scripted_server import Reply, ScriptedServer
 

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from proctor.agent.config import ModelConfig, RunConfig
-from proctor.agent.progress import RunProgress
+from proctor.agent.inputs.config import ModelConfig, RunConfig
+from proctor.agent.run.progress import RunProgress
 from tests.runner.echo_track import register
 from tests.support.scripted_server import Reply, ReportedUsage, ScriptedServer, Step
 

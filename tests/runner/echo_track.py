@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from proctor.agent.errors import UserError
-from proctor.agent.records import Outcome, SampleRecord, ToolCallRecord, TurnUsage
+from proctor.agent.results.records import Outcome, SampleRecord, ToolCallRecord, TurnUsage
 from proctor.agent.tracks.base import SampleContext, Track
 
 

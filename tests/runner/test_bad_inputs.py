@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from proctor.agent.errors import UserError
-from proctor.agent.input_files import MAX_NESTING
-from proctor.agent.run_config_loader import RunFlags, load_run_config
+from proctor.agent.inputs.input_files import MAX_NESTING
+from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
 from proctor.agent.tracks.science_tasks import load_science_tasks
 
 REPO = Path(__file__).resolve().parents[2]
@@ -192,11 +192,11 @@ def test_config_non_utf8_and_deep_through_the_cli(tmp_path: Path) -> None:
 
 
 def test_size_caps_are_checked_before_reading(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import proctor.agent.tasks
+    import proctor.agent.inputs.tasks
 
     path = tmp_path / "tasks.jsonl"
     path.write_text(json.dumps(GOOD_ROW) + "\n" + " " * 2000 + "\n")
-    monkeypatch.setattr(proctor.agent.tasks, "MAX_TASK_FILE_BYTES", 1000)
+    monkeypatch.setattr(proctor.agent.inputs.tasks, "MAX_TASK_FILE_BYTES", 1000)
     with pytest.raises(UserError, match=r"task file is 2,0\d\d bytes; the limit is 1,000"):
         load_science_tasks(path, "olympiad")
     config = tmp_path / "run.yaml"

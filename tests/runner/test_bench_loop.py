@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from proctor.agent.bench_loop import SANDBOX_DOUBLE_LABEL, UsageScript, results_as_json, run_scenario
-from proctor.agent.config import BudgetConfig
+from proctor.agent.bench.loop import SANDBOX_DOUBLE_LABEL, UsageScript, results_as_json, run_scenario
+from proctor.agent.inputs.config import BudgetConfig
 
 
 async def test_scenario_runs_real_loop_against_the_scripted_server_process(tmp_path: Path):

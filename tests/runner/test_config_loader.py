@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from proctor.agent.errors import UserError
-from proctor.agent.run_config_loader import RunFlags, load_run_config, parse_size, read_config_file
+from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config, parse_size, read_config_file
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from proctor.agent.error_policy import DEFAULT_ERROR_POLICY, ErrorPolicy
 from proctor.agent.errors import UserError
+from proctor.agent.run.error_policy import DEFAULT_ERROR_POLICY, ErrorPolicy
 from tests.runner.conftest import read_lines
 from tests.support.scripted_server import HttpError, Reply, ScriptedServer
 

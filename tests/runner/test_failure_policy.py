@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import yaml
 
-from proctor.agent.config import ModelConfig
 from proctor.agent.errors import UserError
-from proctor.agent.runner import execute_run
+from proctor.agent.inputs.config import ModelConfig
+from proctor.agent.run.runner import execute_run
 from tests.runner.conftest import make_config, quiet_progress, read_lines, write_tasks
 from tests.support.scripted_server import HttpError, Reply, ScriptedServer, Step
 

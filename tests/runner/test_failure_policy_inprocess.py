@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from proctor.agent.config import ModelConfig, RunConfig
-from proctor.agent.endpoint_record import endpoint_changes, refuse_or_record
 from proctor.agent.errors import UserError
+from proctor.agent.inputs.config import ModelConfig, RunConfig
 from proctor.agent.model.endpoint import Endpoint, without_secrets
-from proctor.agent.preflight import PREFLIGHT_PROMPT
-from proctor.agent.runner import RunResult, execute_run
+from proctor.agent.run.endpoint_record import endpoint_changes, refuse_or_record
+from proctor.agent.run.preflight import PREFLIGHT_PROMPT
+from proctor.agent.run.runner import RunResult, execute_run
 from tests.runner.conftest import make_config, quiet_progress, read_lines, write_tasks
 from tests.support.scripted_server import HttpError, Reply, ScriptedServer, Step
 

@@ -30,13 +30,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from proctor.agent.bench_loop import open_double
-from proctor.agent.config import BudgetConfig, ModelConfig, RunConfig
-from proctor.agent.records import Outcome
+from proctor.agent.bench.loop import open_double
+from proctor.agent.inputs.config import BudgetConfig, ModelConfig, RunConfig
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import render_report
-from proctor.agent.runner import RunResult, execute_run
-from proctor.agent.store import load_samples
+from proctor.agent.results.records import Outcome
+from proctor.agent.results.store import load_samples
+from proctor.agent.run.runner import RunResult, execute_run
 from tests.runner.conftest import quiet_progress
 from tests.support.hostile_replies import FRAGMENTS, CallSpec, ReplyPlan, ReplySpec, replies
 from tests.support.scripted_server import ScriptedServer

@@ -10,10 +10,12 @@ from typing import Any
 
 import pytest
 
-from proctor.agent import hardware
-from proctor.agent.bench_loop import open_double
-from proctor.agent.config import SandboxConfig
-from proctor.agent.hardware import (
+from proctor.agent.bench.loop import open_double
+from proctor.agent.inputs.config import SandboxConfig
+from proctor.agent.report.loader import load_run
+from proctor.agent.report.page import render_report
+from proctor.agent.run import hardware
+from proctor.agent.run.hardware import (
     WORKLOAD_CHECKSUM,
     calibrate,
     calibration_workload,
@@ -21,9 +23,7 @@ from proctor.agent.hardware import (
     host_cpu_model,
     parse_calibration,
 )
-from proctor.agent.report.loader import load_run
-from proctor.agent.report.page import render_report
-from proctor.agent.runner import execute_run
+from proctor.agent.run.runner import execute_run
 from proctor.sandbox import ExecResult, Limits, SandboxError
 from tests.runner.conftest import make_config, quiet_progress, write_tasks
 from tests.support.scripted_server import ScriptedServer

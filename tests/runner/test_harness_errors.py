@@ -17,11 +17,11 @@ from typing import Any, ClassVar
 
 import pytest
 
-from proctor.agent.config import ModelConfig
+from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.base import ModelError
-from proctor.agent.records import ReferenceRecord, SampleRecord
-from proctor.agent.runner import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, execute_run
-from proctor.agent.store import load_samples
+from proctor.agent.results.records import ReferenceRecord, SampleRecord
+from proctor.agent.results.store import load_samples
+from proctor.agent.run.runner import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, execute_run
 from proctor.agent.tracks.base import SampleContext
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
 from proctor.agent.tracks.olympiad import OlympiadTrack
@@ -79,16 +79,16 @@ async def test_hostile_exceptions_become_bounded_harness_error_records(
 async def test_a_record_the_store_cannot_write_becomes_a_bare_harness_error(
     tmp_path: Path, echo_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import proctor.agent.store
+    import proctor.agent.results.store
 
-    real = proctor.agent.store.encode_record
+    real = proctor.agent.results.store.encode_record
 
     def picky(record: SampleRecord) -> Any:
         if record.task_id == "t01" and record.outcome.value != "harness_error":
             raise OSError(28, "No space left on device")
         return real(record)
 
-    monkeypatch.setattr(proctor.agent.store, "encode_record", picky)
+    monkeypatch.setattr(proctor.agent.results.store, "encode_record", picky)
     out = tmp_path / "run"
     config = make_config(write_tasks(tmp_path / "tasks.jsonl", 3), out, echo_server.base_url)
     result = await execute_run(config, progress=quiet_progress(), handle_signals=False)
@@ -293,11 +293,11 @@ class _ReferencedEcho(EchoTrack):
 async def test_a_record_the_store_refuses_is_kept_with_its_reference_or_bare_if_that_is_refused(
     tmp_path: Path, echo_server: ScriptedServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import proctor.agent.store
+    import proctor.agent.results.store
     from proctor.agent.tracks import registry
 
     monkeypatch.setitem(registry._TRACKS, "echo", "tests.runner.test_harness_errors:_ReferencedEcho")
-    real = proctor.agent.store.encode_record
+    real = proctor.agent.results.store.encode_record
 
     def picky(record: SampleRecord) -> Any:
         # t01: only its graded record is refused. t02: anything carrying a reference is refused.
@@ -307,7 +307,7 @@ async def test_a_record_the_store_refuses_is_kept_with_its_reference_or_bare_if_
             raise ValueError("the reference cannot be stored")
         return real(record)
 
-    monkeypatch.setattr(proctor.agent.store, "encode_record", picky)
+    monkeypatch.setattr(proctor.agent.results.store, "encode_record", picky)
     out = tmp_path / "run"
     config = make_config(write_tasks(tmp_path / "tasks.jsonl", 3), out, echo_server.base_url)
     result = await execute_run(config, progress=quiet_progress(), handle_signals=False)

@@ -25,11 +25,11 @@ from typing import Any
 import pytest
 
 from proctor.agent.errors import UserError
-from proctor.agent.records import Outcome, SampleRecord
 from proctor.agent.report.loader import load_run
-from proctor.agent.runner import execute_run
-from proctor.agent.store import LOCK, SampleWriter, load_samples, sample_key
-from proctor.agent.summary import wall_seconds
+from proctor.agent.results.records import Outcome, SampleRecord
+from proctor.agent.results.store import LOCK, SampleWriter, load_samples, sample_key
+from proctor.agent.results.summary import wall_seconds
+from proctor.agent.run.runner import execute_run
 from tests.runner.conftest import make_config, quiet_progress, read_lines, write_tasks
 from tests.support.scripted_server import ScriptedServer
 
@@ -474,9 +474,9 @@ def test_the_samples_size_bound_is_checked_before_reading_by_the_store_and_the_r
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import proctor.agent.report.loader
-    import proctor.agent.store
+    import proctor.agent.results.store
 
-    monkeypatch.setattr(proctor.agent.store, "MAX_SAMPLES_BYTES", 1_000)
+    monkeypatch.setattr(proctor.agent.results.store, "MAX_SAMPLES_BYTES", 1_000)
     monkeypatch.setattr(proctor.agent.report.loader, "MAX_SAMPLES_BYTES", 1_000)
     samples = tmp_path / "samples.jsonl"
     line = _record("t0").model_dump_json() + "\n"

@@ -12,8 +12,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from proctor.agent.config import ModelConfig, RunConfig
-from proctor.agent.runner import execute_run
+from proctor.agent.inputs.config import ModelConfig, RunConfig
+from proctor.agent.run.runner import execute_run
 from tests.runner.conftest import quiet_progress, read_lines
 from tests.support.scripted_server import Reply, ScriptedServer, Step
 

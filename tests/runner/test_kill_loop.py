@@ -23,8 +23,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from proctor.agent.runner import execute_run
-from proctor.agent.store import load_samples, sample_key
+from proctor.agent.results.store import load_samples, sample_key
+from proctor.agent.run.runner import execute_run
 from tests.runner.conftest import make_config, quiet_progress, write_tasks
 from tests.support.scripted_server import ScriptedServer
 

@@ -15,11 +15,11 @@ from typing import Any
 
 from rich.console import Console
 
-from proctor.agent.bench_loop import open_double
-from proctor.agent.config import BudgetConfig, ModelConfig, RunConfig, SandboxConfig
-from proctor.agent.progress import PLAIN_PROGRESS_INTERVAL_S, RunProgress
-from proctor.agent.records import Outcome, SampleRecord
-from proctor.agent.runner import execute_run
+from proctor.agent.bench.loop import open_double
+from proctor.agent.inputs.config import BudgetConfig, ModelConfig, RunConfig, SandboxConfig
+from proctor.agent.results.records import Outcome, SampleRecord
+from proctor.agent.run.progress import PLAIN_PROGRESS_INTERVAL_S, RunProgress
+from proctor.agent.run.runner import execute_run
 from tests.support.scripted_server import Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
 
 

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from proctor.agent.config import (
+from proctor.agent.inputs.config import (
     LOCAL_FORCE_SUBMIT_AT,
     LOCAL_MAX_OUTPUT_TOKENS_OTHER,
     LOCAL_TOKEN_CAP,
     ModelConfig,
     RunConfig,
 )
+from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
 from proctor.agent.model.local_server import CONTEXT_TOKENS
-from proctor.agent.run_config_loader import RunFlags, load_run_config
 
 LOCAL = "local/gemma3-270m"
 

@@ -7,9 +7,9 @@ import io
 
 from rich.console import Console
 
-from proctor.agent.progress import RunProgress, print_final, visible
-from proctor.agent.records import Outcome, SampleRecord
-from proctor.agent.summary import summarize
+from proctor.agent.results.records import Outcome, SampleRecord
+from proctor.agent.results.summary import summarize
+from proctor.agent.run.progress import RunProgress, print_final, visible
 
 
 def record(task_id: str, subject: str, error: str) -> SampleRecord:

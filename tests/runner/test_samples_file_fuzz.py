@@ -17,9 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from proctor.agent.errors import UserError
-from proctor.agent.records import Outcome, SampleRecord
 from proctor.agent.report.loader import load_run
-from proctor.agent.store import load_samples, sample_key
+from proctor.agent.results.records import Outcome, SampleRecord
+from proctor.agent.results.store import load_samples, sample_key
 
 
 def _record(task: int, trial: int, outcome: Outcome) -> bytes:

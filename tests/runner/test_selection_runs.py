@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from proctor.agent.errors import UserError
-from proctor.agent.runner import execute_run
-from proctor.agent.store import load_samples
+from proctor.agent.results.store import load_samples
+from proctor.agent.run.runner import execute_run
 from tests.runner.conftest import make_config, quiet_progress, write_tasks
 from tests.support.scripted_server import ScriptedServer
 

@@ -16,8 +16,8 @@ import threading
 import time
 from pathlib import Path
 
-from proctor.agent.records import Outcome, SampleRecord
-from proctor.agent.store import SampleWriter, load_samples
+from proctor.agent.results.records import Outcome, SampleRecord
+from proctor.agent.results.store import SampleWriter, load_samples
 
 THREADS = 8
 RECORDS = 64

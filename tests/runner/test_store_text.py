@@ -14,14 +14,14 @@ from typing import Any
 
 import pytest
 
-from proctor.agent.bench_loop import open_double
-from proctor.agent.config import BudgetConfig, ModelConfig, RunConfig
-from proctor.agent.records import EEDRecord, Outcome, SampleRecord, ToolCallRecord
+from proctor.agent.bench.loop import open_double
+from proctor.agent.inputs.config import BudgetConfig, ModelConfig, RunConfig
 from proctor.agent.report.compare import compare_runs
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import render_report
-from proctor.agent.runner import execute_run
-from proctor.agent.store import SampleWriter, encode_record, load_samples
+from proctor.agent.results.records import EEDRecord, Outcome, SampleRecord, ToolCallRecord
+from proctor.agent.results.store import SampleWriter, encode_record, load_samples
+from proctor.agent.run.runner import execute_run
 from tests.runner.conftest import quiet_progress
 from tests.support.scripted_server import Reply, ScriptedServer, ToolCallSpec
 

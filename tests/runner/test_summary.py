@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from proctor.agent import stats
-from proctor.agent.records import EEDRecord, JudgeRecord, Outcome, SampleRecord
-from proctor.agent.stats import bootstrap_ci, clustered_estimate, percentile, standard_error
-from proctor.agent.summary import summarize, summarize_group
+from proctor.agent.results import task_stats as stats
+from proctor.agent.results.records import EEDRecord, JudgeRecord, Outcome, SampleRecord
+from proctor.agent.results.summary import summarize, summarize_group
+from proctor.agent.results.task_stats import bootstrap_ci, clustered_estimate, percentile, standard_error
 
 
 def rec(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from proctor.agent.hardware import calibrate
+from proctor.agent.run.hardware import calibrate
 from proctor.sandbox import Sandbox
 from tests.sandbox.conftest import TEST_LIMITS
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from proctor.agent.config import SandboxConfig
+from proctor.agent.inputs.config import SandboxConfig
 from proctor.sandbox import Limits, SandboxError, SandboxUnavailable
 from proctor.sandbox import runtimes as runtimes_module
 from proctor.sandbox.runtimes import (
@@ -226,7 +226,7 @@ def test_run_with_runtime_runsc_records_runtime_engine_version_and_image(
 
 
 def test_run_flags_set_the_runtime_and_engine_of_the_run_config() -> None:
-    from proctor.agent.run_config_loader import RunFlags, load_run_config
+    from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
 
     tasks = REPO / "configs" / "tasks" / "frontiermath-samples.jsonl"
     flags = RunFlags(

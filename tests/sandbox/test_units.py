@@ -251,7 +251,7 @@ def test_a_removal_that_keeps_racing_gives_up_and_says_so() -> None:
 
 
 def test_the_import_bench_takes_turns_so_load_falls_on_every_contender_alike() -> None:
-    from proctor.sandbox.bench import _time_alternating
+    from proctor.sandbox.bench.calls import _time_alternating
 
     order: list[str] = []
 

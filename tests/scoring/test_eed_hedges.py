@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proctor.agent.records import Outcome
+from proctor.agent.results.records import Outcome
 from proctor.agent.scoring.eed import eed_score
 from proctor.agent.scoring.hedges import MAX_READINGS, answer_readings, scoring_pairs
 from proctor.agent.scoring.worker_pool import EEDWorkerPool

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from proctor.agent.budget import RequestPlan, TokenBudget
 from proctor.agent.model.base import ChatResponse, ModelError, record_message, reply_notes
-from proctor.agent.records import Outcome, SubmissionRecord, ToolCallRecord
-from proctor.agent.tokens import estimate_message_tokens, estimate_tools_tokens
+from proctor.agent.model.budget import RequestPlan, TokenBudget
+from proctor.agent.model.tokens import estimate_message_tokens, estimate_tools_tokens
+from proctor.agent.results.records import Outcome, SubmissionRecord, ToolCallRecord
 from proctor.agent.tracks.base import SampleContext
 from proctor.agent.tracks.frontiermath.profiles import DEFAULT_PROTOCOL, ProtocolProfile, get_profile
 from proctor.agent.tracks.frontiermath.provider_limits import output_ceiling_from_error

@@ -13,9 +13,9 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from proctor.agent.config import RunConfig
 from proctor.agent.errors import UserError
-from proctor.agent.input_files import MAX_CONFIG_BYTES, read_text_input
+from proctor.agent.inputs.config import RunConfig
+from proctor.agent.inputs.input_files import MAX_CONFIG_BYTES, read_text_input
 from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
 
 # configs/ sits next to the packages in a checkout; the template ships there.

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from proctor.agent.config import SandboxConfig
-from proctor.agent.records import Outcome, SubmissionRecord
+from proctor.agent.inputs.config import SandboxConfig
+from proctor.agent.results.records import Outcome, SubmissionRecord
 from proctor.agent.tracks.base import RunEvents
 from proctor.agent.tracks.frontiermath import value_codec
 from proctor.agent.tracks.frontiermath.checks import check_submission_code

@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from proctor.agent.tasks import load_task_models
+from proctor.agent.inputs.tasks import load_task_models
 from proctor.agent.tracks.frontiermath.checks import UnparseableCode, parse_bounded
 
 

@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
-from proctor.agent.capped_text import capped
 from proctor.agent.errors import UserError
-from proctor.agent.records import Outcome, ReferenceRecord, SampleRecord
+from proctor.agent.results.records import Outcome, ReferenceRecord, SampleRecord
+from proctor.agent.text.capped_text import capped
 from proctor.agent.tracks.base import SampleContext, Track
 from proctor.agent.tracks.frontiermath.loop import DEFAULT_MAX_TURNS, Conversation
 from proctor.agent.tracks.frontiermath.profiles import get_profile

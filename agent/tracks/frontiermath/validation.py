@@ -6,8 +6,8 @@ import asyncio
 import time
 from dataclasses import dataclass
 
-from proctor.agent.config import SandboxConfig
-from proctor.agent.records import Outcome
+from proctor.agent.inputs.config import SandboxConfig
+from proctor.agent.results.records import Outcome
 from proctor.agent.tracks.base import NullEvents, RunEvents
 from proctor.agent.tracks.frontiermath.submission import SubmissionRunner
 from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask

@@ -1,0 +1,1 @@
+"""Benchmarks of the agent side (`proctor bench loop`, `proctor bench submission`)."""

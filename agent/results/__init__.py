@@ -1,0 +1,1 @@
+"""A run's results: the run store, sample records, the summary and its statistics."""

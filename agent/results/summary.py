@@ -1,0 +1,322 @@
+"""Aggregate finished records into ``summary.json``: pure functions, reused by the report.
+
+Definitions (also in docs/runs.md):
+
+* **accuracy** (primary): over samples whose outcome is *not* an error outcome
+  (``judge_error``, ``model_error``, ``verify_error``, ``harness_error``: they say nothing
+  about the model),
+  the mean over tasks of each task's mean ``success``. With the same number of trials per
+  task this equals the plain mean over samples.
+* **accuracy_errors_as_failures**: the same over *all* samples, error outcomes counted as
+  failures: the pessimistic reading, shown beside the primary one, never instead of it.
+* **se**: task-clustered standard error, sd(task means, ddof=1)/sqrt(tasks). ``se_samples``
+  treats samples as independent; both coincide when every task has one trial.
+* **ci95**: percentile bootstrap over tasks (resampled with replacement), seeded.
+* **points** (tracks whose records carry judge points, e.g. research): mean points with the
+  same estimators; ``accuracy`` there is the success rate at the track's threshold.
+* **eed**: mean EED score over samples that have one.
+* **cost_usd**: input tokens x input price + output tokens x output price per million, per
+  model, where the model config sets prices (output tokens include reasoning tokens, as
+  providers report them).
+* **judge**: the judge's own tokens over all its attempts (``JudgeRecord.input_tokens`` /
+  ``output_tokens``; never part of ``tokens``), the samples it was asked about, and
+  ``cost_usd`` at the judge config's prices.
+* **total_cost_usd**: answering models' plus judge's cost, over whichever of them are priced
+  (``priced`` says which); None when neither is.
+* **pass_at_k**: unbiased pass@k for k = 1..(most scored trials of a task), errors excluded
+  from n (``proctor.agent.results.passk``); the top-level ``tasks`` block holds each model's
+  trials x task grid.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from proctor.agent.results.passk import grid_by_model, pass_at_k_summary, task_grid
+from proctor.agent.results.records import ERROR_OUTCOMES, Outcome, SampleRecord
+from proctor.agent.results.task_stats import (
+    DEFAULT_RESAMPLES,
+    DEFAULT_SEED,
+    bootstrap_engine,
+    clustered_estimate,
+    total,
+)
+
+# (input, output) USD per million tokens, keyed by the record's model label.
+Prices = Mapping[str, tuple[float | None, float | None]]
+# The judge's (input, output) USD per million tokens.
+JudgePrices = tuple[float | None, float | None]
+
+NO_SUBJECT = "(none)"
+NO_EFFORT = "(default)"
+
+
+def is_error(record: SampleRecord) -> bool:
+    return record.outcome in ERROR_OUTCOMES
+
+
+def _by_task(
+    records: Iterable[SampleRecord], value: Callable[[SampleRecord], float]
+) -> dict[str, list[float]]:
+    grouped: dict[str, list[float]] = defaultdict(list)
+    for record in records:
+        grouped[record.task_id].append(value(record))
+    return grouped
+
+
+def _estimate(
+    records: Sequence[SampleRecord], value: Callable[[SampleRecord], float], resamples: int, seed: int
+) -> dict[str, Any] | None:
+    estimate = clustered_estimate(_by_task(records, value), resamples=resamples, seed=seed)
+    return None if estimate is None else estimate.to_dict()
+
+
+def _sandbox_calls(record: SampleRecord) -> tuple[int, float]:
+    """Sandbox executions of one sample (python tool, answer(), verify()) and their seconds."""
+    calls, seconds = 0, 0.0
+    for call in record.tool_calls:
+        # A submit call's answer() and verify() runs are counted from the submission below.
+        if call.ran_in_sandbox:
+            calls += 1
+            seconds += call.duration_s
+    if record.submission is not None:
+        for exec_result in (record.submission.answer_exec, record.submission.verify_exec):
+            if exec_result is not None:
+                calls += 1
+                seconds += _seconds(exec_result.get("duration_s"))
+    return calls, seconds
+
+
+def _seconds(value: Any) -> float:
+    """A sandbox result's ``duration_s`` (a free-form dict in the record: an edited run
+    directory may put text, a list or a 400-digit integer there) as seconds, else 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    try:
+        return float(value)
+    except OverflowError:  # an int past float's range
+        return math.inf if value > 0 else -math.inf
+
+
+def _cost(records: Sequence[SampleRecord], prices: Prices | None) -> float | None:
+    if not prices:
+        return None
+    total, priced = 0.0, False
+    for record in records:
+        input_price, output_price = prices.get(record.model, (None, None))
+        if input_price is not None:
+            total += record.input_tokens * input_price / 1e6
+            priced = True
+        if output_price is not None:
+            total += record.output_tokens * output_price / 1e6
+            priced = True
+    return total if priced else None
+
+
+def _judge_usage(records: Sequence[SampleRecord], prices: JudgePrices | None) -> dict[str, Any]:
+    """The judge's tokens (all attempts) and their cost at the judge's prices."""
+    # A judge record without a model is a judged track run without a judge: nobody was asked.
+    asked = [
+        r.judge for r in records if r.judge is not None and r.judge.decided_by == "judge" and r.judge.model
+    ]
+    input_tokens = sum(j.input_tokens for j in asked)
+    output_tokens = sum(j.output_tokens for j in asked)
+    cost: float | None = None
+    input_price, output_price = prices or (None, None)
+    if input_price is not None or output_price is not None:
+        cost = input_tokens * (input_price or 0.0) / 1e6 + output_tokens * (output_price or 0.0) / 1e6
+    return {
+        "samples_judged": len(asked),
+        "attempts": sum(len(j.replies) for j in asked),
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "total_tokens": input_tokens + output_tokens,
+        "cost_usd": cost,
+    }
+
+
+def _total_cost(model_cost: float | None, judge_cost: float | None) -> dict[str, Any]:
+    priced = [name for name, cost in (("models", model_cost), ("judge", judge_cost)) if cost is not None]
+    total = None if not priced else (model_cost or 0.0) + (judge_cost or 0.0)
+    return {"total_cost_usd": total, "priced": priced}
+
+
+def summarize_group(
+    records: Sequence[SampleRecord],
+    *,
+    prices: Prices | None = None,
+    judge_prices: JudgePrices | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> dict[str, Any]:
+    """Every statistic for one slice of a run (overall, one subject, one model, ...)."""
+    scored = [r for r in records if not is_error(r)]
+    outcomes = Counter(r.outcome.value for r in records)
+    errors = {o.value: outcomes.get(o.value, 0) for o in sorted(ERROR_OUTCOMES)}
+    sandbox = [_sandbox_calls(r) for r in records]
+    group: dict[str, Any] = {
+        "samples": len(records),
+        "tasks": len({r.task_id for r in records}),
+        "scored_samples": len(scored),
+        "outcomes": {o.value: outcomes.get(o.value, 0) for o in Outcome if outcomes.get(o.value)},
+        "errors": {**errors, "total": sum(errors.values())},
+        "accuracy": _estimate(scored, lambda r: float(r.success), resamples, seed),
+        "accuracy_errors_as_failures": _estimate(
+            records, lambda r: 0.0 if is_error(r) else float(r.success), resamples, seed
+        ),
+        "tokens": {
+            "input": sum(r.input_tokens for r in records),
+            "output": sum(r.output_tokens for r in records),
+            "reasoning": sum(r.reasoning_tokens for r in records),
+            "total": sum(r.total_tokens for r in records),
+            "estimated_samples": sum(1 for r in records if r.tokens_estimated),
+            "mean_per_sample": (total(r.total_tokens for r in records) / len(records) if records else 0.0),
+        },
+        "turns": sum(len(r.turns) for r in records),
+        "forced_submissions": sum(1 for r in records if r.forced_submission_turn is not None),
+        "cap_reached": sum(1 for r in records if r.cap_reached),
+        "tool_calls": sum(len(r.tool_calls) for r in records),
+        "sandbox_calls": sum(calls for calls, _ in sandbox),
+        "sandbox_seconds": total(seconds for _, seconds in sandbox),
+        "model_retries": sum(r.retries for r in records),
+        "judge_retries": sum(r.judge_retries for r in records),
+        "sample_seconds": total(r.duration_s for r in records),
+        "cost_usd": _cost(records, prices),
+        "judge": _judge_usage(records, judge_prices),
+        "pass_at_k": pass_at_k_summary(task_grid(records)),
+    }
+    cost = _total_cost(group["cost_usd"], group["judge"]["cost_usd"])
+    group["total_cost_usd"], group["cost_priced"] = cost["total_cost_usd"], cost["priced"]
+    with_points = [r for r in scored if r.judge is not None and r.judge.points is not None]
+    if with_points:
+        group["points"] = _estimate(with_points, lambda r: float(r.score), resamples, seed)
+    with_eed = [r for r in records if r.eed is not None]
+    if with_eed:
+        group["eed"] = _estimate(with_eed, lambda r: float(r.eed.score if r.eed else 0.0), resamples, seed)
+    return group
+
+
+def _breakdown(
+    records: Sequence[SampleRecord],
+    key: Callable[[SampleRecord], str],
+    **options: Any,
+) -> dict[str, dict[str, Any]]:
+    grouped: dict[str, list[SampleRecord]] = defaultdict(list)
+    for record in records:
+        grouped[key(record)].append(record)
+    return {name: summarize_group(grouped[name], **options) for name in sorted(grouped)}
+
+
+def summarize(
+    records: Sequence[SampleRecord],
+    *,
+    header: Mapping[str, Any] | None = None,
+    prices: Prices | None = None,
+    judge_prices: JudgePrices | None = None,
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+    planned_samples: int | None = None,
+) -> dict[str, Any]:
+    """The whole ``summary.json``: overall and broken down by model, subject, effort."""
+    options: dict[str, Any] = {
+        "prices": prices,
+        "judge_prices": judge_prices,
+        "resamples": resamples,
+        "seed": seed,
+    }
+    header = header or {}
+    by_model_subject = {
+        model: _breakdown(group, lambda r: r.subject or NO_SUBJECT, **options)
+        for model, group in _group(records, lambda r: r.model).items()
+    }
+    return {
+        "run_id": header.get("run_id"),
+        "tracks": sorted({r.track for r in records}),
+        "status": header.get("status"),
+        "generated_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "planned_samples": planned_samples,
+        "finished_samples": len(records),
+        "wall_seconds": wall_seconds(header),
+        "bootstrap": {
+            "unit": "task",
+            "resamples": resamples,
+            "seed": seed,
+            "level": 0.95,
+            "engine": bootstrap_engine(),
+        },
+        "error_outcomes": sorted(o.value for o in ERROR_OUTCOMES),
+        "sandbox": sandbox_summary(header),
+        "overall": summarize_group(records, **options),
+        "by_model": _breakdown(records, lambda r: r.model, **options),
+        "by_subject": _breakdown(records, lambda r: r.subject or NO_SUBJECT, **options),
+        "by_reasoning_effort": _breakdown(records, lambda r: r.reasoning_effort or NO_EFFORT, **options),
+        "by_model_subject": by_model_subject,
+        "tasks": grid_by_model(records),
+    }
+
+
+def sandbox_summary(header: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What ran the code, as run.json recorded it: the backend, whether (and why) it isolates
+    less than docker, and the libraries the prompt offered."""
+    described = header.get("sandbox")
+    if not isinstance(described, Mapping):
+        return None
+    return {
+        "backend": described.get("backend"),
+        "image_id": described.get("image_id"),
+        "isolates_less": bool(header.get("sandbox_isolates_less", described.get("isolates_less"))),
+        "warning": described.get("warning"),
+        "notes": described.get("notes"),
+        "libraries": described.get("libraries"),
+    }
+
+
+def _group(
+    records: Sequence[SampleRecord], key: Callable[[SampleRecord], str]
+) -> dict[str, list[SampleRecord]]:
+    grouped: dict[str, list[SampleRecord]] = defaultdict(list)
+    for record in records:
+        grouped[key(record)].append(record)
+    return dict(sorted(grouped.items()))
+
+
+def wall_seconds(header: Mapping[str, Any]) -> float | None:
+    """Wall time of the run: the sum over its sessions (a resumed run has several)."""
+    sessions = header.get("sessions") or []
+    total, known = 0.0, False
+    if not isinstance(sessions, list):
+        return None
+    for session in sessions:
+        if not isinstance(session, dict):
+            continue
+        start, end = session.get("started_at"), session.get("ended_at")
+        if not (isinstance(start, str) and isinstance(end, str)):
+            continue
+        try:
+            seconds = (dt.datetime.fromisoformat(end) - dt.datetime.fromisoformat(start)).total_seconds()
+        except (ValueError, TypeError):
+            # A hand-edited time (or one naive, one aware) says nothing measurable.
+            continue
+        total += seconds
+        known = True
+    return total if known else None
+
+
+def judge_prices_from_config(judge: Any) -> JudgePrices | None:
+    """The judge ModelConfig's (input, output) prices, or None when it sets neither (or is None)."""
+    if judge is None or (judge.input_price_per_mtok is None and judge.output_price_per_mtok is None):
+        return None
+    return (judge.input_price_per_mtok, judge.output_price_per_mtok)
+
+
+def prices_from_config(labelled_models: Iterable[tuple[str, Any]]) -> dict[str, Any]:
+    """Model label -> (input, output) USD per million tokens, from ``(label, ModelConfig)`` pairs."""
+    prices: dict[str, tuple[float | None, float | None]] = {}
+    for label, model in labelled_models:
+        if model.input_price_per_mtok is not None or model.output_price_per_mtok is not None:
+            prices[label] = (model.input_price_per_mtok, model.output_price_per_mtok)
+    return prices

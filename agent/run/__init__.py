@@ -1,0 +1,1 @@
+"""One run: plan, guard, sample workers, error policy, preflight, the runner, progress."""

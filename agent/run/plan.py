@@ -1,0 +1,207 @@
+"""`proctor run --dry-run`: what a run would do, worked out without spending anything.
+
+The plan loads and selects the tasks exactly as the runner does and resolves each model's
+endpoint the way its client would, but it sends no request, opens no sandbox (no container,
+no bubblewrap process), starts no local model server and writes no file: the run directory is
+only named. ``--resume`` reads the run directory's samples (read-only) to count what is done.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from proctor.agent.cli.terminal_text import escape_for_terminal
+from proctor.agent.inputs.config import ModelConfig, RunConfig
+from proctor.agent.inputs.selection import describe_selection
+from proctor.agent.model.endpoint import DEFAULT_BASE_URL, is_local_model
+from proctor.agent.results.records import RERUN_ON_RESUME
+from proctor.agent.results.store import RunStore, sample_key
+from proctor.agent.run.preflight import endpoint_uses
+from proctor.agent.run.progress import RunProgress
+from proctor.agent.run.runner import (
+    Runner,
+    _base_header,
+    default_run_dir,
+    model_labels,
+    plan_samples,
+    select_tasks,
+)
+from proctor.agent.tracks.registry import make_track
+
+# Ids listed in the plan; the rest are counted.
+SHOWN_IDS = 10
+JUDGED_TRACKS = ("olympiad", "research")
+
+
+@dataclass(frozen=True)
+class TokenBound:
+    """The most tokens the answering models can spend, and what bounds it."""
+
+    per_sample: int | None
+    samples: int
+    basis: str
+
+    @property
+    def tokens(self) -> int | None:
+        return None if self.per_sample is None else self.per_sample * self.samples
+
+
+def _endpoint(model: ModelConfig) -> str:
+    if is_local_model(model.name) and model.base_url is None:
+        return "local llama.cpp server on 127.0.0.1 (started by the run)"
+    base = model.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    return base.rstrip("/")
+
+
+def _key_state(model: ModelConfig) -> str:
+    if is_local_model(model.name) and model.base_url is None:
+        return "no key needed"
+    # Only whether it is set: the plan is printed, the key must never be.
+    state = "set" if os.environ.get(model.api_key_env) else "unset"
+    return f"{model.api_key_env} {state}"
+
+
+def _describe_model(label: str, model: ModelConfig) -> str:
+    settings = [f"effort {model.reasoning_effort or 'default'}", f"api {model.api}"]
+    for name in ("temperature", "top_p", "seed"):
+        value = getattr(model, name)
+        if value is not None:
+            settings.append(f"{name} {value}")
+    return f"{label} ({', '.join(settings)}) -> {_endpoint(model)}; key: {_key_state(model)}"
+
+
+def token_bound(config: RunConfig, samples: int) -> TokenBound:
+    """Samples x the per-sample ceiling the track enforces, when it has one."""
+    budget = config.budget
+    uses_cap = config.track == "frontiermath" or bool(config.track_options.get("python_tool"))
+    if uses_cap:
+        return TokenBound(
+            budget.token_cap,
+            samples,
+            f"{samples:,} samples x token cap {budget.token_cap:,} (input + output)",
+        )
+    if budget.max_output_tokens is not None:
+        return TokenBound(
+            budget.max_output_tokens,
+            samples,
+            f"{samples:,} samples x max output tokens {budget.max_output_tokens:,} "
+            "(output only; one request each, plus the prompt)",
+        )
+    return TokenBound(
+        None, samples, "no per-sample ceiling: one request each, bounded by the model's own limit"
+    )
+
+
+def _max_cost(config: RunConfig, bound: TokenBound, samples_per_model: int) -> str | None:
+    """Every token at the model's higher price: an upper bound, when every model has prices."""
+    if bound.per_sample is None:
+        return None
+    total = 0.0
+    for model in config.models:
+        prices = [p for p in (model.input_price_per_mtok, model.output_price_per_mtok) if p is not None]
+        if not prices:
+            return None
+        total += samples_per_model * bound.per_sample * max(prices) / 1_000_000
+    return f"at most ${total:,.2f} for the answering models (every token at the higher price)"
+
+
+def _already_done(run_dir: Path, planned_keys: set[tuple[str, str, int]]) -> int:
+    store = RunStore(run_dir)
+    if not store.samples_path.exists():
+        return 0
+    loaded = store.load(repair=False)
+    return len(
+        {
+            sample_key(r)
+            for r in loaded.records
+            if r.outcome not in RERUN_ON_RESUME and sample_key(r) in planned_keys
+        }
+    )
+
+
+def _check_run_dir(config: RunConfig, run_dir: Path, labels: list[str], task_count: int) -> None:
+    """Refuse what the run would refuse (a directory holding another run, a resume whose config
+    changed what a score means), with the runner's own check: it only reads."""
+    uses = endpoint_uses(list(zip(labels, config.models, strict=True)), config.judge)
+    header = _base_header(config, "dry-run", labels, task_count, uses)
+    runner = Runner(config, progress=RunProgress(Console(file=io.StringIO())), handle_signals=False)
+    runner._prepare_store(run_dir, header)
+
+
+def build_plan(config: RunConfig) -> list[tuple[str, str]]:
+    """(label, text) rows describing what the run would do."""
+    track = make_track(config.track, config.track_options)
+    loaded = track.load_tasks(config.tasks)
+    tasks = select_tasks(loaded, config)
+    labels = model_labels(config.models)
+    planned = plan_samples(labels, config, tasks)
+    ids = [str(task.id) for task in tasks]
+    shown = ", ".join(ids[:SHOWN_IDS]) + (
+        f", ... ({len(ids) - SHOWN_IDS} more)" if len(ids) > SHOWN_IDS else ""
+    )
+    rows: list[tuple[str, str]] = [
+        (
+            "track",
+            config.track + (f" (protocol {config.protocol})" if config.track == "frontiermath" else ""),
+        ),
+        ("tasks", f"{config.tasks}: {len(tasks)} of {len(loaded)} selected ({shown})"),
+        ("selection", describe_selection(config.task_filter, config.task_ids, config.limit_tasks)),
+        ("trials", str(config.trials)),
+    ]
+    rows += [
+        ("model", _describe_model(label, model)) for label, model in zip(labels, config.models, strict=True)
+    ]
+    if config.judge is not None:
+        rows.append(("judge", _describe_model(config.judge.name, config.judge) + "; one call per answer"))
+    else:
+        missing = " (this track is judged: the run needs one)" if config.track in JUDGED_TRACKS else ""
+        rows.append(("judge", "none" + missing))
+    rows.append(
+        ("samples", f"{len(planned):,} = {len(labels)} model(s) x {len(tasks)} task(s) x {config.trials}")
+    )
+    run_dir = config.out or default_run_dir(config)
+    _check_run_dir(config, run_dir, labels, len(tasks))
+    if config.resume and config.out is not None:
+        done = _already_done(config.out, {p.key for p in planned})
+        rows.append(("resume", f"{done:,} already done in {config.out}; {len(planned) - done:,} to run"))
+    budget = config.budget
+    rows.append(
+        (
+            "budget",
+            f"token cap {budget.token_cap:,}, forced submission from {budget.force_submit_at:,}, "
+            f"max output tokens per request {budget.max_output_tokens or 'unset'}",
+        )
+    )
+    bound = token_bound(config, len(planned))
+    tokens = "unbounded" if bound.tokens is None else f"{bound.tokens:,}"
+    rows.append(("max tokens", f"{tokens}: {bound.basis}"))
+    cost = _max_cost(config, bound, len(tasks) * config.trials)
+    if cost is not None:
+        rows.append(("max cost", cost))
+    box = config.sandbox
+    if track.needs_sandbox:
+        calls = box.max_concurrent_executions or "the engine's CPUs"
+        sandbox = (
+            f"{box.backend} (image {box.image or 'pinned default'}), {box.cpus} CPU, {box.memory} memory, "
+            f"{box.timeout_s:g} s a call, pool {box.pool_size}, calls at once: {calls}"
+        )
+    else:
+        sandbox = "none (this track runs no code)"
+    rows.append(("sandbox", sandbox))
+    rows.append(("concurrency", f"{config.max_concurrency} samples in flight"))
+    rows.append(("run dir", f"{run_dir} (not created by --dry-run)"))
+    return rows
+
+
+def render_plan(rows: list[tuple[str, Any]]) -> str:
+    width = max(len(label) for label, _ in rows)
+    lines = ["proctor run --dry-run: nothing is sent, no sandbox is opened, nothing is written"]
+    # Task ids, model names and paths come from files a hostile author may have written.
+    lines += [f"  {label.ljust(width)}  {escape_for_terminal(str(text))}" for label, text in rows]
+    return "\n".join(lines)

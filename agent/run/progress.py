@@ -1,0 +1,398 @@
+"""What `proctor run` shows while it works, and the summary table it ends with.
+
+On a terminal: a rich Live panel (samples done / total, running accuracy, tokens, sandbox
+calls in flight, errors, retries) and one row per running sample (its turn, tokens so far,
+and how long it has waited for the model). Elsewhere (CI, pipes): one plain line per finished
+sample, and for a long sample a line at most every ``PLAIN_PROGRESS_INTERVAL_S`` as its turns
+end, so logs stay readable and a slow run is never silent.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
+
+# Plain output: a running sample's progress line at most this often (printed when a turn ends).
+PLAIN_PROGRESS_INTERVAL_S = 30.0
+# Running samples listed in the live panel; more are counted in one line.
+MAX_SAMPLE_ROWS = 8
+
+SampleKey = tuple[str, str, int]
+
+
+@dataclass
+class RunningSample:
+    """Where one running sample is, for the display."""
+
+    name: str
+    started: float
+    last_line: float
+    turn: int = 0
+    tokens: int = 0
+    # When the request now in flight was sent; None while tools run or before the first.
+    waiting_since: float | None = None
+
+
+class SampleProgress:
+    """One sample's ``RunEvents``: run-wide counts go to the run, its turns to its own row."""
+
+    def __init__(self, run: RunProgress, key: SampleKey) -> None:
+        self.run = run
+        self.key = key
+
+    def sandbox_call_started(self) -> None:
+        self.run.sandbox_call_started()
+
+    def sandbox_call_finished(self, duration_s: float) -> None:
+        self.run.sandbox_call_finished(duration_s)
+
+    def model_retry(self, reason: str) -> None:
+        self.run.model_retry(reason)
+
+    def tokens_used(self, count: int) -> None:
+        self.run.tokens_used(count)
+
+    def model_call_started(self, turn: int) -> None:
+        self.run.sample_waiting(self.key, turn)
+
+    def turn_finished(self, turn: int, tokens: int) -> None:
+        self.run.sample_turn_finished(self.key, turn, tokens)
+
+
+def _fmt_tokens(count: int) -> str:
+    if count >= 1_000_000:
+        return f"{count / 1e6:.2f}M"
+    if count >= 10_000:
+        return f"{count / 1e3:.0f}k"
+    return f"{count:,}"
+
+
+class RunProgress:
+    """Counts what happens during a run; implements the tracks' ``RunEvents`` protocol."""
+
+    def __init__(
+        self,
+        console: Console | None = None,
+        *,
+        live: bool | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.console = console or Console()
+        self.clock = clock
+        self.use_live = self.console.is_terminal if live is None else live
+        self.total = 0
+        self.done = 0
+        self.resumed = 0
+        self.successes = 0
+        self.scored = 0
+        self.error_outcomes = 0
+        self.retries = 0
+        self.live_tokens = 0
+        self.finished_tokens = 0
+        self.sandbox_in_flight = 0
+        self.sandbox_calls = 0
+        self.running = 0
+        self.last_retry_reason: str | None = None
+        self.active: dict[SampleKey, RunningSample] = {}
+        self._started = clock()
+        self._live: Live | None = None
+
+    # -- RunEvents ---------------------------------------------------------------------
+    def sandbox_call_started(self) -> None:
+        self.sandbox_in_flight += 1
+        self.sandbox_calls += 1
+
+    def sandbox_call_finished(self, duration_s: float) -> None:
+        self.sandbox_in_flight = max(0, self.sandbox_in_flight - 1)
+
+    def model_retry(self, reason: str) -> None:
+        self.retries += 1
+        self.last_retry_reason = reason
+        if not self.use_live:
+            self.console.print(f"  retry: {reason}", markup=False, highlight=False, soft_wrap=True)
+
+    def tokens_used(self, count: int) -> None:
+        self.live_tokens += count
+
+    # The run itself is a RunEvents too (for callers without a per-sample view): these two
+    # need a sample to belong to, so at run level they only keep the display fresh.
+    def model_call_started(self, turn: int) -> None:
+        pass
+
+    def turn_finished(self, turn: int, tokens: int) -> None:
+        pass
+
+    # -- per-sample progress -----------------------------------------------------------
+    def for_sample(self, model: str, task_id: str, trial: int) -> SampleProgress:
+        """The events view of one sample; its row lasts until ``sample_finished`` of its record."""
+        key = (model, task_id, trial)
+        now = self.clock()
+        self.active[key] = RunningSample(f"{visible(model)} {visible(task_id)}#{trial}", now, now)
+        return SampleProgress(self, key)
+
+    def sample_waiting(self, key: SampleKey, turn: int) -> None:
+        sample = self.active.get(key)
+        if sample is not None:
+            sample.turn = turn
+            sample.waiting_since = self.clock()
+
+    def sample_turn_finished(self, key: SampleKey, turn: int, tokens: int) -> None:
+        sample = self.active.get(key)
+        if sample is None:
+            return
+        sample.turn, sample.tokens, sample.waiting_since = turn, tokens, None
+        now = self.clock()
+        if not self.use_live and now - sample.last_line >= PLAIN_PROGRESS_INTERVAL_S:
+            sample.last_line = now
+            self.console.print(
+                f"  {sample.name}: turn {turn}, {tokens:,} tokens, {now - sample.started:.0f}s",
+                markup=False,
+                highlight=False,
+                soft_wrap=True,
+            )
+
+    # -- runner hooks ------------------------------------------------------------------
+    def begin(self, *, total: int, already_done: list[SampleRecord], run_dir: str) -> None:
+        self.total = total
+        self.resumed = len(already_done)
+        for record in already_done:
+            self._count(record)
+        self._started = self.clock()
+        if self.use_live:
+            self._live = Live(self, console=self.console, refresh_per_second=4, transient=True)
+            self._live.start()
+        else:
+            note = f", {self.resumed} already done" if self.resumed else ""
+            self.console.print(
+                f"run {run_dir}: {total} samples{note}", markup=False, highlight=False, soft_wrap=True
+            )
+
+    def sample_started(self) -> None:
+        self.running += 1
+
+    def sample_finished(self, record: SampleRecord) -> None:
+        self.running = max(0, self.running - 1)
+        self.active.pop((record.model, record.task_id, record.trial), None)
+        self._count(record)
+        if not self.use_live:
+            parts = [
+                f"[{self.done}/{self.total}]",
+                visible(record.model),
+                f"{visible(record.task_id)}#{record.trial}",
+                f"{record.outcome.value}",
+                f"tokens={record.total_tokens}",
+                f"{record.duration_s:.1f}s",
+            ]
+            if record.retries:
+                parts.append(f"retries={record.retries}")
+            if record.judge_retries:
+                parts.append(f"judge_retries={record.judge_retries}")
+            if record.error:
+                parts.append(f"error={visible(record.error.splitlines()[0][:120])}")
+            parts.append(f"acc={self.accuracy_text()}")
+            self.console.print(" ".join(parts), markup=False, highlight=False, soft_wrap=True)
+
+    def end(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        self.active.clear()
+
+    def _count(self, record: SampleRecord) -> None:
+        self.done += 1
+        self.finished_tokens += record.total_tokens
+        if record.outcome in ERROR_OUTCOMES:
+            self.error_outcomes += 1
+        else:
+            self.scored += 1
+            self.successes += int(record.success)
+
+    # -- display -----------------------------------------------------------------------
+    @property
+    def tokens(self) -> int:
+        # Live counts come from tracks as calls finish; finished records are a floor.
+        return max(self.live_tokens, self.finished_tokens)
+
+    def accuracy_text(self) -> str:
+        if not self.scored:
+            return "-"
+        return f"{self.successes / self.scored:.3f} ({self.successes}/{self.scored})"
+
+    def sample_rows(self) -> Table | None:
+        """One row per running sample: turn, tokens so far, time waiting for the model."""
+        if not self.active:
+            return None
+        now = self.clock()
+        rows = Table.grid(padding=(0, 2))
+        samples = sorted(self.active.values(), key=lambda s: s.started)
+        for sample in samples[:MAX_SAMPLE_ROWS]:
+            if sample.waiting_since is not None:
+                state = f"waiting for the model {now - sample.waiting_since:.0f}s"
+            elif sample.turn:
+                state = "running tools"
+            else:
+                state = "starting"
+            rows.add_row(
+                # Text, never markup: a task id is data.
+                Text(sample.name, style="dim"),
+                Text(f"turn {sample.turn}"),
+                Text(f"tokens {_fmt_tokens(sample.tokens)}"),
+                Text(state),
+                Text(f"{now - sample.started:.0f}s"),
+            )
+        if len(samples) > MAX_SAMPLE_ROWS:
+            rows.add_row(Text(f"... and {len(samples) - MAX_SAMPLE_ROWS} more running", style="dim"))
+        return rows
+
+    def __rich__(self) -> RenderableType:
+        elapsed = self.clock() - self._started
+        bar = ProgressBar(total=max(self.total, 1), completed=self.done, width=40)
+        stats = Table.grid(padding=(0, 2))
+        stats.add_row(
+            Text(f"{self.done}/{self.total} samples"),
+            Text(f"running {self.running}"),
+            Text(f"accuracy {self.accuracy_text()}"),
+        )
+        stats.add_row(
+            Text(f"tokens {_fmt_tokens(self.tokens)}"),
+            Text(f"sandbox in flight {self.sandbox_in_flight} (calls {self.sandbox_calls})"),
+            Text(f"elapsed {elapsed:.0f}s"),
+        )
+        errors = Text(f"errors {self.error_outcomes}")
+        if self.error_outcomes:
+            errors.stylize("bold red")
+        retry = Text(f"retries {self.retries}")
+        if self.last_retry_reason:
+            retry.append(f" (last: {self.last_retry_reason[:60]})", style="dim")
+        stats.add_row(errors, retry, Text(""))
+        rows = self.sample_rows()
+        return Group(bar, stats) if rows is None else Group(bar, stats, rows)
+
+
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def visible(text: str) -> str:
+    """``text`` safe to print on a terminal: control characters (ESC above all, which rich
+    passes through) are shown as ``\\xNN`` instead of being obeyed."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line safe to print: :func:`visible`, with newlines shown as ``\\n``.
+
+    For Proctor's own lines that quote what an endpoint or a file said (``proctor: error: ...``,
+    ``proctor: stopped: ...``): a message holding a newline and an escape could otherwise forge a
+    line of ours ("finished, all correct") or clear the screen. Files keep the text exactly.
+    """
+    return visible(text).replace("\n", "\\n")
+
+
+def _estimate_text(estimate: dict[str, Any] | None, *, scale: float = 1.0, digits: int = 3) -> str:
+    if not estimate:
+        return "-"
+    mean = estimate["mean"] * scale
+    se = estimate.get("se")
+    se_text = f" ± {se * scale:.{digits}f}" if se is not None else ""
+    low, high = estimate["ci95_low"] * scale, estimate["ci95_high"] * scale
+    return f"{mean:.{digits}f}{se_text} [{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def summary_table(summary: dict[str, Any]) -> Table:
+    """Overall and per model / subject / reasoning effort, errors kept in their own columns."""
+    table = Table(title="Run summary", title_justify="left", show_lines=False)
+    table.add_column("slice")
+    table.add_column("n", justify="right")
+    table.add_column("accuracy ± SE [95% CI]", justify="right")
+    table.add_column("errors as failures", justify="right")
+    table.add_column("errors", justify="right")
+    extra_columns = []
+    overall = summary.get("overall", {})
+    if overall.get("points"):
+        extra_columns.append(("points", "points ± SE"))
+    if overall.get("eed"):
+        extra_columns.append(("eed", "EED ± SE"))
+    for _, title in extra_columns:
+        table.add_column(title, justify="right")
+    table.add_column("tokens", justify="right")
+
+    def add(name: str, group: dict[str, Any], style: str | None = None) -> None:
+        errors = group.get("errors", {})
+        error_text = str(errors.get("total", 0))
+        if errors.get("total"):
+            details = ", ".join(f"{k} {v}" for k, v in errors.items() if k != "total" and v)
+            error_text += f" ({details})"
+        row: list[str | Text] = [
+            # Text, not str: a subject or model name is data, never rich markup ("[/]" would raise).
+            Text(visible(name)),
+            str(group.get("samples", 0)),
+            _estimate_text(group.get("accuracy")),
+            _estimate_text(group.get("accuracy_errors_as_failures")),
+            error_text,
+        ]
+        for key, _ in extra_columns:
+            row.append(_estimate_text(group.get(key), digits=2))
+        row.append(_fmt_tokens(int(group.get("tokens", {}).get("total", 0))))
+        table.add_row(*row, style=style)
+
+    add("overall", overall, style="bold")
+    for heading, key in (("model", "by_model"), ("subject", "by_subject"), ("effort", "by_reasoning_effort")):
+        groups = summary.get(key) or {}
+        if len(groups) > 1 or (key == "by_model" and groups):
+            for name, group in groups.items():
+                add(f"{heading}: {name}", group)
+    return table
+
+
+def outcome_line(summary: dict[str, Any]) -> str:
+    overall = summary.get("overall", {})
+    outcomes = ", ".join(f"{name} {count}" for name, count in overall.get("outcomes", {}).items())
+    parts = [f"outcomes: {outcomes or 'none'}"]
+    wall = summary.get("wall_seconds")
+    if wall is not None:
+        parts.append(f"wall {wall:.1f}s")
+    parts.append(f"sandbox calls {overall.get('sandbox_calls', 0)}")
+    parts.append(f"model retries {overall.get('model_retries', 0)}")
+    if overall.get("judge_retries"):
+        parts.append(f"judge retries {overall['judge_retries']}")
+    if overall.get("cost_usd") is not None:
+        parts.append(f"model cost ${overall['cost_usd']:.4f}")
+    return "; ".join(parts)
+
+
+def print_final(console: Console, summary: dict[str, Any], run_dir: str) -> None:
+    from proctor.agent.results.summary_tables import cost_line, grid_table, passk_table
+
+    console.print(summary_table(summary))
+    console.print(outcome_line(summary), markup=False, highlight=False, soft_wrap=True)
+    costs = cost_line(summary)
+    if costs:
+        console.print(costs, markup=False, highlight=False, soft_wrap=True)
+    passk = passk_table(summary)
+    if passk is not None:
+        console.print(passk)
+    grid, left_out = grid_table(summary)
+    if grid is not None:
+        console.print(grid)
+        if left_out:
+            console.print(
+                f"... {left_out} more task rows in summary.json and the report",
+                markup=False,
+                highlight=False,
+            )
+    sandbox = summary.get("sandbox") or {}
+    if sandbox.get("warning"):
+        console.print(f"sandbox: {sandbox['warning']}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"run: {run_dir}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"report: proctor view {run_dir}", markup=False, highlight=False, soft_wrap=True)

@@ -1,0 +1,1 @@
+"""Text helpers shared by tracks, judges, scoring and the store."""

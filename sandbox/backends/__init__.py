@@ -1,0 +1,1 @@
+"""One module per sandbox backend, each registering its opener by name (sandbox/registry.py)."""

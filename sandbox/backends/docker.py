@@ -1,0 +1,23 @@
+"""``docker``: a fresh container per call (runc or gVisor) from a warm pool (sandbox/docker_backend.py)."""
+
+from __future__ import annotations
+
+from proctor.sandbox.api import Sandbox, SandboxUnavailable
+from proctor.sandbox.registry import BackendOptions, register
+from proctor.sandbox.runtimes import RUNC
+
+
+@register("docker")
+async def open_docker(options: BackendOptions) -> Sandbox:
+    try:
+        from proctor.sandbox.docker_backend import open_docker_sandbox
+    except ImportError as exc:  # the docker SDK is a hard dependency; this guards broken installs
+        raise SandboxUnavailable(f"the docker backend cannot be loaded: {exc}") from exc
+    return await open_docker_sandbox(
+        image=options.image,
+        pool_size=options.pool_size,
+        default_limits=options.default_limits,
+        runtime=options.runtime or RUNC,
+        docker_host=options.docker_host,
+        recycle_containers=options.recycle_containers,
+    )

@@ -1,0 +1,31 @@
+"""``local``: bubblewrap on the host (weaker isolation), only when asked for by name."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from proctor.sandbox.api import Sandbox, SandboxUnavailable
+from proctor.sandbox.registry import BackendOptions, register
+from proctor.sandbox.runtimes import RUNC
+
+log = logging.getLogger(__name__)
+
+
+@register("local")
+async def open_local(options: BackendOptions) -> Sandbox:
+    if (options.runtime or RUNC) != RUNC or options.docker_host:
+        # bubblewrap has no container runtime: never pretend a local call ran under gVisor.
+        raise SandboxUnavailable("the local backend has no container runtime or engine to choose")
+    if options.recycle_containers:
+        raise SandboxUnavailable("the local backend has no containers to recycle")
+    from proctor.sandbox.image import top_level_pins
+    from proctor.sandbox.local_backend import LocalSandbox
+
+    # The constructor probes bubblewrap once (a short blocking run); keep the loop free.
+    local = await asyncio.to_thread(LocalSandbox, options.default_limits)
+    log.info("%s", local.describe()["warning"])
+    # The prompt lists only what really imports here, so it never promises a missing library.
+    if options.probe_libraries:
+        await local.probe_libraries(sorted(top_level_pins()))
+    return local

@@ -1,0 +1,1 @@
+"""The sandbox's benchmarks and probes (`proctor bench sandbox`, the lifecycle probe)."""
