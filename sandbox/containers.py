@@ -29,6 +29,7 @@ from docker.types import Ulimit
 
 from proctor.sandbox import socket_memory
 from proctor.sandbox.api import OPEN_FILES, Limits, SandboxError
+from proctor.sandbox.host_counters import engine_is_local, lxcfs_binds
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
 from proctor.sandbox.seccomp import filters_by_machine
@@ -473,6 +474,9 @@ def create_started_container(
     host_config = api.create_host_config(
         network_mode="none",
         read_only=True,
+        # LXCFS's per-container /proc/meminfo, /proc/stat, CPU list... over the host's, under runc
+        # on a local engine (sandbox/host_counters.py): no call reads another's memory use there.
+        binds=lxcfs_binds(runtime == RUNC, engine_is_local(api)) or None,
         tmpfs={
             "/tmp": f"{tmpfs_opts},size={limits.tmpfs_bytes}",
             WORKDIR: f"{tmpfs_opts},size={limits.tmpfs_bytes}",

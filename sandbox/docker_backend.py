@@ -35,6 +35,7 @@ from proctor.sandbox.containers import (
     remove_container,
     run_program,
 )
+from proctor.sandbox.host_counters import describe_host_counters, engine_is_local
 from proctor.sandbox.image import image_libraries
 from proctor.sandbox.pool import Lease, WarmPool
 from proctor.sandbox.program import resolve_argv
@@ -236,6 +237,9 @@ class DockerSandbox:
             "limits": self.default_limits.__dict__,
             "libraries": image_libraries(self.image),  # what the prompt may promise
             "run_id": self.run_id,
+            # Which of the host's counters (memory, CPU, uptime) a call sees as its own
+            # (LXCFS under runc) and which stay host-wide: sandbox/host_counters.py.
+            "host_counters": describe_host_counters(self.runtime == RUNC, engine_is_local(self.api)),
         }
 
     # -- one call --------------------------------------------------------------------------

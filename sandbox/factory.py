@@ -28,6 +28,7 @@ async def open_sandbox(
     docker_host: str | None = None,
     recycle_containers: bool = False,
     ray_address: str | None = None,
+    ray_allow_unauthenticated: bool = False,
 ) -> Sandbox:
     """Open a backend (see :func:`_open_backend`) under the process-wide execution bound.
 
@@ -35,7 +36,9 @@ async def open_sandbox(
     for ray, the calls its cluster's workers take at once.
     ``runtime`` (``runc``, the default, or ``runsc``) and ``docker_host`` choose the container
     runtime and the engine for docker (sandbox/runtimes.py); the local and ray backends refuse
-    them (a ray worker uses its own node's engine). ``ray_address`` is only for ray.
+    them (a ray worker uses its own node's engine). ``ray_address`` is only for ray, and so is
+    ``ray_allow_unauthenticated``: without it a cluster that serves clients holding no token is
+    refused (sandbox/ray_auth.py).
     ``recycle_containers`` lets the docker pool reuse a container after its launcher has emptied
     and re-checked it (off: a fresh container for every call).
     """
@@ -51,6 +54,7 @@ async def open_sandbox(
         docker_host=docker_host,
         recycle_containers=recycle_containers,
         ray_address=ray_address,
+        ray_allow_unauthenticated=ray_allow_unauthenticated,
     )
     return limit_sandbox(opened, max_concurrent_executions)
 
@@ -66,6 +70,7 @@ async def _open_backend(
     docker_host: str | None = None,
     recycle_containers: bool = False,
     ray_address: str | None = None,
+    ray_allow_unauthenticated: bool = False,
 ) -> Sandbox:
     """Open a sandbox: ``"auto"`` and ``"docker"`` need an answering engine and the image.
 
@@ -86,6 +91,7 @@ async def _open_backend(
         docker_host=docker_host,
         recycle_containers=recycle_containers,
         ray_address=ray_address,
+        ray_allow_unauthenticated=ray_allow_unauthenticated,
     )
     if backend != "auto" or runtime not in (None, RUNC) or docker_host:
         # Asked for by name: no fall back to another engine, runtime or backend, even from auto.

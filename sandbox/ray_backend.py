@@ -28,6 +28,7 @@ from typing import Any
 
 from proctor.sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
 from proctor.sandbox.program import resolve_argv
+from proctor.sandbox.ray_auth import TOKEN_HINT, require_token_auth
 from proctor.sandbox.ray_worker import ACTOR_PREFIX, NAMESPACE, ImageRefused, import_ray, probe_address
 
 log = logging.getLogger(__name__)
@@ -146,8 +147,10 @@ class RaySandbox:
         *,
         default_limits: Limits | None = None,
         deadline_margin_s: float = DEADLINE_MARGIN_S,
+        auth: dict[str, Any] | None = None,
     ) -> None:
         self.address = address
+        self.auth = auth or {}
         self.image = image
         self.image_id = image_id
         self.workers = workers
@@ -174,6 +177,9 @@ class RaySandbox:
             "image": self.image,
             "image_id": self.image_id,
             "ray_address": self.address or "auto",
+            # What the cluster said to a client without a token, and whether the user allowed an
+            # open cluster (--ray-allow-unauthenticated): sandbox/ray_auth.py.
+            "ray_auth": self.auth,
             "isolation": "container",
             "isolates_less": False,
             "runtime": runtimes.pop() if len(runtimes) == 1 else None,
@@ -402,9 +408,17 @@ async def open_ray_sandbox(
     image: str | None = None,
     default_limits: Limits | None = None,
     image_id: str | None = None,
+    allow_unauthenticated: bool = False,
 ) -> RaySandbox:
-    """Join the cluster, find the workers, keep those whose image matches the driver's."""
+    """Join the cluster, find the workers, keep those whose image matches the driver's.
+
+    A cluster that serves a client without a token is refused unless ``allow_unauthenticated``
+    (sandbox/ray_auth.py): anyone who reaches such a cluster can run code beside its workers.
+    """
     ray = import_ray()
+    if not ray.is_initialized():
+        probe_address(address or os.environ.get("RAY_ADDRESS"))
+    auth = await asyncio.to_thread(require_token_auth, address, allow_unauthenticated)
     if image_id is None:
         reference, expected_id = await asyncio.to_thread(driver_image_id, image)
     else:
@@ -417,8 +431,9 @@ async def open_ray_sandbox(
     except SandboxUnavailable:
         raise
     except Exception as exc:
+        hint = f" ({TOKEN_HINT} in this process too)" if auth.get("requires_token") else ""
         raise SandboxUnavailable(
-            f"cannot join the Ray cluster at {address or 'auto'}: {_one_line(exc)}"
+            f"cannot join the Ray cluster at {address or 'auto'}: {_one_line(exc)}{hint}"
         ) from None
     try:
         found = await asyncio.to_thread(discover_workers, ray)
@@ -444,4 +459,6 @@ async def open_ray_sandbox(
     except BaseException:
         await asyncio.to_thread(disconnect)
         raise
-    return RaySandbox(address, reference, expected_id, workers, refused, default_limits=default_limits)
+    return RaySandbox(
+        address, reference, expected_id, workers, refused, default_limits=default_limits, auth=auth
+    )

@@ -28,6 +28,8 @@ class BackendOptions:
     docker_host: str | None = None
     recycle_containers: bool = False
     ray_address: str | None = None
+    # Use a Ray cluster that serves clients holding no token (sandbox/ray_auth.py).
+    ray_allow_unauthenticated: bool = False
 
 
 Opener = Callable[[BackendOptions], Awaitable[Sandbox]]

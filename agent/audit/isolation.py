@@ -385,6 +385,66 @@ async def environment(ctx: AuditContext) -> Finding:
     return Finding(Verdict.HELD, f"{len(env)} variables; the host's canary did not pass", evidence)
 
 
+# Counters the kernel keeps for the whole host. A call that reads them sees what concurrent
+# calls, in other samples, do: one that holds and releases memory in time slots moves every
+# other call's MemAvailable (about 2 bits a minute measured). LXCFS (sandbox/host_counters.py)
+# gives each container its own meminfo, stat, uptime and CPU list; the files below it cannot.
+HOST_COUNTER_FILES = (
+    "/proc/vmstat",
+    "/proc/zoneinfo",
+    "/proc/buddyinfo",
+    "/proc/pressure/memory",
+    "/proc/pressure/cpu",
+    "/sys/devices/system/node/node0/meminfo",
+)
+
+
+async def host_counters(ctx: AuditContext) -> Finding:
+    body = (
+        "import os\n"
+        "def kib(name):\n"
+        "    for line in open('/proc/meminfo'):\n"
+        "        if line.startswith(name + ':'):\n"
+        "            return int(line.split()[1])\n"
+        "readable = []\n"
+        f"for path in {list(HOST_COUNTER_FILES)!r}:\n"
+        "    try:\n"
+        "        with open(path) as fh:\n"
+        "            if fh.read(64):\n"
+        "                readable.append(path)\n"
+        "    except OSError:\n"
+        "        pass\n"
+        "try:\n"
+        "    total = kib('MemTotal')\n"
+        "except OSError as exc:\n"
+        "    total = 'unreadable: ' + type(exc).__name__\n"
+        "report(mem_total_kib=total, cpus=os.cpu_count(), readable=readable)\n"
+    )
+    result, reply = await run_probe(ctx, body)
+    if reply is None:
+        return no_reply(result)
+    total, readable = reply.get("mem_total_kib"), [str(path) for path in reply.get("readable") or []]
+    limit_kib = ctx.limits.memory_bytes // 1024
+    own_memory = isinstance(total, int) and total == limit_kib
+    evidence = escape_text(
+        f"MemTotal {total} kB (limit {limit_kib} kB), cpu_count {reply.get('cpus')}; "
+        f"host-wide and readable: {', '.join(readable) or 'none'}"
+    )
+    if not own_memory:
+        return Finding(
+            Verdict.WEAK,
+            "/proc/meminfo is the host's: concurrent calls can signal through MemAvailable",
+            evidence,
+        )
+    if readable:
+        return Finding(
+            Verdict.WEAK,
+            "meminfo is the call's own; other host-wide memory counters remain readable",
+            evidence,
+        )
+    return Finding(Verdict.HELD, "every memory counter the call reads is its own", evidence)
+
+
 CHECKS = [
     Check(
         "files.host",
@@ -456,6 +516,14 @@ CHECKS = [
         "read /proc/kcore, keys, timer_list, sched_debug, DMI; write sysrq-trigger",
         "masked or empty; nothing writable",
         proc_masked,
+    ),
+    Check(
+        "proc.host_counters",
+        PROC,
+        "read /proc/meminfo's total against the limit; read vmstat, zoneinfo, PSI, NUMA meminfo",
+        "every memory counter is the call's own (weak: a covert channel between concurrent calls)",
+        host_counters,
+        quick=True,
     ),
     Check(
         "proc.environment",

@@ -70,8 +70,18 @@ async def open_audited_sandbox(
     runtime: str | None = None,
     docker_host: str | None = None,
     ray_address: str | None = None,
+    ray_allow_unauthenticated: bool = False,
 ) -> Sandbox:
     """The sandbox under audit, opened as an eval opens it. Tests swap this for weakened ones."""
+    if ray_allow_unauthenticated:
+        return await open_sandbox(
+            backend,
+            image=image,
+            pool_size=pool_size,
+            default_limits=limits,
+            ray_address=ray_address,
+            ray_allow_unauthenticated=True,
+        )
     return await open_sandbox(
         backend,
         image=image,
@@ -93,9 +103,14 @@ async def _audit(
     only: list[str] | None,
     docker_host: str | None = None,
     ray_address: str | None = None,
+    ray_allow_unauthenticated: bool = False,
 ) -> AuditReport:
     try:
-        if ray_address:
+        if ray_allow_unauthenticated:
+            sandbox = await open_audited_sandbox(
+                backend, image, pool_size, limits, ray_address=ray_address, ray_allow_unauthenticated=True
+            )
+        elif ray_address:
             sandbox = await open_audited_sandbox(backend, image, pool_size, limits, ray_address=ray_address)
         elif runtime or docker_host:
             sandbox = await open_audited_sandbox(backend, image, pool_size, limits, runtime, docker_host)
@@ -123,6 +138,10 @@ def audit_command(
         str | None,
         typer.Option(help="Ray cluster for --backend ray (default: RAY_ADDRESS or auto); audits every node."),
     ] = None,
+    ray_allow_unauthenticated: Annotated[
+        bool,
+        typer.Option("--ray-allow-unauthenticated", help="Audit a Ray cluster without token authentication."),
+    ] = False,
     runtime: Annotated[
         str | None, typer.Option(help="Container runtime to audit: runc (default) or runsc.")
     ] = None,
@@ -158,13 +177,25 @@ def audit_command(
         docker_host = docker_host or config.docker_host
         if backend == "ray":
             ray_address = ray_address or config.ray_address
+            ray_allow_unauthenticated = ray_allow_unauthenticated or config.ray_allow_unauthenticated
     check_runtime(runtime, backend, docker_host, ray_address)
     for flag, path in (("--json", json_file), ("--html", html_file)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{flag}: {path.parent} is not a directory")
     logging.getLogger("proctor.sandbox.backends.local").setLevel(logging.ERROR)
     report = asyncio.run(
-        _audit(backend, image, pool_size, limits, quick, runtime, only, docker_host, ray_address)
+        _audit(
+            backend,
+            image,
+            pool_size,
+            limits,
+            quick,
+            runtime,
+            only,
+            docker_host,
+            ray_address,
+            ray_allow_unauthenticated,
+        )
     )
     console = Console() if sys.stdout.isatty() else Console(width=200)
     print_table(report, console)

@@ -150,6 +150,13 @@ def run_command(
     ray_address: Annotated[
         str | None, typer.Option(help="Ray cluster for --backend ray (host:port of its head).")
     ] = None,
+    ray_allow_unauthenticated: Annotated[
+        bool,
+        typer.Option(
+            "--ray-allow-unauthenticated",
+            help="Use a Ray cluster without token authentication (recorded in run.json).",
+        ),
+    ] = False,
     runtime: Annotated[
         str | None, typer.Option(help="Container runtime of the docker backend: runc (default) or runsc.")
     ] = None,
@@ -271,6 +278,7 @@ def run_command(
         resume=resume,
         backend=backend,
         ray_address=ray_address,
+        ray_allow_unauthenticated=True if ray_allow_unauthenticated else None,
         runtime=runtime,
         docker_host=docker_host,
         max_sandbox_concurrency=max_sandbox_concurrency,

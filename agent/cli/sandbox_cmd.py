@@ -107,6 +107,7 @@ async def _run_once(
     runtime: str | None = None,
     docker_host: str | None = None,
     ray_address: str | None = None,
+    ray_allow_unauthenticated: bool = False,
 ) -> ExecResult:
     # One call: a warm pool would only start containers nobody uses.
     try:
@@ -119,6 +120,7 @@ async def _run_once(
             runtime=runtime,
             docker_host=docker_host,
             ray_address=ray_address,
+            ray_allow_unauthenticated=ray_allow_unauthenticated,
         )
     except SandboxUnavailable as exc:
         raise UserError(f"--backend {backend}: {exc}") from None
@@ -180,6 +182,10 @@ def exec_program(
     ray_address: Annotated[
         str | None, typer.Option(help="Ray cluster for --backend ray (default: RAY_ADDRESS or auto).")
     ] = None,
+    ray_allow_unauthenticated: Annotated[
+        bool,
+        typer.Option("--ray-allow-unauthenticated", help="Use a Ray cluster without token authentication."),
+    ] = False,
     timeout_text: Annotated[str, typer.Option("--timeout", help="Wall-clock limit in seconds.")] = "30",
     memory: Annotated[str | None, typer.Option(help="Memory limit, e.g. 512m or 2g (default 1g).")] = None,
     cpus: Annotated[str | None, typer.Option(help="CPU quota in CPUs (default 1).")] = None,
@@ -204,7 +210,17 @@ def exec_program(
     code = read_program(file)
     try:
         result = asyncio.run(
-            _run_once(backend, image, code, timeout, limits, runtime, docker_host, ray_address)
+            _run_once(
+                backend,
+                image,
+                code,
+                timeout,
+                limits,
+                runtime,
+                docker_host,
+                ray_address,
+                ray_allow_unauthenticated,
+            )
         )
     except InvalidProgram as exc:
         raise UserError(f"{file}: {exc}") from None
@@ -281,6 +297,13 @@ def worker(
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
     pool_size_text: Annotated[str, typer.Option("--pool-size", help="Warm containers kept ready.")] = "2",
     stop: Annotated[bool, typer.Option("--stop", help="Stop every worker of the cluster instead.")] = False,
+    ray_allow_unauthenticated: Annotated[
+        bool,
+        typer.Option(
+            "--ray-allow-unauthenticated",
+            help="Serve a Ray cluster without token authentication (anyone who reaches it can run code).",
+        ),
+    ] = False,
 ) -> None:
     """Start this node's sandbox worker: a Ray actor serving sandbox calls from its Docker engine.
 
@@ -288,6 +311,7 @@ def worker(
     (ray start --address ADDR --resources '{"proctor_sandbox": N}'). The worker outlives this
     command; --stop removes every worker's containers and ends them.
     """
+    from proctor.sandbox.ray_auth import TOKEN_HINT, require_token_auth
     from proctor.sandbox.ray_backend import _one_line
     from proctor.sandbox.ray_worker import NAMESPACE, import_ray, probe_address, start_worker, stop_workers
 
@@ -300,12 +324,23 @@ def worker(
         raise UserError(str(exc)) from None
     try:
         probe_address(address)
+        # A worker holds the node's Docker socket: never hand it to a cluster anyone can use.
+        auth = require_token_auth(address, ray_allow_unauthenticated)
     except SandboxUnavailable as exc:
         raise UserError(f"--address {address}: {exc}") from None
+    if auth.get("allowed_unauthenticated"):
+        print(
+            f"proctor: warning: the Ray cluster at {address} has no token authentication; anyone who "
+            "reaches its ports can run code on this node",
+            file=sys.stderr,
+        )
     try:
         ray.init(address=address, namespace=NAMESPACE, log_to_driver=False, logging_level="ERROR")
     except Exception as exc:
-        raise UserError(f"--address {address}: cannot join the Ray cluster ({_one_line(exc)})") from None
+        hint = f"; {TOKEN_HINT}" if auth.get("requires_token") else ""
+        raise UserError(
+            f"--address {address}: cannot join the Ray cluster ({_one_line(exc)}{hint})"
+        ) from None
     try:
         if stop:
             stopped = stop_workers()

@@ -57,6 +57,9 @@ class SandboxConfig(BaseModel):
     backend: Literal["auto", "docker", "local", "ray"] = "auto"
     # The Ray cluster for backend ray (host:port of its head); None: RAY_ADDRESS or a local one.
     ray_address: str | None = None
+    # Use a Ray cluster that serves clients holding no token (sandbox/ray_auth.py): off, so an
+    # open cluster is refused in one line; recorded in run.json as sandbox.ray_auth.
+    ray_allow_unauthenticated: bool = False
     # Container runtime of the docker backend: runc (default) or gVisor's runsc (docs/sandbox.md,
     # "Runtimes"); docker_host names the engine (default: the environment's, or for runsc the
     # engine .ci/setup-gvisor.sh starts when the default one lacks it).

@@ -69,6 +69,8 @@ class RunFlags:
     limit_tasks: int | str | None = None
     max_sandbox_concurrency: int | None = None
     ray_address: str | None = None
+    # --ray-allow-unauthenticated; None: not given (a config file's value stands).
+    ray_allow_unauthenticated: bool | None = None
     protocol: str | None = None
     # --task-id patterns, --filter KEY=VALUE items and -M KEY=VALUE items, as typed.
     task_ids: list[str] = field(default_factory=list)
@@ -199,7 +201,7 @@ def merge_flags(data: dict[str, Any], flags: RunFlags, source: str = "command li
         if flags.force_submit_at is not None:
             budget["force_submit_at"] = flags.force_submit_at
         merged["budget"] = budget
-    for name in ("backend", "runtime", "docker_host", "ray_address"):
+    for name in ("backend", "runtime", "docker_host", "ray_address", "ray_allow_unauthenticated"):
         if getattr(flags, name) is not None:
             merged["sandbox"] = {**(merged.get("sandbox") or {}), name: getattr(flags, name)}
     if flags.max_sandbox_concurrency is not None:

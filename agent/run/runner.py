@@ -579,6 +579,8 @@ class Runner:
         )
         if box.ray_address is not None:
             bound["ray_address"] = box.ray_address
+        if box.ray_allow_unauthenticated:
+            bound["ray_allow_unauthenticated"] = True
         # Likewise the runtime and engine, which only the docker backend has.
         if box.runtime != "runc" or box.docker_host is not None:
             bound.update(runtime=box.runtime, docker_host=box.docker_host)

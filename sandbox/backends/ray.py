@@ -15,5 +15,8 @@ async def open_ray(options: BackendOptions) -> Sandbox:
     from proctor.sandbox.ray_backend import open_ray_sandbox
 
     return await open_ray_sandbox(
-        address=options.ray_address, image=options.image, default_limits=options.default_limits
+        address=options.ray_address,
+        image=options.image,
+        default_limits=options.default_limits,
+        allow_unauthenticated=options.ray_allow_unauthenticated,
     )

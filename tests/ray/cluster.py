@@ -2,9 +2,12 @@
 
 Each node is its own ``ray start`` with its own temp dir, ports and resources. All of it binds
 127.0.0.2 (Ray replaces 127.0.0.1 with the machine's eth0 address; it leaves 127.0.0.2 alone),
-so no traffic leaves loopback. The head advertises no ``proctor_sandbox``: sandbox calls run only
-on the two worker nodes, each of which talks to its own Docker engine (.ci/setup-ray.sh), so a
-call's node is visible in which engine made its container.
+so no traffic leaves loopback. Every process of the cluster, and every client the tests start,
+runs with Ray's token authentication (``RAY_AUTH_MODE=token``, a fresh token per cluster in a
+0600 file): a client without it is refused (tests/ray/test_ray_auth.py). The head advertises
+no ``proctor_sandbox``: sandbox calls run only on the two worker nodes, each of which talks to
+its own Docker engine (.ci/setup-ray.sh), so a call's node is visible in which engine made its
+container.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import concurrent.futures
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -44,8 +48,9 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def ray_env() -> dict[str, str]:
-    """What every ray process (and so every worker actor) runs with: this tree's code first."""
+def ray_env(token_path: Path | None = None) -> dict[str, str]:
+    """What every ray process (and so every worker actor) runs with: this tree's code first, and
+    the cluster's token when it has one (None: no authentication at all, as an open cluster)."""
     env = {
         **os.environ,
         **HEALTH_CHECKS,
@@ -57,6 +62,13 @@ def ray_env() -> dict[str, str]:
     }
     env.pop("RAY_ADDRESS", None)
     env.pop("DOCKER_HOST", None)
+    for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        env.pop(name, None)
+    if token_path is None:
+        env["RAY_AUTH_MODE"] = "disabled"
+    else:
+        env["RAY_AUTH_MODE"] = "token"
+        env["RAY_AUTH_TOKEN_PATH"] = str(token_path)
     return env
 
 
@@ -92,12 +104,23 @@ class LocalCluster:
     address: str = ""
     nodes: dict[str, Node] = field(default_factory=dict)
     engines: dict[str, str | None] = field(default_factory=lambda: dict(ENGINE_SOCKETS))
+    token_path: Path | None = None
 
     @classmethod
-    def start(cls, engines: dict[str, str | None] | None = None) -> LocalCluster:
-        """Head plus one worker node per entry of ``engines`` (name -> DOCKER_HOST; None: default)."""
+    def start(
+        cls, engines: dict[str, str | None] | None = None, *, authenticated: bool = True
+    ) -> LocalCluster:
+        """Head plus one worker node per entry of ``engines`` (name -> DOCKER_HOST; None: default).
+
+        ``authenticated=False`` starts the open cluster Ray gives by default, for the tests that
+        show Proctor refusing it."""
         root = Path(tempfile.mkdtemp(prefix="pr-ray-", dir="/tmp"))
-        cluster = cls(root, engines=dict(engines or ENGINE_SOCKETS))
+        cluster = cls(root, engines=dict(engines if engines is not None else ENGINE_SOCKETS))
+        if authenticated:
+            cluster.token_path = root / "auth_token"
+            fd = os.open(cluster.token_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as token_file:
+                token_file.write(secrets.token_hex(32))
         try:
             cluster._start_head()
             cluster._start_worker_nodes()
@@ -125,7 +148,7 @@ class LocalCluster:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env=ray_env(),
+            env=self.env(),
         )
 
     @staticmethod
@@ -181,12 +204,15 @@ class LocalCluster:
             time.sleep(1)
         raise RuntimeError("the cluster's nodes did not all register within 60 s")
 
+    def env(self) -> dict[str, str]:
+        return ray_env(self.token_path)
+
     def run_python(self, code: str, timeout: float = 120) -> str:
         completed = subprocess.run(
             [sys.executable, "-c", code],
             capture_output=True,
             text=True,
-            env=ray_env(),
+            env=self.env(),
             timeout=timeout,
             cwd=REPO,
         )
@@ -202,7 +228,7 @@ class LocalCluster:
             [sys.executable, "-c", "from proctor.agent.cli import main; main()", *args],
             capture_output=True,
             text=True,
-            env={**ray_env(), **(env or {})},
+            env={**self.env(), **(env or {})},
             timeout=timeout,
             cwd=REPO,
             check=False,
@@ -214,7 +240,7 @@ class LocalCluster:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env={**ray_env(), **(env or {})},
+            env={**self.env(), **(env or {})},
             cwd=REPO,
         )
 

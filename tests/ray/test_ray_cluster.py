@@ -57,11 +57,21 @@ def cluster() -> Iterator[LocalCluster]:
             pytest.fail(f"the ray tests' infrastructure is missing: {missing}")
         pytest.skip(missing)
     started = LocalCluster.start()
+    # This process is a driver too (the module's sandbox): it presents the cluster's token.
+    auth_names = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+    saved = {name: os.environ.get(name) for name in auth_names}
+    os.environ.pop("RAY_AUTH_TOKEN", None)
+    os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(started.token_path))
     try:
         started.start_sandbox_workers()
         yield started
     finally:
         started.stop()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         for name in ENGINE_SOCKETS:
             remove_sandbox_containers(name)
 
@@ -112,6 +122,9 @@ async def test_calls_spread_over_both_nodes_and_each_runs_in_its_nodes_engine(
     sandbox: Sandbox, cluster: LocalCluster
 ) -> None:
     described = sandbox.describe()
+    # The cluster refused a client without the token before the driver joined it.
+    assert described["ray_auth"]["requires_token"] is True
+    assert described["ray_auth"]["allowed_unauthenticated"] is False
     assert {n["node_id"] for n in described["nodes"]} == {cluster.nodes[n].node_id for n in ENGINE_SOCKETS}
     assert described["refused_nodes"] == [] and described["isolates_less"] is False
     # The head advertises no proctor_sandbox, so the cluster takes 2 + 2 calls at once.
@@ -340,6 +353,7 @@ async def test_scripted_frontiermath_run_through_ray_matches_docker(
     assert audit["backend"] == "ray" and audit["passed"] is True and audit["counts"]["broken"] == 0
     assert sum(audit["counts"].values()) == len(ENGINE_SOCKETS) * len(select_checks("ray", quick=True))
     assert header["sandbox"]["backend"] == "ray" and header["sandbox_isolates_less"] is False
+    assert header["sandbox"]["ray_auth"]["requires_token"] is True
     assert header["sessions"][-1]["sandbox_image_id"] == header["sandbox"]["image_id"]
     nodes = {n["node_id"] for n in header["sandbox"]["nodes"]}
     assert all(n["host_cpus"] == os.cpu_count() and n["host_cpu_model"] for n in header["sandbox"]["nodes"])
