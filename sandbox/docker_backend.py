@@ -38,8 +38,8 @@ from proctor.sandbox.containers import (
 from proctor.sandbox.image import image_libraries
 from proctor.sandbox.pool import Lease, WarmPool
 from proctor.sandbox.program import resolve_argv
-from proctor.sandbox.runtimes import RUNC, Engine, connect_engine_for, default_engine_url
-from proctor.sandbox.seccomp import allowed_syscalls, profile_sha256
+from proctor.sandbox.runtimes import RUNC, RUNSC, Engine, connect_engine_for, default_engine_url
+from proctor.sandbox.seccomp import describe_profile
 from proctor.sandbox.slots import ExecutionSlots, current_caller
 
 log = logging.getLogger(__name__)
@@ -214,11 +214,7 @@ class DockerSandbox:
             **self.engine,
             # The engine's system-call allowlist (sandbox/seccomp_profile.json), by hash: the
             # same bytes for every call of this run, under runc and runsc alike.
-            "seccomp_profile": {
-                "file": "sandbox/seccomp_profile.json",
-                "sha256": profile_sha256(),
-                "allowed_syscalls": len(allowed_syscalls()),
-            },
+            "seccomp_profile": describe_profile(errno_honoured=self.runtime != RUNSC),
             "notes": [
                 "one container per call at a time: fresh, or recycled after the launcher emptied every "
                 "writable path, IPC object and process and proved it (docs/sandbox.md)"

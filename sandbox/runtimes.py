@@ -75,8 +75,9 @@ def security_options(runtime: str) -> list[str]:
     """Docker ``security_opt`` for a sandbox container under ``runtime``: no-new-privileges and
     Proctor's own seccomp allowlist (sandbox/seccomp_profile.json) in place of the engine's
     default profile, whatever engine version is installed. runsc is registered with
-    ``--oci-seccomp``, so gVisor enforces the same profile for the program inside its kernel."""
-    return ["no-new-privileges", f"seccomp={engine_profile()}"]
+    ``--oci-seccomp``, so gVisor enforces the same profile for the program inside its kernel
+    (with its ENOSYS rule turned into allows: that build ignores errnoRet, sandbox/seccomp.py)."""
+    return ["no-new-privileges", f"seccomp={engine_profile(errno_honoured=runtime != RUNSC)}"]
 
 
 def check_runtime_name(runtime: str) -> None:

@@ -320,9 +320,34 @@ def profile_sha256() -> str:
     return hashlib.sha256(_profile_bytes()).hexdigest()
 
 
-def engine_profile() -> str:
-    """The profile as ``security_opt`` sends it: the pinned file's JSON, compact."""
-    return json.dumps(load_profile(), separators=(",", ":"))
+def engine_profile(errno_honoured: bool = True) -> str:
+    """The profile as ``security_opt`` sends it: the pinned file's JSON, compact.
+
+    ``errno_honoured=False`` is for gVisor's runsc (the build Debian ships, 2022), which enforces
+    the profile inside its own kernel but ignores every rule's ``errnoRet``: the ENOSYS rule would
+    answer EPERM there, and glibc, refused clone3 with EPERM, could not start one thread. That
+    rule's calls are allowed instead, and gVisor answers ENOSYS itself: it implements none of them
+    (clone3 included, so no namespace flag reaches it unchecked; see docs/sandbox.md). Every other
+    rule, and the default, are the same bytes for both runtimes.
+    """
+    profile = load_profile()
+    if not errno_honoured:
+        for rule in profile["syscalls"]:
+            if rule["action"] == "SCMP_ACT_ERRNO" and rule.get("errnoRet") == errno.ENOSYS:
+                rule["action"] = "SCMP_ACT_ALLOW"
+                del rule["errnoRet"]
+    return json.dumps(profile, separators=(",", ":"))
+
+
+def describe_profile(errno_honoured: bool = True) -> dict[str, Any]:
+    """What run.json records (``describe()["seccomp_profile"]``): the pinned file's hash, the
+    hash of exactly what the engine was sent, and how many system calls it allows."""
+    return {
+        "file": "sandbox/seccomp_profile.json",
+        "sha256": profile_sha256(),
+        "sent_sha256": hashlib.sha256(engine_profile(errno_honoured).encode()).hexdigest(),
+        "allowed_syscalls": len(allowed_syscalls()),
+    }
 
 
 def _conditions(rule: dict[str, Any]) -> str:
