@@ -1,9 +1,15 @@
-"""A seccomp filter for the program itself, on top of whatever the runtime already filters.
+"""Proctor's two seccomp layers: the engine's allowlist and the launcher's program filter.
 
-Docker's default seccomp profile (Docker 20.10 here) still lets an unprivileged program set up
+The allowlist (``seccomp_profile.json``, the second half of this module) is what the engine
+applies to every process of a docker container, under runc and runsc. The program filter below
+is a denylist installed on top of it in every process the launcher demotes, and the only filter
+of the local backend (bubblewrap), which has no engine profile: defence in depth, and the place
+where arguments the JSON format cannot reach are judged (the low word of socket's family).
+
+Docker's default seccomp profile (Docker 20.10 here) let an unprivileged program set up
 io_uring, open ``AF_VSOCK`` sockets, and make 32-bit system calls (``int 0x80``) from a 64-bit
-process; the local backend (bubblewrap) filters nothing at all. Each of those is a way past a
-fence the rest of the sandbox relies on:
+process; the local backend (bubblewrap) filters nothing else at all. Each of those is a way past
+a fence the rest of the sandbox relies on:
 
 * ``AF_VSOCK`` is not confined by network namespaces: with ``network_mode=none`` (docker) or a
   private network namespace (bwrap) a program could still open a stream to the hypervisor
@@ -29,9 +35,15 @@ fence the rest of the sandbox relies on:
   and every other ``io_setup`` on the host (other calls, any database or VM there) failed with
   EAGAIN until it ended. Python and glibc's POSIX aio never use it (glibc's runs on threads).
 
+* ``memfd_secret`` (its pages leave the host kernel's direct map until reboot), the new mount
+  API, landlock, ``pidfd_getfd`` and ``process_vm_*``: ENOSYS, as in the allowlist; namespaces
+  (``unshare``, ``setns``, ``clone`` with a namespace flag) and ``ptrace(PTRACE_TRACEME)``, which
+  would make the launcher the program's tracer: EPERM.
+
 The filter is classic BPF (``struct sock_filter``), built here on the host and installed by the
 docker launcher (in the program's forked child, after it dropped to the sandbox user) or handed
-to bwrap (``--seccomp FD``). Filters stack: the runtime's own profile still applies.
+to bwrap (``--seccomp FD``). Filters stack: the engine's allowlist still applies, and where both
+refuse a call the program sees this filter's errno (the kernel returns the latest filter's).
 """
 
 from __future__ import annotations

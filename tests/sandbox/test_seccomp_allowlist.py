@@ -478,8 +478,10 @@ out = {{}}
 def probe(name, *args):
     outcome, rc = call(name, *args)
     out[name] = outcome
-    if outcome == "SUCCEEDED" and rc > 2:
-        os.close(rc)  # a descriptor (memfd_secret: never mapped, so no page leaves the direct map)
+    # Only these return a descriptor (memfd_secret's is never mapped: no page leaves the direct map).
+    if outcome == "SUCCEEDED" and name in ("memfd_secret", "io_uring_setup", "userfaultfd", "fsopen",
+                                           "fsmount", "open_tree", "pidfd_getfd", "perf_event_open", "bpf"):
+        os.close(rc)
 probe("memfd_secret", 0)
 probe("io_uring_setup", 4, buf)
 probe("userfaultfd", 0)
