@@ -39,7 +39,8 @@ from proctor.sandbox.host_counters import describe_host_counters, engine_is_loca
 from proctor.sandbox.image import image_libraries
 from proctor.sandbox.pool import Lease, WarmPool
 from proctor.sandbox.program import resolve_argv
-from proctor.sandbox.runtimes import RUNC, Engine, connect_engine_for, default_engine_url
+from proctor.sandbox.runtimes import RUNC, RUNSC, Engine, connect_engine_for, default_engine_url
+from proctor.sandbox.seccomp import describe_profile
 from proctor.sandbox.slots import ExecutionSlots, current_caller
 
 log = logging.getLogger(__name__)
@@ -212,6 +213,9 @@ class DockerSandbox:
             "isolation": "container",
             "isolates_less": False,
             **self.engine,
+            # The engine's system-call allowlist (sandbox/seccomp_profile.json), by hash: the
+            # same bytes for every call of this run, under runc and runsc alike.
+            "seccomp_profile": describe_profile(errno_honoured=self.runtime != RUNSC),
             "notes": [
                 "one container per call at a time: fresh, or recycled after the launcher emptied every "
                 "writable path, IPC object and process and proved it (docs/sandbox.md)"
@@ -226,9 +230,12 @@ class DockerSandbox:
                     else []
                 ),
                 "network none, read-only root, tmpfs /tmp and /work, cap-drop ALL, no-new-privileges",
+                "every process in the container under Proctor's own seccomp allowlist "
+                "(sandbox/seccomp_profile.json; anything else ENOSYS), not the engine's default",
                 "the program runs as an unprivileged host uid of its container's own (the image "
                 "user's group) with no capabilities at all, under a seccomp filter of Proctor's own "
-                "(no vsock or other unfenced socket families, no io_uring, no 32-bit system calls); "
+                "(no vsock or other unfenced socket families, no io_uring, no 32-bit system calls, "
+                "no namespaces, no PTRACE_TRACEME); "
                 "the launcher enforcing its limits is root and non-dumpable: it cannot be signalled, "
                 "traced or read by the program",
                 "init process, pids/memory (no swap)/CPU limits, wall-clock kill of the whole container",

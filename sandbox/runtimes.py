@@ -11,7 +11,6 @@ fix, never a silent fall back to runc.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import docker
 from docker.errors import DockerException
 
 from proctor.sandbox.api import Limits, SandboxUnavailable
+from proctor.sandbox.seccomp import engine_profile
 
 RUNC = "runc"
 RUNSC = "runsc"
@@ -71,42 +71,13 @@ def host_pids_limit(runtime: str, limits: Limits) -> int:
     return GVISOR_BASE_PIDS + GVISOR_PIDS_PER_TASK * nproc
 
 
-# Syscalls a runsc container refuses (EPERM), enforced inside gVisor (the engine registers runsc
-# with --oci-seccomp). Docker's default profile would do, but this gVisor build ignores its
-# errnoRet, so the profile's "clone3 -> ENOSYS" became EPERM and glibc could not start a single
-# thread. This build has no clone3 at all (ENOSYS, so glibc falls back to clone, whose flags
-# are checked below); the rest is what lets a program build namespaces, mount, or reach kernel
-# facilities a sandboxed program never needs.
-_GVISOR_DENIED = (
-    "unshare", "setns", "mount", "umount2", "pivot_root", "bpf", "keyctl", "add_key", "request_key",
-    "perf_event_open", "userfaultfd", "open_by_handle_at", "name_to_handle_at", "kexec_load",
-    "init_module", "finit_module", "delete_module", "acct", "swapon", "swapoff", "reboot",
-    "quotactl", "fsopen", "fsmount", "fsconfig", "fspick", "open_tree", "move_mount", "mount_setattr",
-)  # fmt: skip
-# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET: each refused in clone's flags.
-_CLONE_NAMESPACE_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
-
-
-def gvisor_seccomp_profile() -> str:
-    """The seccomp profile (Docker's JSON format) every runsc container gets."""
-    rules: list[dict[str, Any]] = [{"names": list(_GVISOR_DENIED), "action": "SCMP_ACT_ERRNO"}]
-    rules += [
-        {
-            "names": ["clone"],
-            "action": "SCMP_ACT_ERRNO",
-            "args": [{"index": 0, "value": flag, "valueTwo": flag, "op": "SCMP_CMP_MASKED_EQ"}],
-        }
-        for flag in _CLONE_NAMESPACE_FLAGS
-    ]
-    return json.dumps({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": rules}, separators=(",", ":"))
-
-
 def security_options(runtime: str) -> list[str]:
-    """Docker ``security_opt`` for a sandbox container under ``runtime``."""
-    options = ["no-new-privileges"]
-    if runtime == RUNSC:
-        options.append(f"seccomp={gvisor_seccomp_profile()}")
-    return options
+    """Docker ``security_opt`` for a sandbox container under ``runtime``: no-new-privileges and
+    Proctor's own seccomp allowlist (sandbox/seccomp_profile.json) in place of the engine's
+    default profile, whatever engine version is installed. runsc is registered with
+    ``--oci-seccomp``, so gVisor enforces the same profile for the program inside its kernel
+    (with its ENOSYS rule turned into allows: that build ignores errnoRet, sandbox/seccomp.py)."""
+    return ["no-new-privileges", f"seccomp={engine_profile(errno_honoured=runtime != RUNSC)}"]
 
 
 def check_runtime_name(runtime: str) -> None:

@@ -1,9 +1,15 @@
-"""A seccomp filter for the program itself, on top of whatever the runtime already filters.
+"""Proctor's two seccomp layers: the engine's allowlist and the launcher's program filter.
 
-Docker's default seccomp profile (Docker 20.10 here) still lets an unprivileged program set up
+The allowlist (``seccomp_profile.json``, the second half of this module) is what the engine
+applies to every process of a docker container, under runc and runsc. The program filter below
+is a denylist installed on top of it in every process the launcher demotes, and the only filter
+of the local backend (bubblewrap), which has no engine profile: defence in depth, and the place
+where arguments the JSON format cannot reach are judged (the low word of socket's family).
+
+Docker's default seccomp profile (Docker 20.10 here) let an unprivileged program set up
 io_uring, open ``AF_VSOCK`` sockets, and make 32-bit system calls (``int 0x80``) from a 64-bit
-process; the local backend (bubblewrap) filters nothing at all. Each of those is a way past a
-fence the rest of the sandbox relies on:
+process; the local backend (bubblewrap) filters nothing else at all. Each of those is a way past
+a fence the rest of the sandbox relies on:
 
 * ``AF_VSOCK`` is not confined by network namespaces: with ``network_mode=none`` (docker) or a
   private network namespace (bwrap) a program could still open a stream to the hypervisor
@@ -29,27 +35,40 @@ fence the rest of the sandbox relies on:
   and every other ``io_setup`` on the host (other calls, any database or VM there) failed with
   EAGAIN until it ended. Python and glibc's POSIX aio never use it (glibc's runs on threads).
 
+* ``memfd_secret`` (its pages leave the host kernel's direct map until reboot), the new mount
+  API, landlock, ``pidfd_getfd`` and ``process_vm_*``: ENOSYS, as in the allowlist; namespaces
+  (``unshare``, ``setns``, ``clone`` with a namespace flag) and ``ptrace(PTRACE_TRACEME)``, which
+  would make the launcher the program's tracer: EPERM.
+
 The filter is classic BPF (``struct sock_filter``), built here on the host and installed by the
 docker launcher (in the program's forked child, after it dropped to the sandbox user) or handed
-to bwrap (``--seccomp FD``). Filters stack: the runtime's own profile still applies.
+to bwrap (``--seccomp FD``). Filters stack: the engine's allowlist still applies, and where both
+refuse a call the program sees this filter's errno (the kernel returns the latest filter's).
 """
 
 from __future__ import annotations
 
 import errno
+import functools
+import hashlib
+import json
 import os
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 # struct seccomp_data: nr (u32), arch (u32), instruction_pointer (u64), args[6] (u64 each).
 _NR = 0
 _ARCH = 4
-_ARG0_LOW = 16  # little-endian: the low 32 bits of args[0] (socket's int domain)
+_ARG0_LOW = 16  # little-endian: the low 32 bits of args[0] (socket's int domain, clone's flags)
+_ARG0_HIGH = 20
 
 _LD_W_ABS = 0x20
 _JEQ_K = 0x15
 _JGE_K = 0x35
+_JSET_K = 0x45
 _RET_K = 0x06
 RET_ALLOW = 0x7FFF0000
 _RET_ERRNO = 0x00050000
@@ -58,6 +77,9 @@ _X32_SYSCALL_BIT = 0x40000000
 AF_UNIX = 1
 AF_INET = 2
 AF_INET6 = 10
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET: every namespace clone can make.
+CLONE_NAMESPACE_FLAGS = 0x7E020000
+PTRACE_TRACEME = 0
 
 
 @dataclass(frozen=True)
@@ -66,6 +88,9 @@ class _Arch:
     socket: int
     socketpair: int
     refused: dict[str, int]
+    denied: dict[str, int]
+    clone: int
+    ptrace: int
     has_x32: bool
 
 
@@ -90,7 +115,27 @@ _ARCHES: dict[str, _Arch] = {
             "io_submit": 209,
             "io_cancel": 210,
             "io_pgetevents": 333,
+            # Kernel classes the allowlist (seccomp_profile.json) leaves out too: refused here
+            # as well, so that the local backend, which has no engine profile, refuses them.
+            "memfd_secret": 447,
+            "pidfd_getfd": 438,
+            "process_vm_readv": 310,
+            "process_vm_writev": 311,
+            "open_tree": 428,
+            "move_mount": 429,
+            "fsopen": 430,
+            "fsconfig": 431,
+            "fsmount": 432,
+            "fspick": 433,
+            "mount_setattr": 442,
+            "landlock_create_ruleset": 444,
+            "landlock_add_rule": 445,
+            "landlock_restrict_self": 446,
         },
+        # Namespaces: EPERM, what the kernel itself answers a process without the capability.
+        denied={"unshare": 272, "setns": 308},
+        clone=56,
+        ptrace=101,
         has_x32=True,
     ),
     "aarch64": _Arch(
@@ -113,7 +158,24 @@ _ARCHES: dict[str, _Arch] = {
             "io_cancel": 3,
             "io_getevents": 4,
             "io_pgetevents": 292,
+            "memfd_secret": 447,
+            "pidfd_getfd": 438,
+            "process_vm_readv": 270,
+            "process_vm_writev": 271,
+            "open_tree": 428,
+            "move_mount": 429,
+            "fsopen": 430,
+            "fsconfig": 431,
+            "fsmount": 432,
+            "fspick": 433,
+            "mount_setattr": 442,
+            "landlock_create_ruleset": 444,
+            "landlock_add_rule": 445,
+            "landlock_restrict_self": 446,
         },
+        denied={"unshare": 97, "setns": 268},
+        clone=220,
+        ptrace=117,
         has_x32=False,
     ),
 }
@@ -171,17 +233,30 @@ def program_filter(machine: str | None = None) -> bytes:
     if arch.has_x32:
         program.append(_Insn(_JGE_K, _X32_SYSCALL_BIT, true="nosys"))
     program += [_Insn(_JEQ_K, number, true="nosys") for number in arch.refused.values()]
+    program += [_Insn(_JEQ_K, number, true="perm") for number in arch.denied.values()]
     program += [
         _Insn(_JEQ_K, arch.socket, true="family"),
         _Insn(_JEQ_K, arch.socketpair, true="family"),
+        _Insn(_JEQ_K, arch.clone, true="clone"),
+        _Insn(_JEQ_K, arch.ptrace, true="ptrace"),
         _ret(RET_ALLOW),
         _Insn(_LD_W_ABS, _ARG0_LOW, label="family"),
         _Insn(_JEQ_K, AF_UNIX, true="allow"),
         _Insn(_JEQ_K, AF_INET, true="allow"),
         _Insn(_JEQ_K, AF_INET6, true="allow", false="noafs"),
+        # Namespace flags all sit in the low word of clone's flags (x86_64 and aarch64 alike).
+        _Insn(_LD_W_ABS, _ARG0_LOW, label="clone"),
+        _Insn(_JSET_K, CLONE_NAMESPACE_FLAGS, true="perm", false="allow"),
+        # PTRACE_TRACEME would make the program's parent (the docker launcher, bwrap's init)
+        # its tracer; the request is a long, so both words must be zero.
+        _Insn(_LD_W_ABS, _ARG0_LOW, label="ptrace"),
+        _Insn(_JEQ_K, PTRACE_TRACEME, false="allow"),
+        _Insn(_LD_W_ABS, _ARG0_HIGH),
+        _Insn(_JEQ_K, 0, true="perm", false="allow"),
         _ret(RET_ALLOW, label="allow"),
         _ret(_RET_ERRNO | errno.ENOSYS, label="nosys"),
         _ret(_RET_ERRNO | errno.EAFNOSUPPORT, label="noafs"),
+        _ret(_RET_ERRNO | errno.EPERM, label="perm"),
     ]
     return _assemble(program)
 
@@ -190,3 +265,130 @@ def filters_by_machine() -> dict[str, str]:
     """Every supported architecture's filter, hex-encoded: the docker launcher picks its own
     machine's (the engine may run on another architecture than the controller)."""
     return {machine: program_filter(machine).hex() for machine in SUPPORTED_MACHINES}
+
+
+# -- The engine's allowlist ----------------------------------------------------------------------
+#
+# The filter above is a denylist on top of whatever the engine already filters, and so lets
+# through every system call nobody thought of (memfd_secret, whose pages leave the host kernel's
+# direct map for good). The engine's own profile is therefore not the engine's default but an
+# allowlist of Proctor's own, pinned as data in seccomp_profile.json (Docker's JSON profile
+# format). Every process in the container runs under it: docker-init, the root launcher and the
+# program. What it does not allow fails with EPERM: Docker 20.10 drops a profile's
+# ``defaultErrnoRet`` (measured: the default answered EPERM whatever the profile said), so EPERM
+# is the one default every engine agrees on. The few calls glibc and CPython probe for and fall
+# back from only on ENOSYS (clone3 above all: EPERM there and no thread could start) are refused
+# with ENOSYS by a rule of their own. Each rule names the tests whose workloads need it
+# (tests/sandbox/test_seccomp_allowlist.py); docs/sandbox.md carries the table :func:`docs_table`
+# renders, and a test fails when the two disagree.
+
+PROFILE_PATH = Path(__file__).with_name("seccomp_profile.json")
+DOCS_BEGIN = "<!-- seccomp-allowlist:begin (generated by proctor.sandbox.seccomp.docs_table) -->"
+DOCS_END = "<!-- seccomp-allowlist:end -->"
+
+
+class ProfileError(Exception):
+    """The pinned profile is missing or not a well-formed allowlist."""
+
+
+@functools.cache
+def _profile_bytes() -> bytes:
+    try:
+        return PROFILE_PATH.read_bytes()
+    except OSError as exc:
+        raise ProfileError(f"cannot read the seccomp allowlist {PROFILE_PATH}: {exc.strerror}") from None
+
+
+def load_profile() -> dict[str, Any]:
+    """The pinned allowlist, checked: an errno default (never allow), rules that only allow or
+    refuse with an errno, each naming why and which tests need it."""
+    try:
+        profile = json.loads(_profile_bytes())
+    except ValueError as exc:
+        raise ProfileError(f"{PROFILE_PATH.name} is not JSON: {exc}") from None
+    if profile.get("defaultAction") != "SCMP_ACT_ERRNO":
+        raise ProfileError(f"{PROFILE_PATH.name}: the default action must be SCMP_ACT_ERRNO (an allowlist)")
+    for index, rule in enumerate(profile.get("syscalls") or []):
+        if rule.get("action") not in ("SCMP_ACT_ALLOW", "SCMP_ACT_ERRNO"):
+            raise ProfileError(f"{PROFILE_PATH.name}: rule {index} has action {rule.get('action')!r}")
+        if not rule.get("names") or not rule.get("comment") or not rule.get("tests"):
+            raise ProfileError(f"{PROFILE_PATH.name}: rule {index} needs names, a comment and tests")
+    return dict(profile)
+
+
+def allowed_syscalls() -> list[str]:
+    """Every system call some rule allows (with or without conditions on its arguments)."""
+    names = {
+        name
+        for rule in load_profile()["syscalls"]
+        if rule["action"] == "SCMP_ACT_ALLOW"
+        for name in rule["names"]
+    }
+    return sorted(names)
+
+
+def profile_sha256() -> str:
+    """The sha256 of the pinned file, recorded in run.json (``describe()``)."""
+    return hashlib.sha256(_profile_bytes()).hexdigest()
+
+
+def engine_profile(errno_honoured: bool = True) -> str:
+    """The profile as ``security_opt`` sends it: the pinned file's JSON, compact.
+
+    ``errno_honoured=False`` is for gVisor's runsc (the build Debian ships, 2022), which enforces
+    the profile inside its own kernel but ignores every rule's ``errnoRet``: the ENOSYS rule would
+    answer EPERM there, and glibc, refused clone3 with EPERM, could not start one thread. That
+    rule's calls are allowed instead, and gVisor answers ENOSYS itself: it implements none of them
+    (clone3 included, so no namespace flag reaches it unchecked; see docs/sandbox.md). Every other
+    rule, and the default, are the same bytes for both runtimes.
+    """
+    profile = load_profile()
+    if not errno_honoured:
+        for rule in profile["syscalls"]:
+            if rule["action"] == "SCMP_ACT_ERRNO" and rule.get("errnoRet") == errno.ENOSYS:
+                rule["action"] = "SCMP_ACT_ALLOW"
+                del rule["errnoRet"]
+    return json.dumps(profile, separators=(",", ":"))
+
+
+def describe_profile(errno_honoured: bool = True) -> dict[str, Any]:
+    """What run.json records (``describe()["seccomp_profile"]``): the pinned file's hash, the
+    hash of exactly what the engine was sent, and how many system calls it allows."""
+    return {
+        "file": "sandbox/seccomp_profile.json",
+        "sha256": profile_sha256(),
+        "sent_sha256": hashlib.sha256(engine_profile(errno_honoured).encode()).hexdigest(),
+        "allowed_syscalls": len(allowed_syscalls()),
+    }
+
+
+def _conditions(rule: dict[str, Any]) -> str:
+    parts = []
+    for arg in rule.get("args") or []:
+        op = {"SCMP_CMP_EQ": "==", "SCMP_CMP_NE": "!=", "SCMP_CMP_MASKED_EQ": "&"}.get(arg["op"], arg["op"])
+        if arg["op"] == "SCMP_CMP_MASKED_EQ":
+            parts.append(f"arg{arg['index']} & {arg['value']:#x} == {arg['valueTwo']:#x}")
+        else:
+            parts.append(f"arg{arg['index']} {op} {arg['value']:#x}")
+    return " and ".join(parts)
+
+
+def docs_table() -> str:
+    """The allowlist as the Markdown table docs/sandbox.md carries (a test checks they agree)."""
+    profile = load_profile()
+    lines = [
+        DOCS_BEGIN,
+        f"{len(allowed_syscalls())} system calls allowed (file sha256 `{profile_sha256()[:16]}…`); "
+        f"every other one fails with {errno.errorcode[profile['defaultErrnoRet']]}.",
+        "",
+        "| system calls | when | action | why | needed by |",
+        "|---|---|---|---|---|",
+    ]
+    for rule in profile["syscalls"]:
+        action = "allow" if rule["action"] == "SCMP_ACT_ALLOW" else errno.errorcode[rule["errnoRet"]]
+        tests = ", ".join(f"`{test}`" for test in rule["tests"])
+        names = ", ".join(f"`{name}`" for name in rule["names"])
+        when = _conditions(rule) or "always"
+        lines.append(f"| {names} | {when} | {action} | {rule['comment']} | {tests} |")
+    lines.append(DOCS_END)
+    return "\n".join(lines)

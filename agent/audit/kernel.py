@@ -151,3 +151,182 @@ CHECKS = [
         kernel_surface,
     ),
 ]
+
+
+# -- The system-call allowlist and the kernel classes it leaves out (issue 28) -------------------
+#
+# Under docker every process runs under Proctor's own allowlist (sandbox/seccomp_profile.json),
+# not the engine's default; the launcher's denylist refuses the same classes on every backend.
+# The probe asks for each class once, as a hostile program would, and keeps nothing it gets:
+# memfd_secret's descriptor is closed unmapped (no page leaves the host's direct map), the child
+# it reads and traces is its own and is killed. Two harmless calls the engines' default profiles
+# allow and the allowlist does not (ioprio_get, syncfs on the tmpfs /tmp) show which one is in
+# force. PTRACE_TRACEME comes last, from the program's main process, and the probe then exits.
+
+_CLASS_NUMBERS = {
+    "x86_64": {
+        "memfd_secret": 447, "fsopen": 430, "fsmount": 432, "open_tree": 428, "move_mount": 429,
+        "landlock_create_ruleset": 444, "pidfd_getfd": 438, "process_vm_readv": 310,
+        "process_vm_writev": 311, "ptrace": 101, "ioprio_get": 252, "syncfs": 306,
+    },
+    "aarch64": {
+        "memfd_secret": 447, "fsopen": 430, "fsmount": 432, "open_tree": 428, "move_mount": 429,
+        "landlock_create_ruleset": 444, "pidfd_getfd": 438, "process_vm_readv": 270,
+        "process_vm_writev": 271, "ptrace": 117, "ioprio_get": 31, "syncfs": 267,
+    },
+}  # fmt: skip
+
+
+def _classes_probe() -> str:
+    numbers = _CLASS_NUMBERS.get(platform.machine(), _CLASS_NUMBERS["x86_64"])
+    return f"""\
+import ctypes, errno, os, signal, time
+N = {numbers!r}
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+out = {{}}
+def probe(label, name, *args):
+    rc = libc.syscall(N[name], *args)
+    out[label] = "SUCCEEDED" if rc >= 0 else errno.errorcode.get(ctypes.get_errno(), "?")
+    # Descriptors are closed; landlock's version query and the others return a number, not one.
+    if rc > 2 and name in ("memfd_secret", "fsopen", "fsmount", "open_tree", "pidfd_getfd"):
+        try:
+            os.close(rc)
+        except OSError:
+            pass
+probe("memfd_secret", "memfd_secret", 0)
+probe("fsopen", "fsopen", b"tmpfs", 0)
+probe("fsmount", "fsmount", -1, 0, 0)
+probe("open_tree", "open_tree", -100, b"/tmp", 1)
+probe("move_mount", "move_mount", -1, b"", -100, b"/tmp", 0)
+probe("landlock_create_ruleset", "landlock_create_ruleset", None, 0, 1)
+probe("ioprio_get", "ioprio_get", 1, 0)
+tmp = os.open("/tmp", os.O_RDONLY)
+probe("syncfs", "syncfs", tmp)
+os.close(tmp)
+child = os.fork()
+if child == 0:
+    time.sleep(20)
+    os._exit(0)
+class IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+data = ctypes.create_string_buffer(16)
+vec = IoVec(ctypes.addressof(data), 16)
+probe("process_vm_readv", "process_vm_readv", child, ctypes.byref(vec), 1, ctypes.byref(vec), 1, 0)
+probe("process_vm_writev", "process_vm_writev", child, ctypes.byref(vec), 1, ctypes.byref(vec), 1, 0)
+try:
+    pidfd = os.pidfd_open(child)
+    probe("pidfd_getfd", "pidfd_getfd", pidfd, 0, 0)
+    os.close(pidfd)
+except OSError as exc:
+    out["pidfd_getfd"] = "pidfd_open " + errno.errorcode.get(exc.errno, "?")
+os.kill(child, signal.SIGKILL)
+os.waitpid(child, 0)
+probe("PTRACE_TRACEME", "ptrace", 0, 0, 0, 0)
+report(**out)
+"""
+
+
+async def _classes(ctx: AuditContext) -> tuple[Finding | None, dict[str, str]]:
+    result, reply = await shared_probe(ctx, "kernel_classes", _classes_probe(), timeout=15.0)
+    if reply is None:
+        return no_reply(result), {}
+    return None, {key: str(value) for key, value in reply.items()}
+
+
+def _allowlist_described(ctx: AuditContext) -> str:
+    profile = ctx.sandbox.describe().get("seccomp_profile")
+    if not isinstance(profile, dict):
+        return "no engine allowlist on this backend (the launcher's denylist only)"
+    digest = str(profile.get("sha256"))[:16]
+    return f"allowlist of {profile.get('allowed_syscalls')} system calls, sha256 {digest}"
+
+
+async def syscall_allowlist(ctx: AuditContext) -> Finding:
+    failed, reply = await _classes(ctx)
+    if failed is not None:
+        return failed
+    described = _allowlist_described(ctx)
+    canaries = {name: reply[name] for name in ("ioprio_get", "syncfs")}
+    evidence = escape_text(f"{described}; calls outside it: {canaries}")
+    if "SUCCEEDED" in canaries.values():
+        return Finding(
+            Verdict.WEAK, f"{described}; a call nobody listed reached the kernel (a denylist)", evidence
+        )
+    return Finding(Verdict.HELD, f"{described}; calls outside it refused", evidence)
+
+
+async def memfd_secret(ctx: AuditContext) -> Finding:
+    failed, reply = await _classes(ctx)
+    if failed is not None:
+        return failed
+    evidence = escape_text(f"memfd_secret(0): {reply['memfd_secret']}")
+    if reply["memfd_secret"] == "SUCCEEDED":
+        return Finding(
+            Verdict.BROKEN,
+            "memfd_secret allowed: its pages split the host's direct map until reboot",
+            evidence,
+        )
+    return Finding(Verdict.HELD, "refused", evidence)
+
+
+_CLASS_ROWS = ("fsopen", "fsmount", "open_tree", "move_mount", "landlock_create_ruleset", "pidfd_getfd",
+               "process_vm_readv", "process_vm_writev")  # fmt: skip
+
+
+async def kernel_classes(ctx: AuditContext) -> Finding:
+    failed, reply = await _classes(ctx)
+    if failed is not None:
+        return failed
+    outcomes = {name: reply[name] for name in _CLASS_ROWS}
+    evidence = escape_text(str(outcomes))
+    reached = sorted(name for name, outcome in outcomes.items() if outcome == "SUCCEEDED")
+    if reached:
+        return Finding(Verdict.WEAK, f"{', '.join(reached)} reached the kernel", evidence)
+    return Finding(Verdict.HELD, "all refused", evidence)
+
+
+async def ptrace_traceme(ctx: AuditContext) -> Finding:
+    failed, reply = await _classes(ctx)
+    if failed is not None:
+        return failed
+    evidence = escape_text(
+        f"ptrace(PTRACE_TRACEME) from the program's main process: {reply['PTRACE_TRACEME']}"
+    )
+    if reply["PTRACE_TRACEME"] == "SUCCEEDED":
+        return Finding(Verdict.BROKEN, "made its parent (the launcher) its tracer", evidence)
+    return Finding(Verdict.HELD, "refused", evidence)
+
+
+CHECKS += [
+    Check(
+        "priv.syscall_allowlist",
+        PRIVILEGES,
+        "read the sandbox's allowlist; ioprio_get and syncfs, which engines' default profiles allow",
+        "an allowlist of Proctor's own; both refused",
+        syscall_allowlist,
+    ),
+    Check(
+        "priv.memfd_secret",
+        PRIVILEGES,
+        "memfd_secret (each secret page splits the host kernel's direct map until reboot)",
+        "refused",
+        memfd_secret,
+        quick=True,
+    ),
+    Check(
+        "priv.kernel_classes",
+        PRIVILEGES,
+        "the new mount API, landlock, pidfd_getfd and process_vm_readv/writev on its own child",
+        "all refused",
+        kernel_classes,
+    ),
+    Check(
+        "priv.ptrace_traceme",
+        PRIVILEGES,
+        "ptrace(PTRACE_TRACEME) from the program's main process",
+        "refused (EPERM)",
+        ptrace_traceme,
+        quick=True,
+    ),
+]

@@ -294,8 +294,13 @@ WEAKENED: dict[str, tuple[list[str], dict[str, str]]] = {
     ),
     "no_memory_limit": (["limits.memory"], {"limits.memory": "without being stopped"}),
     "no_program_filter": (
-        ["net.unfenced_families", "priv.kernel_surface"],
-        {"net.unfenced_families": "'AF_VSOCK': 'OPENED'", "priv.kernel_surface": "OPENED AF_VSOCK"},
+        ["net.unfenced_families", "priv.kernel_surface", "priv.memfd_secret", "priv.ptrace_traceme"],
+        {
+            "net.unfenced_families": "'AF_VSOCK': 'OPENED'",
+            "priv.kernel_surface": "OPENED AF_VSOCK",
+            "priv.memfd_secret": "SUCCEEDED",
+            "priv.ptrace_traceme": "SUCCEEDED",
+        },
     ),
     "reused_pool": (
         ["state."],

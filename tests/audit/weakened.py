@@ -25,6 +25,9 @@ WEAKENINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "writable_root": ({"read_only": False}, {}),
     "no_pids_limit": ({"pids_limit": -1}, {}),
     "no_memory_limit": ({"mem_limit": 0, "memswap_limit": 0}, {}),
+    # Both of Proctor's filters gone: the engine's default profile instead of the allowlist
+    # (as before issue 28), and the launcher's filter swapped for allow-all (REWRITES).
+    "no_program_filter": ({"security_opt": ["no-new-privileges"]}, {}),
 }
 
 
