@@ -30,6 +30,7 @@ from docker.types import Ulimit
 from proctor.sandbox import socket_memory
 from proctor.sandbox.api import OPEN_FILES, Limits, SandboxError
 from proctor.sandbox.output import CappedBuffer
+from proctor.sandbox.reaper import WAIT_SOURCE
 from proctor.sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
 from proctor.sandbox.seccomp import filters_by_machine
 
@@ -74,8 +75,9 @@ HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 # Before announcing itself ready the first time, the launcher runs the image's entrypoint once as
 # the sandbox user (``ENTRYPOINT true``): the pinned image's sandbox-init prepares the numba cache
 # on the tmpfs, which must belong to the program, not to root.
-LAUNCHER = """\
-import ctypes, fcntl, json, os, resource, select, signal, stat, sys, threading, time
+LAUNCHER = (
+    """\
+import ctypes, errno, fcntl, json, os, resource, select, signal, stat, sys, threading, time
 config = json.loads(sys.argv[1])
 uid, gid = config['uid'], config['gid']
 libc = ctypes.CDLL(None, use_errno=True)
@@ -138,9 +140,9 @@ def spawn(argv, stdin=None, before_exec=None):
             finally:
                 os._exit(127)
     return pid
-def wait(pid):
-    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    return 128 - code if code < 0 else code
+"""
+    + WAIT_SOURCE
+    + """\
 def kill_all(*_):
     try:
         os.kill(-1, 9)
@@ -152,6 +154,7 @@ def others():
 def sweep():
     for _ in range(300):
         kill_all()
+        reap()
         if not others():
             return True
         time.sleep(0.01)
@@ -247,13 +250,13 @@ def say(fd, data):
         except BlockingIOError:
             select.select([], [fd], [], 0.05)
 def take(n):
-    data = b''
+    data = bytearray()
     while len(data) < n:
-        chunk = os.read(0, n - len(data))
+        chunk = os.read(0, min(n - len(data), 1 << 20))
         if not chunk:
             os._exit(0)
         data += chunk
-    return data
+    return bytes(data)
 def feed(count, pipe):
     broken = False
     while count > 0:
@@ -324,6 +327,7 @@ while True:
         os._exit(1)
     fresh_tree = tree()
 """
+)
 # SETUID/SETGID: the program's fork drops to the sandbox user. SETPCAP: it also empties its
 # capability bounding set. KILL: a root process may signal another uid's processes only with it
 # (the backstop and the final sweep). Nothing else: no DAC override, no chown, no ptrace.

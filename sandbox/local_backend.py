@@ -59,7 +59,7 @@ LOCAL_WARNING = (
     "warning: sandbox backend 'local' isolates less than docker: bubblewrap on the host kernel, "
     "the host's Python and libraries, not the pinned image"
 )
-# Extra processes in a call besides the program: bwrap outside and bwrap as the pid-1 reaper.
+# Extra processes in a call besides the program: bwrap outside and the sandbox's init (bwrap.INIT).
 _BWRAP_PROCESSES = 2
 
 
@@ -335,6 +335,7 @@ class LocalSandbox:
                     program,
                     staged=self._privileged,
                     seccomp_fd=filter_fd,
+                    python=self.python,
                 )
                 setup = bwrap.make_child_setup(
                     self._layout,

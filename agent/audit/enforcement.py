@@ -183,7 +183,13 @@ report(made=made, error=error)
 
 
 _FIGHT = """\
-import os, signal, errno
+import os, signal, errno, time
+def stopped(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rpartition(")")[2].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
 mine = {os.getpid()}
 own_environ = set(open("/proc/self/environ", "rb").read().split(b"\\0"))
 out = {}
@@ -198,7 +204,14 @@ for entry in os.listdir("/proc"):
     row = {"comm": comm}
     try:
         os.kill(pid, signal.SIGSTOP)
-        row["stop"] = "STOPPED"
+        # kill() succeeding is not a stop: a namespace's init drops signals it has no handler
+        # for. Only the process's own state says it stopped.
+        row["stop"] = "IGNORED"
+        for _ in range(50):
+            if stopped(pid):
+                row["stop"] = "STOPPED"
+                break
+            time.sleep(0.01)
         os.kill(pid, signal.SIGCONT)
     except OSError as exc:
         row["stop"] = errno.errorcode.get(exc.errno, str(exc.errno))
@@ -242,6 +255,14 @@ async def stop_enforcer(ctx: AuditContext) -> Finding:
     )
     if stopped:
         return Finding(Verdict.BROKEN, f"stopped process(es) it did not start: {stopped}", evidence)
+    ignored = sorted(pid for pid, row in processes.items() if row["stop"] == "IGNORED")
+    if ignored:
+        return Finding(
+            Verdict.HELD,
+            f"SIGSTOP refused or dropped for all {len(processes)} other process(es) (dropped by the "
+            f"namespace's init: {', '.join(ignored)})",
+            evidence,
+        )
     return Finding(Verdict.HELD, f"SIGSTOP refused for all {len(processes)} other process(es)", evidence)
 
 
