@@ -30,6 +30,7 @@ from docker.types import Ulimit
 from proctor.sandbox import socket_memory
 from proctor.sandbox.api import OPEN_FILES, Limits, SandboxError
 from proctor.sandbox.output import CappedBuffer
+from proctor.sandbox.program import SOURCE_FD
 from proctor.sandbox.reaper import WAIT_SOURCE
 from proctor.sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
 from proctor.sandbox.seccomp import filters_by_machine
@@ -79,6 +80,7 @@ LAUNCHER = (
     """\
 import ctypes, errno, fcntl, json, os, resource, select, signal, stat, sys, threading, time
 config = json.loads(sys.argv[1])
+SOURCE_FD = config['source_fd']
 uid, gid = config['uid'], config['gid']
 libc = ctypes.CDLL(None, use_errno=True)
 if libc.prctl(4, 0, 0, 0, 0) != 0:
@@ -123,12 +125,17 @@ def demote():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     confine()
-def spawn(argv, stdin=None, before_exec=None):
+def spawn(argv, stdin=None, before_exec=None, source=None):
     pid = os.fork()
     if pid == 0:
         try:
             if stdin is not None:
                 os.dup2(stdin, 0)
+            if source is not None:
+                if source == SOURCE_FD:
+                    os.set_inheritable(source, True)
+                else:
+                    os.dup2(source, SOURCE_FD)
             demote()
             if before_exec is not None:
                 before_exec()
@@ -286,11 +293,23 @@ while True:
     oom_before = oom_kills()
     signal.signal(signal.SIGALRM, kill_all)
     signal.alarm(request['backstop_s'])
+    source = None
+    if request['source_bytes'] is not None:
+        # The program's code, too long for its command line: a memory file, read once by the
+        # program's bootstrap (sandbox/program.py), charged to the container's memory.
+        source = os.memfd_create('program')
+        view = memoryview(take(request['source_bytes']))
+        while view:
+            view = view[os.write(source, view):]
+        del view
+        os.lseek(source, 0, os.SEEK_SET)
     stdin, pipe = os.pipe()
     # Each call starts with the streams' own flags, whatever an earlier call left on them.
     restore_streams()
-    pid = spawn(request['argv'], stdin)
+    pid = spawn(request['argv'], stdin, source=source)
     os.close(stdin)
+    if source is not None:
+        os.close(source)
     feeder = threading.Thread(target=feed, args=(request['stdin_bytes'], pipe))
     feeder.start()
     code = wait(pid)
@@ -458,6 +477,7 @@ def create_started_container(
             "gid": int(gid),
             "prepare": prepare or [],
             "nproc": nproc,
+            "source_fd": SOURCE_FD,
             # The program's own seccomp filter (sandbox/seccomp.py), one per architecture: the
             # launcher installs its machine's in every process it demotes, and refuses to start
             # on a machine without one.
@@ -633,6 +653,7 @@ def run_program(
     timeout: float,
     output_cap: int,
     keep: bool = False,
+    source: bytes | None = None,
 ) -> RawRun:
     """Hand ``argv`` to the waiting launcher and stream its output back, capped, until it exits.
 
@@ -656,10 +677,13 @@ def run_program(
             "nonce": nonce,
             "backstop_s": backstop_s,
             "stdin_bytes": len(stdin or b""),
+            # Code too long for a command line (sandbox/program.py) follows the request, before
+            # stdin; the launcher hands it to the program on descriptor SOURCE_FD.
+            "source_bytes": None if source is None else len(source),
             "keep": keep,
         }
     ).encode("utf-8")
-    outgoing = b"%0*d" % (HEADER_DIGITS, len(request)) + request + (stdin or b"")
+    outgoing = b"%0*d" % (HEADER_DIGITS, len(request)) + request + (source or b"") + (stdin or b"")
     started = time.monotonic()
     reusable = False
     try:
