@@ -344,8 +344,9 @@ time.sleep(3600)
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
-def container_cgroup_processes(container_id: str, root: Path = CGROUP_ROOT) -> list[int]:
+def container_cgroup_processes(container_id: str) -> list[int]:
     """Host PIDs in a container's cgroups: cgroup v1 (``*/docker/<id>``) or v2 under systemd."""
+    root = CGROUP_ROOT
     found: set[int] = set()
     patterns = (
         f"*/docker/{container_id}/cgroup.procs",
