@@ -196,3 +196,12 @@ async def test_a_program_may_debug_its_own_child(sandbox: Sandbox) -> None:
     )
     assert result.exit_code == 0, result
     assert result.stdout == "attach ok\nstopped True\nchild exit 6\n", result
+
+
+async def test_the_program_is_never_pid_1(sandbox: Sandbox, backend_name: str) -> None:
+    # A PID 1 that asks to be traced has the engine's shim as its tracer, which was seen to keep
+    # it in tracing stop after `docker rm -f`: the program must never be its namespace's init.
+    result = await run_attack(sandbox, "print(os.getpid(), open('/proc/1/comm').read().strip())\n")
+    pid, init = result.stdout.split()
+    assert int(pid) != 1, result
+    assert init == ("docker-init" if backend_name == "docker" else "python3"), result
