@@ -32,6 +32,7 @@ from pathlib import Path
 
 from proctor.sandbox import seccomp
 from proctor.sandbox.api import SandboxUnavailable
+from proctor.sandbox.reaper import WAIT_SOURCE
 
 INSTALL_HINT = "install bubblewrap (Debian: apt-get install bubblewrap) or use --backend docker"
 # The uid/gid the program sees inside its user namespace: the docker image's sandbox user.
@@ -144,6 +145,46 @@ def seccomp_fd() -> int:
     return fd
 
 
+# The sandbox's PID 1, in place of bwrap's own reaper (``--as-pid-1``). bwrap's reaper runs as
+# the program's uid and stays dumpable, so the program could PTRACE_ATTACH it, SIGSTOP it and
+# read its memory and stdin (the audit's priv.ptrace, enforce.stop, enforce.read); and it read
+# a traced child's stop as the program's end. This init makes itself non-dumpable before the
+# program exists, which puts its /proc files, its memory and ptrace out of reach of a process
+# without CAP_SYS_PTRACE in the namespace (the program has none), and being the namespace's
+# init, the kernel drops every signal sent to it from inside for which it has no handler: it
+# keeps none (Python's SIGINT handler is reset). It forks the program with Python's ignored
+# signals restored to their defaults, waits with the same code as the docker launcher
+# (sandbox/reaper.py: only the program's own exit or signal, 128 + N, ever comes back), then
+# exits with that: its end takes every process left in the namespace with it.
+INIT = (
+    """\
+import ctypes, errno, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.prctl(4, 0, 0, 0, 0) != 0:
+    os.write(2, b'sandbox: the init cannot make itself non-dumpable\\n')
+    os._exit(1)
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+"""
+    + WAIT_SOURCE
+    + """\
+argv = sys.argv[1:]
+pid = os.fork()
+if pid == 0:
+    try:
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+        os.execvp(argv[0], argv)
+    except BaseException as exc:
+        try:
+            why = getattr(exc, 'strerror', None) or exc
+            os.write(2, ('sandbox: cannot run %r: %s\\n' % (argv[0], why)).encode())
+        finally:
+            os._exit(127)
+os._exit(wait(pid))
+"""
+)
+
+
 def bwrap_argv(
     bwrap: str,
     layout: Layout,
@@ -152,11 +193,14 @@ def bwrap_argv(
     *,
     staged: bool,
     seccomp_fd: int,
+    python: str,
 ) -> list[str]:
-    """The full command line: bwrap's options, then the program."""
+    """The full command line: bwrap's options, then :data:`INIT` (run by ``python``), then the program."""
     argv = [
         bwrap,
         "--unshare-all",  # user, mount, pid, net, ipc, uts, cgroup (if the kernel has it)
+        # No bwrap reaper: INIT is the namespace's PID 1 (see there).
+        "--as-pid-1",
         "--unshare-user",
         "--disable-userns",  # no nested user namespaces: no capabilities to regain inside
         "--die-with-parent",
@@ -225,6 +269,11 @@ def bwrap_argv(
         "--chdir",
         "/tmp",
         "--",
+        python,
+        "-I",
+        "-S",
+        "-c",
+        INIT,
         *program,
     ]
     return argv
@@ -301,7 +350,13 @@ def probe(bwrap: str, layout: Layout, python: str) -> str | None:
     except SandboxUnavailable as exc:
         return str(exc)
     argv = bwrap_argv(
-        bwrap, layout, 1024 * 1024, [python, "-I", "-c", "print('ok')"], staged=root, seccomp_fd=filter_fd
+        bwrap,
+        layout,
+        1024 * 1024,
+        [python, "-I", "-c", "print('ok')"],
+        staged=root,
+        seccomp_fd=filter_fd,
+        python=python,
     )
     try:
         done = subprocess.run(

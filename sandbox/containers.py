@@ -31,6 +31,8 @@ from proctor.sandbox import socket_memory
 from proctor.sandbox.api import OPEN_FILES, Limits, SandboxError
 from proctor.sandbox.host_counters import engine_is_local, lxcfs_binds
 from proctor.sandbox.output import CappedBuffer
+from proctor.sandbox.program import SOURCE_FD
+from proctor.sandbox.reaper import WAIT_SOURCE
 from proctor.sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
 from proctor.sandbox.seccomp import filters_by_machine
 
@@ -75,9 +77,11 @@ HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 # Before announcing itself ready the first time, the launcher runs the image's entrypoint once as
 # the sandbox user (``ENTRYPOINT true``): the pinned image's sandbox-init prepares the numba cache
 # on the tmpfs, which must belong to the program, not to root.
-LAUNCHER = """\
-import ctypes, fcntl, json, os, resource, select, signal, stat, sys, threading, time
+LAUNCHER = (
+    """\
+import ctypes, errno, fcntl, json, os, resource, select, signal, stat, sys, threading, time
 config = json.loads(sys.argv[1])
+SOURCE_FD = config['source_fd']
 uid, gid = config['uid'], config['gid']
 libc = ctypes.CDLL(None, use_errno=True)
 if libc.prctl(4, 0, 0, 0, 0) != 0:
@@ -122,12 +126,17 @@ def demote():
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     confine()
-def spawn(argv, stdin=None, before_exec=None):
+def spawn(argv, stdin=None, before_exec=None, source=None):
     pid = os.fork()
     if pid == 0:
         try:
             if stdin is not None:
                 os.dup2(stdin, 0)
+            if source is not None:
+                if source == SOURCE_FD:
+                    os.set_inheritable(source, True)
+                else:
+                    os.dup2(source, SOURCE_FD)
             demote()
             if before_exec is not None:
                 before_exec()
@@ -139,9 +148,9 @@ def spawn(argv, stdin=None, before_exec=None):
             finally:
                 os._exit(127)
     return pid
-def wait(pid):
-    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    return 128 - code if code < 0 else code
+"""
+    + WAIT_SOURCE
+    + """\
 def kill_all(*_):
     try:
         os.kill(-1, 9)
@@ -153,6 +162,7 @@ def others():
 def sweep():
     for _ in range(300):
         kill_all()
+        reap()
         if not others():
             return True
         time.sleep(0.01)
@@ -248,13 +258,13 @@ def say(fd, data):
         except BlockingIOError:
             select.select([], [fd], [], 0.05)
 def take(n):
-    data = b''
+    data = bytearray()
     while len(data) < n:
-        chunk = os.read(0, n - len(data))
+        chunk = os.read(0, min(n - len(data), 1 << 20))
         if not chunk:
             os._exit(0)
         data += chunk
-    return data
+    return bytes(data)
 def feed(count, pipe):
     broken = False
     while count > 0:
@@ -284,11 +294,23 @@ while True:
     oom_before = oom_kills()
     signal.signal(signal.SIGALRM, kill_all)
     signal.alarm(request['backstop_s'])
+    source = None
+    if request['source_bytes'] is not None:
+        # The program's code, too long for its command line: a memory file, read once by the
+        # program's bootstrap (sandbox/program.py), charged to the container's memory.
+        source = os.memfd_create('program')
+        view = memoryview(take(request['source_bytes']))
+        while view:
+            view = view[os.write(source, view):]
+        del view
+        os.lseek(source, 0, os.SEEK_SET)
     stdin, pipe = os.pipe()
     # Each call starts with the streams' own flags, whatever an earlier call left on them.
     restore_streams()
-    pid = spawn(request['argv'], stdin)
+    pid = spawn(request['argv'], stdin, source=source)
     os.close(stdin)
+    if source is not None:
+        os.close(source)
     feeder = threading.Thread(target=feed, args=(request['stdin_bytes'], pipe))
     feeder.start()
     code = wait(pid)
@@ -325,6 +347,7 @@ while True:
         os._exit(1)
     fresh_tree = tree()
 """
+)
 # SETUID/SETGID: the program's fork drops to the sandbox user. SETPCAP: it also empties its
 # capability bounding set. KILL: a root process may signal another uid's processes only with it
 # (the backstop and the final sweep). Nothing else: no DAC override, no chown, no ptrace.
@@ -455,6 +478,7 @@ def create_started_container(
             "gid": int(gid),
             "prepare": prepare or [],
             "nproc": nproc,
+            "source_fd": SOURCE_FD,
             # The program's own seccomp filter (sandbox/seccomp.py), one per architecture: the
             # launcher installs its machine's in every process it demotes, and refuses to start
             # on a machine without one.
@@ -633,6 +657,7 @@ def run_program(
     timeout: float,
     output_cap: int,
     keep: bool = False,
+    source: bytes | None = None,
 ) -> RawRun:
     """Hand ``argv`` to the waiting launcher and stream its output back, capped, until it exits.
 
@@ -656,10 +681,13 @@ def run_program(
             "nonce": nonce,
             "backstop_s": backstop_s,
             "stdin_bytes": len(stdin or b""),
+            # Code too long for a command line (sandbox/program.py) follows the request, before
+            # stdin; the launcher hands it to the program on descriptor SOURCE_FD.
+            "source_bytes": None if source is None else len(source),
             "keep": keep,
         }
     ).encode("utf-8")
-    outgoing = b"%0*d" % (HEADER_DIGITS, len(request)) + request + (stdin or b"")
+    outgoing = b"%0*d" % (HEADER_DIGITS, len(request)) + request + (source or b"") + (stdin or b"")
     started = time.monotonic()
     reusable = False
     try:

@@ -38,7 +38,7 @@ from proctor.sandbox.containers import (
 from proctor.sandbox.host_counters import describe_host_counters, engine_is_local
 from proctor.sandbox.image import image_libraries
 from proctor.sandbox.pool import Lease, WarmPool
-from proctor.sandbox.program import resolve_argv
+from proctor.sandbox.program import SOURCE_FD, Program, resolve_program
 from proctor.sandbox.runtimes import RUNC, RUNSC, Engine, connect_engine_for, default_engine_url
 from proctor.sandbox.seccomp import describe_profile
 from proctor.sandbox.slots import ExecutionSlots, current_caller
@@ -263,7 +263,7 @@ class DockerSandbox:
         if self._closed:
             raise SandboxError("this sandbox has been closed")
         try:
-            program = resolve_argv(code, argv, "python3")
+            program = resolve_program(code, argv, "python3")
         except InvalidProgram:
             raise  # the code's fault, reported to its author: not a sandbox failure
         except ValueError as exc:
@@ -280,7 +280,7 @@ class DockerSandbox:
         return await self._exec_pooled(program, stdin_bytes, timeout, limits)
 
     async def _exec_pooled(
-        self, program: list[str], stdin: bytes | None, timeout: float, limits: Limits
+        self, program: Program, stdin: bytes | None, timeout: float, limits: Limits
     ) -> ExecResult:
         caller = current_caller()
         for attempt in range(2):
@@ -310,7 +310,7 @@ class DockerSandbox:
     async def _run_leased(
         self,
         lease: Lease[StartedContainer],
-        program: list[str],
+        program: Program,
         stdin: bytes | None,
         timeout: float,
         limits: Limits,
@@ -321,11 +321,12 @@ class DockerSandbox:
                 run_program,
                 self.api,
                 container,
-                program,
+                program.argv_with(SOURCE_FD),
                 stdin,
                 timeout,
                 limits.output_bytes,
                 self.pool.recycling,
+                program.source,
             )
         except BaseException as exc:
             # Cancellation and Ctrl-C included: removal is awaited (shielded) before leaving.
@@ -341,7 +342,7 @@ class DockerSandbox:
     async def _run_in(
         self,
         container: StartedContainer,
-        program: list[str],
+        program: Program,
         stdin: bytes | None,
         timeout: float,
         limits: Limits,
@@ -349,7 +350,15 @@ class DockerSandbox:
         """Run one program in ``container`` and remove the container whatever happens."""
         try:
             raw = await self._blocking(
-                run_program, self.api, container, program, stdin, timeout, limits.output_bytes
+                run_program,
+                self.api,
+                container,
+                program.argv_with(SOURCE_FD),
+                stdin,
+                timeout,
+                limits.output_bytes,
+                False,
+                program.source,
             )
         except BaseException as exc:
             # Cancellation and Ctrl-C included: removal is awaited (shielded) before leaving.

@@ -47,7 +47,7 @@ from proctor.sandbox.api import (
     SandboxUnavailable,
 )
 from proctor.sandbox.output import CappedBuffer
-from proctor.sandbox.program import resolve_argv
+from proctor.sandbox.program import Program, resolve_program
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ LOCAL_WARNING = (
     "warning: sandbox backend 'local' isolates less than docker: bubblewrap on the host kernel, "
     "the host's Python and libraries, not the pinned image"
 )
-# Extra processes in a call besides the program: bwrap outside and bwrap as the pid-1 reaper.
+# Extra processes in a call besides the program: bwrap outside and the sandbox's init (bwrap.INIT).
 _BWRAP_PROCESSES = 2
 
 
@@ -315,7 +315,7 @@ class LocalSandbox:
         if self._closed:
             raise SandboxError("this sandbox has been closed")
         try:
-            program = resolve_argv(code, argv, self.python)
+            program = resolve_program(code, argv, self.python)
         except InvalidProgram:
             raise
         except ValueError as exc:
@@ -327,23 +327,28 @@ class LocalSandbox:
             if self._cgroups:
                 cgroups = CallCgroups(limits)
             filter_fd = bwrap.seccomp_fd()
+            source_fd = _source_fd(program)
             try:
                 command = bwrap.bwrap_argv(
                     self._bwrap,
                     self._layout,
                     limits.tmpfs_bytes,
-                    program,
+                    program.argv_with(source_fd if source_fd is not None else -1),
                     staged=self._privileged,
                     seccomp_fd=filter_fd,
+                    python=self.python,
                 )
                 setup = bwrap.make_child_setup(
                     self._layout,
                     bwrap.pick_host_uid() if self._privileged else None,
                     _limits_setter(limits, timeout, cgroups),
                 )
-                return await self._run(command, setup, stdin_bytes, timeout, limits, cgroups, filter_fd)
+                passed = (filter_fd,) if source_fd is None else (filter_fd, source_fd)
+                return await self._run(command, setup, stdin_bytes, timeout, limits, cgroups, passed)
             finally:
                 os.close(filter_fd)
+                if source_fd is not None:
+                    os.close(source_fd)
         finally:
             if cgroups is not None:
                 await asyncio.shield(asyncio.to_thread(cgroups.kill_all_and_remove))
@@ -356,7 +361,7 @@ class LocalSandbox:
         timeout: float,
         limits: Limits,
         cgroups: CallCgroups | None,
-        filter_fd: int,
+        pass_fds: tuple[int, ...],
     ) -> ExecResult:
         started = time.monotonic()
         try:
@@ -369,7 +374,7 @@ class LocalSandbox:
                 env=_scrubbed_env(self.python, limits.cpus),
                 start_new_session=True,
                 preexec_fn=setup,
-                pass_fds=(filter_fd,),
+                pass_fds=pass_fds,
             )
         except (OSError, subprocess.SubprocessError) as exc:
             raise SandboxError(f"could not start the local sandbox: {exc}") from exc
@@ -412,6 +417,23 @@ class LocalSandbox:
             backend=self.backend,
             image=None,
         )
+
+
+def _source_fd(program: Program) -> int | None:
+    """Code too long for a command line (sandbox/program.py) in a memory file the program
+    inherits through bwrap and its init; its bootstrap reads and closes it."""
+    if program.source is None:
+        return None
+    fd = os.memfd_create("proctor-program", os.MFD_CLOEXEC)
+    try:
+        view = memoryview(program.source)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.lseek(fd, 0, os.SEEK_SET)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 async def _drain(stream: asyncio.StreamReader, sink: CappedBuffer) -> None:

@@ -183,7 +183,13 @@ report(made=made, error=error)
 
 
 _FIGHT = """\
-import os, signal, errno
+import os, signal, errno, time
+def stopped(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rpartition(")")[2].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
 mine = {os.getpid()}
 own_environ = set(open("/proc/self/environ", "rb").read().split(b"\\0"))
 out = {}
@@ -198,7 +204,14 @@ for entry in os.listdir("/proc"):
     row = {"comm": comm}
     try:
         os.kill(pid, signal.SIGSTOP)
-        row["stop"] = "STOPPED"
+        # kill() succeeding is not a stop: a namespace's init drops signals it has no handler
+        # for. Only the process's own state says it stopped.
+        row["stop"] = "IGNORED"
+        for _ in range(50):
+            if stopped(pid):
+                row["stop"] = "STOPPED"
+                break
+            time.sleep(0.01)
         os.kill(pid, signal.SIGCONT)
     except OSError as exc:
         row["stop"] = errno.errorcode.get(exc.errno, str(exc.errno))
@@ -242,6 +255,14 @@ async def stop_enforcer(ctx: AuditContext) -> Finding:
     )
     if stopped:
         return Finding(Verdict.BROKEN, f"stopped process(es) it did not start: {stopped}", evidence)
+    ignored = sorted(pid for pid, row in processes.items() if row["stop"] == "IGNORED")
+    if ignored:
+        return Finding(
+            Verdict.HELD,
+            f"SIGSTOP refused or dropped for all {len(processes)} other process(es) (dropped by the "
+            f"namespace's init: {', '.join(ignored)})",
+            evidence,
+        )
     return Finding(Verdict.HELD, f"SIGSTOP refused for all {len(processes)} other process(es)", evidence)
 
 
@@ -274,6 +295,94 @@ async def read_enforcer(ctx: AuditContext) -> Finding:
             evidence,
         )
     return Finding(Verdict.HELD, f"nothing readable in {len(processes)} other process(es)", evidence)
+
+
+# ptrace(PTRACE_TRACEME) makes the supervisor (the docker launcher, the local backend's init)
+# the program's tracer; its stops then reach the supervisor's waitpid. Attack tests:
+# tests/sandbox/test_launcher_attacks.py (every backend).
+_TRACED_SUPERVISOR = """\
+import ctypes, os, signal, sys
+libc = ctypes.CDLL(None, use_errno=True)
+signal.signal(signal.SIGUSR1, lambda *_: print('handled', flush=True))
+rc = libc.ptrace(0, 0, None, None)
+print('traceme', 'ok' if rc == 0 else os.strerror(ctypes.get_errno()), flush=True)
+os.kill(os.getpid(), signal.SIGUSR1)
+signal.raise_signal(signal.SIGUSR1)
+sys.exit(7)
+"""
+
+
+async def traced_supervisor(ctx: AuditContext) -> Finding:
+    result = await ctx.sandbox.exec(_TRACED_SUPERVISOR, timeout=10)
+    evidence = escape_text(f"{describe_exec(result)}; stdout {result.stdout[-200:]!r}")
+    if result.exit_code != 7 or not result.stdout.endswith("handled\nhandled\n"):
+        return Finding(Verdict.BROKEN, "the call did not end as the program ended itself (exit 7)", evidence)
+    how = "detached by the supervisor" if result.stdout.startswith("traceme ok") else "PTRACE_TRACEME refused"
+    return Finding(
+        Verdict.HELD, f"the program's own exit code (7) came back; its handler ran twice ({how})", evidence
+    )
+
+
+# After a call whose container is gone, no host process may remain in the container's cgroups:
+# on this engine a traced process whose tracer died was seen to sit in tracing stop after
+# `docker rm -f`. Tests: tests/sandbox/test_launcher_attacks.py (after every call, every
+# container) and tests/audit/test_audit.py::test_leftover_row_sees_a_process_in_a_gone_containers_cgroup.
+_LEFTOVER = """\
+import ctypes, os, signal, time
+libc = ctypes.CDLL(None, use_errno=True)
+child = os.fork()
+if child == 0:
+    libc.ptrace(0, 0, None, None)
+    os.kill(os.getpid(), signal.SIGSTOP)
+    os._exit(0)
+if os.fork() == 0:
+    os.setsid()
+    time.sleep(3600)
+print('planted', flush=True)
+time.sleep(3600)
+"""
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def container_cgroup_processes(container_id: str) -> list[int]:
+    """Host PIDs in a container's cgroups: cgroup v1 (``*/docker/<id>``) or v2 under systemd."""
+    root = CGROUP_ROOT
+    found: set[int] = set()
+    patterns = (
+        f"*/docker/{container_id}/cgroup.procs",
+        f"system.slice/docker-{container_id}.scope/cgroup.procs",
+    )
+    for pattern in patterns:
+        for procs in root.glob(pattern):
+            with contextlib.suppress(OSError, ValueError):
+                found.update(int(pid) for pid in procs.read_text().split())
+    return sorted(found)
+
+
+async def leftover_processes(ctx: AuditContext) -> Finding:
+    result = await ctx.sandbox.exec(_LEFTOVER, timeout=1.5)
+    container_id = result.extra.get("container_id")
+    if not isinstance(container_id, str) or not container_id:
+        return Finding(
+            Verdict.BROKEN, "the call named no container to look for", escape_text(describe_exec(result))
+        )
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CONTAINER_GRACE_S
+    while True:
+        left = await asyncio.to_thread(container_cgroup_processes, container_id)
+        if not left or loop.time() >= deadline:
+            break
+        await asyncio.sleep(0.2)
+    evidence = escape_text(
+        f"a traced, stopped child and a setsid sleeper, then the 1.5 s timeout; {describe_exec(result)}; "
+        f"host pids in container {container_id[:12]}'s cgroups (waited up to {CONTAINER_GRACE_S:g} s): "
+        f"{left or 'none'}"
+    )
+    if not result.timed_out:
+        return Finding(Verdict.BROKEN, "the call was not ended by its deadline", evidence)
+    if left:
+        return Finding(Verdict.BROKEN, f"{len(left)} process(es) outlived the container", evidence)
+    return Finding(Verdict.HELD, "the container's cgroups hold no process after the call", evidence)
 
 
 CHECKS = [
@@ -323,5 +432,28 @@ CHECKS = [
         "refused",
         read_enforcer,
         quick=True,
+    ),
+    Check(
+        "enforce.traced_supervisor",
+        KLASS,
+        "PTRACE_TRACEME, then a handled signal twice, then exit 7",
+        "exit 7, the handler ran twice",
+        traced_supervisor,
+        quick=True,
+    ),
+    Check(
+        "enforce.leftover_processes",
+        KLASS,
+        "a child traced by the program and stopped, a setsid sleeper; the call times out",
+        "no process left in the gone container's cgroups",
+        leftover_processes,
+        quick=True,
+        backends=("docker",),
+        not_applicable={
+            "local": "no container: the call's own cgroups are emptied and removed with it "
+            "(enforce.escaped_children)",
+            "ray": "the call's container lives on a worker's host: audit that host with --backend docker",
+        },
+        host_side=True,
     ),
 ]

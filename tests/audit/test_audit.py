@@ -159,7 +159,13 @@ async def test_host_side_checks_on_a_node_elsewhere_and_the_controller_check_say
 
     host_side = {check.id for check in ALL_CHECKS if check.host_side}
     # Those that plant on or look at the audit's own host: a file, a process, a socket, survivors.
-    assert host_side == {"files.host", "proc.host_processes", "net.abstract_unix", "enforce.escaped_children"}
+    assert host_side == {
+        "files.host",
+        "proc.host_processes",
+        "net.abstract_unix",
+        "enforce.escaped_children",
+        "enforce.leftover_processes",
+    }
     fake = _FakeRayCluster({"bbb": "another-kernel"})
     report = await audit_sandbox(
         fake,  # type: ignore[arg-type]
@@ -170,10 +176,58 @@ async def test_host_side_checks_on_a_node_elsewhere_and_the_controller_check_say
     assert set(rows) == host_side | {"enforce.controller_killed"}
     for check_id in host_side:
         assert rows[check_id].verdict.value == "skipped"
-        assert rows[check_id].observed.startswith("node bbbbbbbbbbbb (host-bbb) runs another kernel")
+        if check_id == "enforce.leftover_processes":  # docker only, whatever the node
+            assert rows[check_id].observed.startswith("the call's container lives on a worker's host")
+        else:
+            assert rows[check_id].observed.startswith("node bbbbbbbbbbbb (host-bbb) runs another kernel")
     assert "worker actor" in rows["enforce.controller_killed"].observed
     assert all(row.node == "bbbbbbbbbbbb (host-bbb)" for row in report.rows)
     assert report.to_dict()["sandbox"]["nodes"] == ["bbbbbbbbbbbb (host-bbb)"]
+
+
+class _CallLeavingProcesses:
+    """Stands in for a sandbox whose call timed out in a container now gone, whose cgroup (under
+    the fake cgroup root) still lists a process."""
+
+    backend = "docker"
+
+    async def exec(self, code: str, **_: Any) -> Any:
+        from proctor.sandbox import ExecResult
+
+        return ExecResult(
+            exit_code=None,
+            stdout="planted\n",
+            stderr="",
+            timed_out=True,
+            oom_killed=False,
+            stdout_truncated=False,
+            stderr_truncated=False,
+            duration_s=1.5,
+            backend="docker",
+            image="img",
+            extra={"container_id": "c0ffee" * 10 + "abcd"},
+        )
+
+
+@pytest.mark.parametrize("left", [[], [4242]])
+async def test_leftover_row_sees_a_process_in_a_gone_containers_cgroup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, left: list[int]
+) -> None:
+    from proctor.agent.audit import enforcement
+    from proctor.agent.audit.model import AuditContext
+    from proctor.sandbox import Limits
+
+    container_id = "c0ffee" * 10 + "abcd"
+    for controller in ("memory", "pids"):
+        group = tmp_path / controller / "docker" / container_id
+        group.mkdir(parents=True)
+        (group / "cgroup.procs").write_text("".join(f"{pid}\n" for pid in left))
+    monkeypatch.setattr(enforcement, "CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(enforcement, "CONTAINER_GRACE_S", 0.3)
+    ctx = AuditContext(sandbox=_CallLeavingProcesses(), limits=Limits(), backend="docker")  # type: ignore[arg-type]
+    finding = await enforcement.leftover_processes(ctx)
+    assert finding.verdict.value == ("broken" if left else "held"), finding
+    assert ("[4242]" if left else "none") in finding.evidence
 
 
 # -- the default docker sandbox ----------------------------------------------------------------
@@ -301,6 +355,10 @@ WEAKENED: dict[str, tuple[list[str], dict[str, str]]] = {
             "priv.memfd_secret": "SUCCEEDED",
             "priv.ptrace_traceme": "SUCCEEDED",
         },
+    ),
+    "crashing_launcher": (
+        ["enforce.traced_supervisor"],
+        {"enforce.traced_supervisor": "process stopped by delivery of signal"},
     ),
     "reused_pool": (
         ["state."],

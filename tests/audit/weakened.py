@@ -17,6 +17,7 @@ from typing import Any
 from proctor.sandbox import ExecResult, Limits
 from proctor.sandbox.containers import StartedContainer, remove_container
 from proctor.sandbox.docker_backend import DockerSandbox, connect_engine, open_docker_sandbox, resolve_image
+from proctor.sandbox.reaper import WAIT_SOURCE
 from proctor.sandbox.seccomp import RET_ALLOW
 
 WEAKENINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -40,8 +41,24 @@ def _allow_all_filters(kwargs: dict[str, Any]) -> dict[str, Any]:
     return {"entrypoint": [*launcher, json.dumps(settings)]}
 
 
+# The launcher's wait before sandbox/reaper.py: it took any status of the program's pid for its
+# end, so a stop reported because the program made the launcher its tracer crashed it.
+_CRASHING_WAIT = """\
+def wait(pid):
+    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    return 128 - code if code < 0 else code
+"""
+
+
+def _crashing_launcher(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The launcher with its old wait (defined again after the shared one, so it wins)."""
+    *head, launcher, config = kwargs["entrypoint"]
+    assert WAIT_SOURCE in launcher
+    return {"entrypoint": [*head, launcher.replace(WAIT_SOURCE, WAIT_SOURCE + _CRASHING_WAIT), config]}
+
+
 # name: function of create_container's keyword arguments, giving the ones to change
-REWRITES = {"no_program_filter": _allow_all_filters}
+REWRITES = {"no_program_filter": _allow_all_filters, "crashing_launcher": _crashing_launcher}
 
 
 class _LooseningApi:

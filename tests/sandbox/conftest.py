@@ -128,3 +128,49 @@ def container_processes_gone(container_id: str, within_s: float) -> bool:
             return False
         time.sleep(0.1)
     return True
+
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def processes_in_gone_containers() -> dict[str, list[int]]:
+    """Host PIDs still in the cgroup v1 group (``/sys/fs/cgroup/*/docker/<id>``) of a container
+    that no engine knows any more. A process there outlived its container: a traced process
+    whose tracer is gone can sit in tracing stop after ``docker rm -f`` (seen on this engine).
+
+    The groups are read before the engines are asked, so a container created in between (by a
+    concurrent test) is known by then and never reported.
+    """
+    import docker
+
+    from proctor.sandbox.runtimes import known_engine_urls
+
+    found: dict[str, set[int]] = {}
+    for procs in CGROUP_ROOT.glob("*/docker/*/cgroup.procs"):
+        try:
+            pids = {int(pid) for pid in procs.read_text().split()}
+        except (OSError, ValueError):
+            continue  # the group went away while we read it
+        if pids:
+            found.setdefault(procs.parent.name, set()).update(pids)
+    if not found:
+        return {}
+    live: set[str] = set()
+    for url in known_engine_urls():
+        client = docker.APIClient(base_url=url)
+        try:
+            live.update(container["Id"] for container in client.containers(all=True))
+        finally:
+            client.close()
+    return {cid: sorted(pids) for cid, pids in found.items() if cid not in live}
+
+
+def assert_no_process_in_gone_containers(within_s: float = 15.0) -> None:
+    """Fails when, ``within_s`` after a call, a process sits in a gone container's cgroup
+    (removal of a container runs in the background and takes a moment under runsc)."""
+    import time
+
+    deadline = time.monotonic() + within_s
+    while (left := processes_in_gone_containers()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, f"processes outlived their container (container id: host pids): {left}"

@@ -397,7 +397,7 @@ async def test_stdin_argv_and_exit_codes(sandbox: Sandbox) -> None:
 
 
 async def test_long_program_runs_whole(sandbox: Sandbox) -> None:
-    # Over Linux's 128 KiB single-argument limit: delivered in pieces and joined again.
+    # Over Linux's 128 KiB single-argument limit: handed over on a descriptor (sandbox/program.py).
     filler = "\n".join(f"v{i} = {i}" for i in range(30_000))
     result = await sandbox.exec(filler + "\nprint(v29999 + 1)\n", timeout=30)
     assert (result.exit_code, result.stdout) == (0, "30000\n"), result.stderr[-500:]

@@ -129,6 +129,17 @@ def test_stdin_that_is_not_utf8_is_one_line() -> None:
     assert completed.stderr.decode() == "proctor: error: -: not UTF-8 text (byte 7)\n"
 
 
+@pytest.mark.parametrize("tool", ["python", "submit_answer"])
+def test_frontiermath_tool_answers_a_program_over_its_limit_as_a_tool_error(tool: str) -> None:
+    # A 3 MB program (past the 2 MiB a command line takes) never reaches the sandbox from the
+    # track: the tool's own bound on its arguments answers first, in one line naming it.
+    code = "x = '" + "a" * (3 << 20) + "'\n"
+    parsed = parse_tool_call(ToolCall(id="c1", name=tool, arguments=json.dumps({"code": code})))
+    assert parsed.code is None and parsed.error is not None
+    assert parsed.error.startswith(f"Error: the arguments of this {tool} call are 3,145,7"), parsed.error
+    assert "the limit is 1,000,000" in parsed.error and "\n" not in parsed.error
+
+
 @pytest.mark.parametrize(
     ("arguments", "needle"),
     [

@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from proctor.sandbox.api import InvalidProgram
 from proctor.sandbox.cleanup import is_orphan
 from proctor.sandbox.containers import _FrameSplitter, _Stream
 from proctor.sandbox.labels import OWNER_HOST, OWNER_PID, container_labels
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.pool import WarmPool
-from proctor.sandbox.program import python_argv, resolve_argv
+from proctor.sandbox.program import MAX_CODE_BYTES, python_argv, python_program, resolve_argv, resolve_program
 from proctor.sandbox.sizes import parse_size
 
 
@@ -87,12 +88,40 @@ def test_a_report_with_another_nonce_is_just_output() -> None:
     assert stream.report is None and stream.buffer.text() == forged.decode()
 
 
-def test_long_code_is_split_under_the_argument_limit_and_runs_whole() -> None:
-    code = "x = '" + "é" * 200_000 + "'\nprint(len(x))\n"
-    argv = python_argv(code, sys.executable)
-    assert all(len(part.encode()) < 128 * 1024 for part in argv)
-    completed = subprocess.run(argv, capture_output=True, text=True, check=True)
-    assert completed.stdout == "200000\n"
+def test_long_code_travels_on_a_descriptor_and_runs_whole_as_main() -> None:
+    code = "import sys\nx = '" + "é" * 200_000 + "'\nprint(len(x), __name__, sys.argv)\n"
+    program = python_program(code, sys.executable)
+    assert program.source == code.encode()
+    fd = os.memfd_create("test-program")
+    try:
+        os.write(fd, program.source)
+        os.lseek(fd, 0, os.SEEK_SET)
+        argv = program.argv_with(fd)
+        assert sum(len(part.encode()) for part in argv) < 4096  # the code is not on the command line
+        completed = subprocess.run(argv, capture_output=True, text=True, check=True, pass_fds=(fd,))
+    finally:
+        os.close(fd)
+    assert completed.stdout == "200000 __main__ ['-c']\n"
+
+
+def test_code_over_the_bound_is_refused_in_one_line_naming_it() -> None:
+    with pytest.raises(InvalidProgram) as refused:
+        python_program("#" * (MAX_CODE_BYTES + 1))
+    assert (
+        str(refused.value)
+        == f"the code is {MAX_CODE_BYTES + 1:,} bytes; the sandbox accepts at most {MAX_CODE_BYTES:,} bytes"
+    )
+    assert python_program("#" * MAX_CODE_BYTES).source is not None
+
+
+def test_an_explicit_argv_too_long_for_execve_is_refused_before_it_runs() -> None:
+    with pytest.raises(InvalidProgram, match=r"^argv\[1\] is 131,072 bytes"):
+        resolve_program(None, ["echo", "a" * (128 * 1024)])
+    with pytest.raises(
+        InvalidProgram, match=r"^argv is 1,\d{3},\d{3} bytes; a command line takes at most 1,048,576"
+    ):
+        resolve_program(None, ["echo"] + ["a" * 100_000] * 11)
+    assert resolve_program(None, ["echo"] + ["a" * 100_000] * 10).argv[0] == "echo"
 
 
 def test_short_code_runs_as_dash_c_with_main_semantics() -> None:
