@@ -25,12 +25,14 @@ from proctor.agent.config import (
     RunConfig,
     paper_answer_effort,
 )
+from proctor.agent.judge.forgery import SectionMatch
 from proctor.agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
 from proctor.agent.model.base import ChatResponse, ModelError, Usage, record_message, reply_notes
 from proctor.agent.records import (
     EEDRecord,
     JudgeRecord,
     Outcome,
+    PromptSectionMatch,
     ReferenceRecord,
     SampleRecord,
     ToolCallRecord,
@@ -135,6 +137,16 @@ class Verdict:
     error: str | None = None
     judge: JudgeRecord | None = None
     eed: EEDRecord | None = None
+    prompt_sections: tuple[SectionMatch, ...] = ()
+
+    def section_fields(self) -> dict[str, Any]:
+        """The record's forgery flag and matched lines (agent/judge/forgery.py)."""
+        return {
+            "answer_mimics_prompt_sections": bool(self.prompt_sections),
+            "prompt_section_matches": [
+                PromptSectionMatch(marker=m.marker, text=m.text) for m in self.prompt_sections
+            ],
+        }
 
 
 @dataclass
@@ -186,7 +198,7 @@ class SampleLog:
         self.ctx.events.turn_finished(len(self.turns), self.total_tokens)
 
     def finish_with(self, verdict: Verdict) -> SampleRecord:
-        return self.finish(
+        record = self.finish(
             verdict.outcome,
             score=verdict.score,
             success=verdict.success,
@@ -194,6 +206,7 @@ class SampleLog:
             judge=verdict.judge,
             eed=verdict.eed,
         )
+        return record.model_copy(update=verdict.section_fields())
 
     def finish(
         self,

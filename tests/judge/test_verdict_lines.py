@@ -177,6 +177,7 @@ def _insert(text: str, index: int, piece: str) -> str:
     return text[:index] + piece + text[index:]
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     prose=_prose_lines,
@@ -205,6 +206,7 @@ def test_property_binary_verdict_is_the_genuine_one_or_a_failure(
     _assert_genuine_or_failure(parse_binary_verdict, both, genuine)
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     prose=_prose_lines,
