@@ -98,6 +98,8 @@ def final_answer_of(response: str | None) -> str | None:
     from proctor.agent.judge.precheck import normalize_answer
 
     markers = list(FINAL_ANSWER_MARKER.finditer(response))
+    if _marker_shaped_lines(response) > len(markers):
+        return None  # a marker the strict search does not read (say, after a U+2028) may hold another
     # A marker's answer is its whole section, up to the next marker: comparing only the rest of
     # each marker's line let "FINAL ANSWER:\n5 ... FINAL ANSWER:\n6" through as the single "6".
     ends = [marker.start() for marker in markers[1:]] + [len(response)]
@@ -122,6 +124,26 @@ def final_answer_of(response: str | None) -> str | None:
         if any(normalize_answer(box) != committed for box in boxes):
             return None  # "\\boxed{6} ... FINAL ANSWER: 5"
     return marked
+
+
+# Every character some reader draws as a line break; a "FINAL ANSWER:" after any of them looks
+# like a marker even though the strict search above reads lines at "\n" only.
+_VISUAL_BREAKS = dict.fromkeys(map(ord, "\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"), "\n")
+# On a skeleton (agent/judge/lookalike.py). No part may match "\n", so each line start scans
+# only its own line: linear in the response.
+_MARKER_SHAPED = re.compile(r"^[^\w\n]*final[^\w\n]*answer[^\w\n]*:", re.MULTILINE)
+
+
+def _marker_shaped_lines(response: str) -> int:
+    """Lines that read as a ``FINAL ANSWER:`` marker to a person, in any spelling.
+
+    Case, markup, full-width or look-alike letters, other colons, and every kind of line break
+    count. There are at least as many as strict markers; more means a marker the strict search
+    missed, which may commit to another answer.
+    """
+    from proctor.agent.judge.lookalike import skeleton
+
+    return sum(1 for _ in _MARKER_SHAPED.finditer(skeleton(response.translate(_VISUAL_BREAKS))))
 
 
 @dataclass(frozen=True)
