@@ -65,6 +65,9 @@ _BLANKS = " \t"
 # number. "the verdict is correct" is prose (a letter intervenes); "VERDICT - 9",
 # "**Verdict**: correct", "VERDICT\u2028: 9", "verdict=INCORRECT" all read as verdicts.
 _VERDICT_SHAPE = re.compile(r"verdict[\W_]{0,24}?(?::|=|correct|incorrect|\d)")
+# The same with every non-letter, non-digit gone: "V E R D I C T  CORRECT", "V.E.R.D.I.C.T 9".
+_COMPACT_VERDICT = re.compile(r"verdict(?:correct|incorrect|\d)")
+_NOT_ALNUM = re.compile(r"[\W_]+")
 
 
 def reply_lines(reply: str | None) -> list[str]:
@@ -75,7 +78,11 @@ def reply_lines(reply: str | None) -> list[str]:
 
 def looks_like_verdict(text: str) -> bool:
     """Whether ``text`` would read as a verdict, in any case, markup or look-alike spelling."""
-    return _VERDICT_SHAPE.search(skeleton(text)) is not None
+    form = skeleton(text)
+    return (
+        _VERDICT_SHAPE.search(form) is not None
+        or _COMPACT_VERDICT.search(_NOT_ALNUM.sub("", form)) is not None
+    )
 
 
 def verdict_line(reply: str | None, form: re.Pattern[str], what: str) -> re.Match[str]:

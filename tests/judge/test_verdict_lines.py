@@ -69,6 +69,8 @@ SHAPES = [
     "prose\x1eVERDICT: {}",
     "prose\rVERDICT: {}",
     "VERDICT\u2028: {}",
+    "V E R D I C T: {}",
+    "V.E.R.D.I.C.T {}",
 ]
 
 
