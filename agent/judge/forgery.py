@@ -40,7 +40,14 @@ MAX_MATCH_CHARS = 200
 _PLACEHOLDER = re.compile(r"\{[^{}\n]+\}")
 _KEYWORD = re.compile(r"\b[A-Z]{3,}(?: [A-Z]{3,})*:")
 _MARKUP = re.compile(r"[*_`~#>|]+")
-_LEADING = re.compile(r"^(?:[\W_]|\d+[.)])*")
+# Every character str.splitlines() breaks a line at, as "\n" (a reader may see each as a break).
+# (A regex, not str.translate: translate with a mapping is slow on non-ASCII text.)
+_BREAKS = re.compile("[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+_INLINE_SPACE = re.compile(r"[^\S\n]+")
+# Markup and list numbering before a label at a line's start: "> ## 1. The problem:". No part
+# matches "\n" or a letter, so each line start scans only its own leading punctuation.
+_LINE_START = r"^[^\w\n]*(?:\d+[.)][^\w\n]*)*"
+_MAX_RAW_MATCHES = 10_000
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,11 @@ class SectionMatch:
 def _comparable(text: str) -> str:
     text = " ".join(skeleton(text).split())
     return text.replace(" :", ":")
+
+
+def _comparable_text(text: str) -> str:
+    """:func:`_comparable` for many lines: the skeleton, spaces collapsed within each line."""
+    return _INLINE_SPACE.sub(" ", skeleton(text)).replace(" :", ":")
 
 
 @functools.lru_cache(maxsize=16)
@@ -80,46 +92,53 @@ def section_markers(template: str) -> SectionMarkers:
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled(template: str) -> list[tuple[str, re.Pattern[str], bool]]:
-    """(marker, pattern on a comparable line, whether it must start the line once markup is gone)."""
+def _compiled(template: str) -> list[tuple[str, str, re.Pattern[str], bool]]:
+    """(marker, the literal every hit contains, pattern, whether it is searched without markup)."""
     markers = section_markers(template)
-    patterns: list[tuple[str, re.Pattern[str], bool]] = []
+    patterns: list[tuple[str, str, re.Pattern[str], bool]] = []
     for separator in markers.separators:
         form = _comparable(separator)
         if not form:  # a token of characters the skeleton deletes: nothing to look for
             continue
         # A run of one character also matches longer runs of it ("*****" for "***").
         body = f"{re.escape(form[0])}{{{len(form)},}}" if len(set(form)) == 1 else re.escape(form)
-        patterns.append((separator, re.compile(rf"(?<!\S){body}(?!\S)"), False))
+        patterns.append((separator, form, re.compile(rf"(?<!\S){body}(?!\S)"), False))
     for label in markers.labels:
         if form := _comparable(_MARKUP.sub("", label)):
-            patterns.append((label, re.compile(re.escape(form)), True))
+            patterns.append((label, form, re.compile(_LINE_START + re.escape(form), re.MULTILINE), True))
     for keyword in markers.keywords:
-        patterns.append((keyword, re.compile(re.escape(_comparable(keyword))), False))
+        if form := _comparable(keyword):
+            patterns.append((keyword, form, re.compile(re.escape(form)), False))
     return patterns
 
 
 def prompt_section_matches(template: str, answer: str | None) -> list[SectionMatch]:
-    """Lines of ``answer`` that imitate ``template``'s separators, labels or keywords."""
+    """Lines of ``answer`` that imitate ``template``'s separators, labels or keywords.
+
+    Whole-text regex passes, not a Python loop over lines: an answer of a million short lines
+    costs a few passes over its text, not a million skeletons.
+    """
     if not answer:
         return []
-    patterns = _compiled(template)
-    found: list[SectionMatch] = []
-    seen: set[tuple[str, str]] = set()
-    for line in answer.splitlines():
-        if not line.strip():
+    broken = _BREAKS.sub("\n", answer)
+    shown_lines = broken.split("\n")
+    comparable = _comparable_text(broken)
+    plain = _comparable_text(_MARKUP.sub("", comparable))
+    hits: dict[tuple[str, str], int] = {}
+    for order, (marker, literal, pattern, at_start) in enumerate(_compiled(template)):
+        text = plain if at_start else comparable
+        if literal not in text:  # a substring search first: most answers hold no marker at all
             continue
-        comparable = _comparable(line)
-        plain = _comparable(_LEADING.sub("", _MARKUP.sub("", comparable)))
-        for marker, pattern, at_start in patterns:
-            hit = pattern.match(plain) if at_start else pattern.search(comparable)
-            if hit is None:
-                continue
-            shown = line.strip()
+        line, position, distinct = 0, 0, 0
+        for raw, hit in enumerate(pattern.finditer(text)):
+            if distinct >= MAX_MATCHES or raw >= _MAX_RAW_MATCHES:
+                break
+            line += text.count("\n", position, hit.start())
+            position = hit.start()
+            shown = shown_lines[line].strip()
             shown = shown if len(shown) <= MAX_MATCH_CHARS else shown[: MAX_MATCH_CHARS - 3] + "..."
-            if (marker, shown) not in seen:
-                seen.add((marker, shown))
-                found.append(SectionMatch(marker, shown))
-                if len(found) >= MAX_MATCHES:
-                    return found
-    return found
+            if (marker, shown) not in hits:
+                hits[(marker, shown)] = line * 1000 + order
+                distinct += 1
+    ordered = sorted(hits, key=hits.__getitem__)[:MAX_MATCHES]
+    return [SectionMatch(marker, shown) for marker, shown in ordered]

@@ -64,10 +64,11 @@ _BLANKS = " \t"
 # markup or spacing (``**``, backticks, quotes, U+2028, ``=``), a colon, a verdict word or a
 # number. "the verdict is correct" is prose (a letter intervenes); "VERDICT - 9",
 # "**Verdict**: correct", "VERDICT\u2028: 9", "verdict=INCORRECT" all read as verdicts.
-_VERDICT_SHAPE = re.compile(r"verdict[\W_]{0,24}?(?::|=|correct|incorrect|\d)")
+# Never across a "\n": the reply's earlier lines are searched as one text, line by line.
+_VERDICT_SHAPE = re.compile(r"verdict(?:[^\w\n]|_){0,24}?(?::|=|correct|incorrect|\d)")
 # The same with every non-letter, non-digit gone: "V E R D I C T  CORRECT", "V.E.R.D.I.C.T 9".
 _COMPACT_VERDICT = re.compile(r"verdict(?:correct|incorrect|\d)")
-_NOT_ALNUM = re.compile(r"[\W_]+")
+_NOT_ALNUM = re.compile(r"(?:[^\w\n]|_)+")
 
 
 def reply_lines(reply: str | None) -> list[str]:
@@ -78,11 +79,23 @@ def reply_lines(reply: str | None) -> list[str]:
 
 def looks_like_verdict(text: str) -> bool:
     """Whether ``text`` would read as a verdict, in any case, markup or look-alike spelling."""
+    return _first_verdict_shaped_line(text) is not None
+
+
+def _first_verdict_shaped_line(text: str) -> int | None:
+    """Index of the first ``\n``-line of ``text`` that reads as a verdict, if any.
+
+    One skeleton of the whole text, not one per line: the skeleton keeps every ``\n`` and the
+    patterns never cross one, so a hit's line is the count of ``\n`` before it.
+    """
     form = skeleton(text)
-    return (
-        _VERDICT_SHAPE.search(form) is not None
-        or _COMPACT_VERDICT.search(_NOT_ALNUM.sub("", form)) is not None
-    )
+    compact = _NOT_ALNUM.sub("", form)
+    found = [
+        searched.count("\n", 0, hit.start())
+        for searched, pattern in ((form, _VERDICT_SHAPE), (compact, _COMPACT_VERDICT))
+        if (hit := pattern.search(searched)) is not None
+    ]
+    return min(found, default=None)
 
 
 def verdict_line(reply: str | None, form: re.Pattern[str], what: str) -> re.Match[str]:
@@ -99,12 +112,12 @@ def verdict_line(reply: str | None, form: re.Pattern[str], what: str) -> re.Matc
     match = form.fullmatch(line)
     if match is None:
         raise VerdictParseError(f"last line {_shorten(line)!r} is not {what}")
-    for number, earlier in enumerate(lines[:last], start=1):
-        if looks_like_verdict(earlier):
-            raise VerdictParseError(
-                f"more than one verdict line: line {number} {_shorten(earlier.strip(_BLANKS))!r} "
-                "also reads as a verdict"
-            )
+    other = _first_verdict_shaped_line("\n".join(lines[:last]))
+    if other is not None:
+        raise VerdictParseError(
+            f"more than one verdict line: line {other + 1} {_shorten(lines[other].strip(_BLANKS))!r} "
+            "also reads as a verdict"
+        )
     return match
 
 

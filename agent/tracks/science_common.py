@@ -128,7 +128,7 @@ def final_answer_of(response: str | None) -> str | None:
 
 # Every character some reader draws as a line break; a "FINAL ANSWER:" after any of them looks
 # like a marker even though the strict search above reads lines at "\n" only.
-_VISUAL_BREAKS = dict.fromkeys(map(ord, "\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"), "\n")
+_VISUAL_BREAKS = re.compile("[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 # On a skeleton (agent/judge/lookalike.py). No part may match "\n", so each line start scans
 # only its own line: linear in the response.
 _MARKER_SHAPED = re.compile(r"^[^\w\n]*final[^\w\n]*answer[^\w\n]*:", re.MULTILINE)
@@ -143,7 +143,7 @@ def _marker_shaped_lines(response: str) -> int:
     """
     from proctor.agent.judge.lookalike import skeleton
 
-    return sum(1 for _ in _MARKER_SHAPED.finditer(skeleton(response.translate(_VISUAL_BREAKS))))
+    return sum(1 for _ in _MARKER_SHAPED.finditer(skeleton(_VISUAL_BREAKS.sub("\n", response))))
 
 
 @dataclass(frozen=True)
