@@ -43,7 +43,9 @@ _MARKUP = re.compile(r"[*_`~#>|]+")
 # Every character str.splitlines() breaks a line at, as "\n" (a reader may see each as a break).
 # (A regex, not str.translate: translate with a mapping is slow on non-ASCII text.)
 _BREAKS = re.compile("[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
-_INLINE_SPACE = re.compile(r"[^\S\n]+")
+# Spacing or markup inside a line, where a marker has one space (or none, before a colon).
+_GAPS = r"(?:[^\S\n]|[*_`~#>|])*:"
+_GAPS_REQUIRED = r"(?:[^\S\n]|[*_`~#>|])+"
 # Markup and list numbering before a label at a line's start: "> ## 1. The problem:". No part
 # matches "\n" or a letter, so each line start scans only its own leading punctuation.
 _LINE_START = r"^[^\w\n]*(?:\d+[.)][^\w\n]*)*"
@@ -64,13 +66,14 @@ class SectionMatch:
 
 
 def _comparable(text: str) -> str:
-    text = " ".join(skeleton(text).split())
-    return text.replace(" :", ":")
+    """A marker's skeleton, words split by single spaces (markers are short: Python is fine)."""
+    return " ".join(_MARKUP.sub(" ", skeleton(text)).split())
 
 
-def _comparable_text(text: str) -> str:
-    """:func:`_comparable` for many lines: the skeleton, spaces collapsed within each line."""
-    return _INLINE_SPACE.sub(" ", skeleton(text)).replace(" :", ":")
+def _tolerant(form: str) -> str:
+    """A regex for a comparable marker: any spacing or markup between words and before ':'."""
+    words = [_GAPS.join(map(re.escape, word.split(":"))) for word in form.split(" ")]
+    return _GAPS_REQUIRED.join(words)
 
 
 @functools.lru_cache(maxsize=16)
@@ -92,41 +95,44 @@ def section_markers(template: str) -> SectionMarkers:
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled(template: str) -> list[tuple[str, str, re.Pattern[str], bool]]:
-    """(marker, the literal every hit contains, pattern, whether it is searched without markup)."""
+def _compiled(template: str) -> list[tuple[str, str, re.Pattern[str]]]:
+    """(marker, a literal every hit contains, the pattern on the answer's skeleton)."""
     markers = section_markers(template)
-    patterns: list[tuple[str, str, re.Pattern[str], bool]] = []
+    patterns: list[tuple[str, str, re.Pattern[str]]] = []
     for separator in markers.separators:
-        form = _comparable(separator)
+        form = "".join(skeleton(separator).split())
         if not form:  # a token of characters the skeleton deletes: nothing to look for
             continue
         # A run of one character also matches longer runs of it ("*****" for "***").
         body = f"{re.escape(form[0])}{{{len(form)},}}" if len(set(form)) == 1 else re.escape(form)
-        patterns.append((separator, form, re.compile(rf"(?<!\S){body}(?!\S)"), False))
+        patterns.append((separator, form, re.compile(rf"(?<!\S){body}(?!\S)")))
     for label in markers.labels:
-        if form := _comparable(_MARKUP.sub("", label)):
-            patterns.append((label, form, re.compile(_LINE_START + re.escape(form), re.MULTILINE), True))
+        if form := _comparable(label):
+            pattern = re.compile(_LINE_START + _tolerant(form), re.MULTILINE)
+            patterns.append((label, _longest_word(form), pattern))
     for keyword in markers.keywords:
         if form := _comparable(keyword):
-            patterns.append((keyword, form, re.compile(re.escape(form)), False))
+            patterns.append((keyword, _longest_word(form), re.compile(_tolerant(form))))
     return patterns
+
+
+def _longest_word(form: str) -> str:
+    return max(re.split(r"[\W_]+", form), key=len)
 
 
 def prompt_section_matches(template: str, answer: str | None) -> list[SectionMatch]:
     """Lines of ``answer`` that imitate ``template``'s separators, labels or keywords.
 
-    Whole-text regex passes, not a Python loop over lines: an answer of a million short lines
-    costs a few passes over its text, not a million skeletons.
+    One skeleton of the whole answer and a regex pass per marker whose longest word occurs at
+    all, not a Python loop over lines: a million-line answer costs a few passes over its text.
     """
     if not answer:
         return []
     broken = _BREAKS.sub("\n", answer)
     shown_lines = broken.split("\n")
-    comparable = _comparable_text(broken)
-    plain = _comparable_text(_MARKUP.sub("", comparable))
+    text = skeleton(broken)
     hits: dict[tuple[str, str], int] = {}
-    for order, (marker, literal, pattern, at_start) in enumerate(_compiled(template)):
-        text = plain if at_start else comparable
+    for order, (marker, literal, pattern) in enumerate(_compiled(template)):
         if literal not in text:  # a substring search first: most answers hold no marker at all
             continue
         line, position, distinct = 0, 0, 0

@@ -21,7 +21,6 @@ usual homoglyph sources, not all of Unicode's confusables. It only ever widens w
 
 from __future__ import annotations
 
-import re
 import unicodedata
 
 # Letters from other scripts drawn like a Latin letter (upper and lower case separately: Greek
@@ -73,20 +72,22 @@ class _Table(dict[int, str | None]):
 _TABLE = _Table({ord(k): v for k, v in _LATIN_LOOKALIKES.items()})
 
 
-# ASCII text needs only its control characters deleted and lower case (casefold is lower there).
-_MAX_CLASS = 32
-_ASCII_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+_MAX_REPLACES = 32
+# ASCII text needs only its control characters deleted and lower case (casefold is lower there);
+# translate has a fast path for ASCII text and a plain dict.
+_ASCII_CONTROLS = dict.fromkeys([*range(0x00, 0x09), *range(0x0B, 0x20), 0x7F])
 
 
 def skeleton(text: str) -> str:
     """``text`` with the disguises above erased: compare skeletons, never show them.
 
     Linear at C speed: the per-character Python work is one classification per *distinct*
-    character, and the text itself is only scanned by ``re``, ``str.replace`` and ``casefold``
-    (``str.translate`` with a Python mapping took seconds on megabytes of non-ASCII text).
+    character, and the text itself is only scanned by ``str.replace``, ``casefold`` and at most
+    one ``str.translate`` with a small plain dict (with the lazy table as its mapping it took
+    seconds on megabytes of non-ASCII text).
     """
     if text.isascii():
-        return _ASCII_CONTROLS.sub("", text).lower()
+        return text.translate(_ASCII_CONTROLS).lower()
     text = unicodedata.normalize("NFKD", text)
     deleted: list[str] = []
     mapped: list[tuple[str, str]] = []
@@ -96,12 +97,13 @@ def skeleton(text: str) -> str:
             deleted.append(char)
         elif value != char:
             mapped.append((char, value))
-    # A small character class is the fastest scan; a big one (thousands of format and combining
-    # characters) makes re slower than translate with a plain dict of just those characters.
-    if len(deleted) > _MAX_CLASS:
+    # str.replace (a memchr scan) per character for a few; translate with a plain dict of just
+    # these characters for many (thousands of format and combining characters).
+    if len(deleted) > _MAX_REPLACES:
         text = text.translate(dict.fromkeys(map(ord, deleted)))
-    elif deleted:
-        text = re.sub("[" + "".join(re.escape(char) for char in sorted(deleted)) + "]", "", text)
+    else:
+        for char in deleted:
+            text = text.replace(char, "")
     for char, value in mapped:
         text = text.replace(char, value)
     return text.casefold()

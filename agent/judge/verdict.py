@@ -65,10 +65,20 @@ _BLANKS = " \t"
 # number. "the verdict is correct" is prose (a letter intervenes); "VERDICT - 9",
 # "**Verdict**: correct", "VERDICT\u2028: 9", "verdict=INCORRECT" all read as verdicts.
 # Never across a "\n": the reply's earlier lines are searched as one text, line by line.
-_VERDICT_SHAPE = re.compile(r"verdict(?:[^\w\n]|_){0,24}?(?::|=|correct|incorrect|\d)")
-# The same with every non-letter, non-digit gone: "V E R D I C T  CORRECT", "V.E.R.D.I.C.T 9".
-_COMPACT_VERDICT = re.compile(r"verdict(?:correct|incorrect|\d)")
-_NOT_ALNUM = re.compile(r"(?:[^\w\n]|_)+")
+_VERDICT_SHAPE = re.compile(r"verdict[^\w\n]{0,24}?(?::|=|correct|incorrect|\d)")
+# The word spelled with gaps between its letters, then a verdict word or a digit, all gaps
+# markup or spacing: "V E R D I C T  CORRECT", "V.E.R.D.I.C.T 9". A gap never holds a letter,
+# so no letter is tried twice: linear.
+_GAP = r"[^\w\n]*"
+
+
+def _spaced(word: str) -> str:
+    return _GAP.join(map(re.escape, word))
+
+
+_SPACED_VERDICT = re.compile(
+    _spaced("verdict") + _GAP + f"(?:{_spaced('incorrect')}|{_spaced('correct')}|\\d)"
+)
 
 
 def reply_lines(reply: str | None) -> list[str]:
@@ -83,17 +93,16 @@ def looks_like_verdict(text: str) -> bool:
 
 
 def _first_verdict_shaped_line(text: str) -> int | None:
-    """Index of the first ``\n``-line of ``text`` that reads as a verdict, if any.
+    """Index of the first ``\\n``-line of ``text`` that reads as a verdict, if any.
 
-    One skeleton of the whole text, not one per line: the skeleton keeps every ``\n`` and the
-    patterns never cross one, so a hit's line is the count of ``\n`` before it.
+    One skeleton of the whole text, not one per line: the skeleton keeps every ``\\n`` and the
+    patterns never cross one, so a hit's line is the count of ``\\n`` before it.
     """
-    form = skeleton(text)
-    compact = _NOT_ALNUM.sub("", form)
+    form = skeleton(text).replace("_", " ")  # underscores are markup (``__VERDICT__``)
     found = [
-        searched.count("\n", 0, hit.start())
-        for searched, pattern in ((form, _VERDICT_SHAPE), (compact, _COMPACT_VERDICT))
-        if (hit := pattern.search(searched)) is not None
+        form.count("\n", 0, hit.start())
+        for pattern in (_VERDICT_SHAPE, _SPACED_VERDICT)
+        if (hit := pattern.search(form)) is not None
     ]
     return min(found, default=None)
 
