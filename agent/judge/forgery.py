@@ -19,10 +19,10 @@ The markers are derived from the template actually used, so an edited template s
 * **keywords**: upper-case words followed by a colon (``VERDICT:``, the answer format the
   judge is told to write); an answer matches one anywhere in a line.
 
-Both sides are compared as skeletons (``agent/judge/lookalike.py``: case, full-width and
-look-alike letters, zero-width characters) with whitespace runs collapsed and no space before a
-colon. The answer is split into lines at every Unicode line boundary (``str.splitlines``): here
-the question is what a reader, or the judge, may *see* as a new line.
+The answer is compared as a skeleton (``agent/judge/lookalike.py``: case, full-width and
+look-alike letters, zero-width characters), with any spacing or markup allowed between a
+marker's words and before its colon. Its lines end at every character ``str.splitlines``
+breaks at: here the question is what a reader, or the judge, may *see* as a new line.
 """
 
 from __future__ import annotations
