@@ -12,6 +12,7 @@ import io
 import json
 import random
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -287,3 +288,22 @@ def test_a_run_records_counts_prints_and_reports_the_flag(tmp_path: Path) -> Non
     assert "answers imitating the judge prompt's sections 1" in out.getvalue()
     html = render_report(load_run(run_dir))
     assert "1 answer(s) imitate the judge prompt" in html and "o1 trial 0" in html
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "x\n" * 1_000_000,
+        "***\n" * 500_000,
+        "The problem: 1\n" * 200_000,
+        "\u2028*" * 500_000,
+        "\ud800\x00 v " * 500_000,
+    ],
+    ids=["newlines", "separators", "labels", "u2028", "surrogates"],
+)
+def test_the_scan_stays_fast_on_huge_answers(answer: str) -> None:
+    started = time.monotonic()
+    found = prompt_section_matches(OLYMPIAD, answer)
+    assert time.monotonic() - started < 10.0  # measured 0.4-4 s at load average 22 on 2 cores
+    assert len(found) <= MAX_MATCHES

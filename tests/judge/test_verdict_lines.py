@@ -9,6 +9,7 @@ spelling, is always a parse error.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import pytest
@@ -242,3 +243,15 @@ def _assert_genuine_or_failure(
     except VerdictParseError:
         return
     assert got == genuine, (reply, got)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "prose",
+    ["x\n", "v e r d i c t\n", "verdict\n", "\u2028\n", "\ud800\x00\n"],
+    ids=["x", "spaced", "word", "u2028", "nul"],
+)
+def test_the_check_for_a_second_verdict_stays_fast(prose: str) -> None:
+    started = time.monotonic()
+    assert parse_binary_verdict(prose * 500_000 + "VERDICT: CORRECT").correct is True
+    assert time.monotonic() - started < 10.0
