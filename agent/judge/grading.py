@@ -12,10 +12,11 @@ answer kept the judge from grading it: ``incorrect``. No verdict there either: `
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from proctor.agent.judge.caller import JudgeResult, ask_judge
+from proctor.agent.judge.forgery import SectionMatch, prompt_section_matches
 from proctor.agent.judge.precheck import PrecheckResult, precheck
 from proctor.agent.judge.prompts import fill_template
 from proctor.agent.judge.symbolic import symbolic_pair
@@ -37,6 +38,8 @@ class Grade:
     success: bool
     judge: JudgeRecord
     error: str | None = None
+    # Lines of the answer that imitate the judge prompt's sections (agent/judge/forgery.py).
+    prompt_sections: tuple[SectionMatch, ...] = ()
 
 
 NO_JUDGE = "no judge model configured (set `judge:` in the run config)"
@@ -75,6 +78,39 @@ async def grade_olympiad(
     parse_retries: int = 2,
 ) -> Grade:
     """``answer`` goes to the judge; ``final_answer`` (the marked one, if any) to the pre-check."""
+    grade = await _grade_olympiad(
+        judge=judge,
+        template=template,
+        problem=problem,
+        reference=reference,
+        answer=answer,
+        final_answer=final_answer,
+        use_precheck=use_precheck,
+        symbolic=symbolic,
+        symbolic_timeout_s=symbolic_timeout_s,
+        parse_retries=parse_retries,
+    )
+    return _with_sections(grade, template, answer)
+
+
+def _with_sections(grade: Grade, template: str, answer: str) -> Grade:
+    """Flag an answer that imitates the prompt's sections, however it was graded."""
+    return replace(grade, prompt_sections=tuple(prompt_section_matches(template, answer)))
+
+
+async def _grade_olympiad(
+    *,
+    judge: ModelClient | None,
+    template: str,
+    problem: str,
+    reference: str,
+    answer: str,
+    final_answer: str | None,
+    use_precheck: bool,
+    symbolic: bool,
+    symbolic_timeout_s: float,
+    parse_retries: int,
+) -> Grade:
     checked: PrecheckResult | None = None
     if use_precheck:
         checked = _guarded_precheck(reference, final_answer)
@@ -134,6 +170,30 @@ async def grade_research(
     success_threshold: float = 7.0,
     max_points: float = 10.0,
     parse_retries: int = 2,
+) -> Grade:
+    grade = await _grade_research(
+        judge=judge,
+        template=template,
+        problem=problem,
+        rubric=rubric,
+        answer=answer,
+        success_threshold=success_threshold,
+        max_points=max_points,
+        parse_retries=parse_retries,
+    )
+    return _with_sections(grade, template, answer)
+
+
+async def _grade_research(
+    *,
+    judge: ModelClient | None,
+    template: str,
+    problem: str,
+    rubric: str,
+    answer: str,
+    success_threshold: float,
+    max_points: float,
+    parse_retries: int,
 ) -> Grade:
     if judge is None:
         return Grade(Outcome.JUDGE_ERROR, 0.0, False, JudgeRecord(decided_by="judge"), NO_JUDGE)

@@ -97,7 +97,21 @@ def _warnings(run: RunData) -> list[str]:
     status = run.header.get("status")
     if status and status != "finished":
         warnings.append(f"Run status is {status!r}: the run did not finish, so these results are partial.")
-    return warnings + run.warnings
+    return warnings + run.warnings + _forgery_warnings(run.samples)
+
+
+def _forgery_warnings(samples: list[SampleRecord]) -> list[str]:
+    """A banner when answers imitate the judge prompt's sections (agent/judge/forgery.py)."""
+    flagged = [s for s in samples if s.answer_mimics_prompt_sections]
+    if not flagged:
+        return []
+    shown = ", ".join(f"{s.task_id} trial {s.trial}" for s in flagged[:10])
+    more = f" and {len(flagged) - 10} more" if len(flagged) > 10 else ""
+    return [
+        f"{len(flagged)} answer(s) imitate the judge prompt's own section markers or labels "
+        f"(answer_mimics_prompt_sections): {shown}{more}. The judge saw them verbatim; "
+        "open those samples to audit the matched lines."
+    ]
 
 
 def _audit_text(audit: Any) -> str:
@@ -294,6 +308,10 @@ def _totals(samples: list[SampleRecord], prices: Prices, run: RunData) -> str:
         facts.append(f"{group['model_retries']} model retries")
     if group["judge_retries"]:
         facts.append(f"{group['judge_retries']} judge retries")
+    if group["answer_mimics_prompt_sections"]:
+        facts.append(
+            f"{group['answer_mimics_prompt_sections']} answers imitating the judge prompt's sections"
+        )
     return '<p class="totals">' + " · ".join(esc(f) for f in facts) + "</p>"
 
 
@@ -564,6 +582,7 @@ def _data_blocks(samples: list[SampleRecord], force_at: int, cap: int, *, agenti
             "tokens": s.total_tokens,
             "turns": len(s.turns),
             "forced": s.forced_submission_turn,
+            "mimics": s.answer_mimics_prompt_sections,
             "duration": s.duration_s,
         }
         for i, s in enumerate(samples)

@@ -90,6 +90,7 @@ def _verdict_update(verdict: Verdict) -> Update:
         "error": verdict.error,
         "judge": verdict.judge,
         "eed": verdict.eed,
+        **verdict.section_fields(),
     }
 
 

@@ -122,6 +122,13 @@ class JudgeRecord(_Stored):
     answer_probe: dict[str, Any] | None = None
 
 
+class PromptSectionMatch(_Stored):
+    """A line of the answer that imitates a section marker or label of the judge prompt."""
+
+    marker: str  # the prompt's own text (``***``, ``The reference answer:``, ``VERDICT:``)
+    text: str  # the answer's line, at most 200 characters
+
+
 class ReferenceRecord(_Stored):
     """What the sample was graded against, so its view can show it beside the answer.
 
@@ -210,6 +217,10 @@ class SampleRecord(_Stored):
     unencodable_text: TextReplacements | None = None
     # Records of a run written by `proctor rescore` (docs/runs.md, "Re-scoring a run").
     rescore: RescoreNote | None = None
+    # Judge tracks: the answer the judge was given imitates the judge prompt's own separators,
+    # labels or keywords (agent/judge/forgery.py). A flag for the auditor, not a grade.
+    answer_mimics_prompt_sections: bool = False
+    prompt_section_matches: list[PromptSectionMatch] = Field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, int]:

@@ -184,6 +184,8 @@ def summarize_group(
         "sandbox_seconds": total(seconds for _, seconds in sandbox),
         "model_retries": sum(r.retries for r in records),
         "judge_retries": sum(r.judge_retries for r in records),
+        # Judge tracks: answers that imitate the judge prompt's sections (agent/judge/forgery.py).
+        "answer_mimics_prompt_sections": sum(1 for r in records if r.answer_mimics_prompt_sections),
         "sample_seconds": total(r.duration_s for r in records),
         "cost_usd": _cost(records, prices),
         "judge": _judge_usage(records, judge_prices),

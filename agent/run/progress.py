@@ -366,6 +366,10 @@ def outcome_line(summary: dict[str, Any]) -> str:
     parts.append(f"model retries {overall.get('model_retries', 0)}")
     if overall.get("judge_retries"):
         parts.append(f"judge retries {overall['judge_retries']}")
+    if overall.get("answer_mimics_prompt_sections"):
+        parts.append(
+            f"answers imitating the judge prompt's sections {overall['answer_mimics_prompt_sections']}"
+        )
     if overall.get("cost_usd") is not None:
         parts.append(f"model cost ${overall['cost_usd']:.4f}")
     return "; ".join(parts)

@@ -98,4 +98,11 @@ class OlympiadTrack(Track):
             symbolic_timeout_s=self.settings.precheck_timeout_s,
             parse_retries=self.settings.judge_retries,
         )
-        return Verdict(grade.outcome, grade.score, grade.success, grade.error, grade.judge)
+        return Verdict(
+            grade.outcome,
+            grade.score,
+            grade.success,
+            grade.error,
+            grade.judge,
+            prompt_sections=grade.prompt_sections,
+        )

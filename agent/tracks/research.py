@@ -76,4 +76,11 @@ class ResearchTrack(Track):
             success_threshold=self.settings.success_threshold,
             parse_retries=self.settings.judge_retries,
         )
-        return Verdict(grade.outcome, grade.score, grade.success, grade.error, grade.judge)
+        return Verdict(
+            grade.outcome,
+            grade.score,
+            grade.success,
+            grade.error,
+            grade.judge,
+            prompt_sections=grade.prompt_sections,
+        )

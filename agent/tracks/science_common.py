@@ -24,12 +24,14 @@ from proctor.agent.inputs.config import (
     RunConfig,
     paper_answer_effort,
 )
+from proctor.agent.judge.forgery import SectionMatch
 from proctor.agent.judge.prompts import ANSWER_PLACEHOLDERS, fill_template, load_template
 from proctor.agent.model.base import ChatResponse, ModelError, Usage, record_message, reply_notes
 from proctor.agent.results.records import (
     EEDRecord,
     JudgeRecord,
     Outcome,
+    PromptSectionMatch,
     ReferenceRecord,
     SampleRecord,
     ToolCallRecord,
@@ -96,6 +98,8 @@ def final_answer_of(response: str | None) -> str | None:
     from proctor.agent.text.answer_shape import boxed_contents, distinct
 
     markers = list(FINAL_ANSWER_MARKER.finditer(response))
+    if _marker_shaped_lines(response) > len(markers):
+        return None  # a marker the strict search does not read (say, after a U+2028) may hold another
     # A marker's answer is its whole section, up to the next marker: comparing only the rest of
     # each marker's line let "FINAL ANSWER:\n5 ... FINAL ANSWER:\n6" through as the single "6".
     ends = [marker.start() for marker in markers[1:]] + [len(response)]
@@ -122,6 +126,26 @@ def final_answer_of(response: str | None) -> str | None:
     return marked
 
 
+# Every character some reader draws as a line break; a "FINAL ANSWER:" after any of them looks
+# like a marker even though the strict search above reads lines at "\n" only.
+_VISUAL_BREAKS = re.compile("[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+# On a skeleton (agent/judge/lookalike.py). No part may match "\n", so each line start scans
+# only its own line: linear in the response.
+_MARKER_SHAPED = re.compile(r"^[^\w\n]*final[^\w\n]*answer[^\w\n]*:", re.MULTILINE)
+
+
+def _marker_shaped_lines(response: str) -> int:
+    """Lines that read as a ``FINAL ANSWER:`` marker to a person, in any spelling.
+
+    Case, markup, full-width or look-alike letters, other colons, and every kind of line break
+    count. There are at least as many as strict markers; more means a marker the strict search
+    missed, which may commit to another answer.
+    """
+    from proctor.agent.judge.lookalike import skeleton
+
+    return sum(1 for _ in _MARKER_SHAPED.finditer(skeleton(_VISUAL_BREAKS.sub("\n", response))))
+
+
 @dataclass(frozen=True)
 class Verdict:
     """How a final response was graded: what ``SampleLog.finish`` records beside the conversation.
@@ -135,6 +159,16 @@ class Verdict:
     error: str | None = None
     judge: JudgeRecord | None = None
     eed: EEDRecord | None = None
+    prompt_sections: tuple[SectionMatch, ...] = ()
+
+    def section_fields(self) -> dict[str, Any]:
+        """The record's forgery flag and matched lines (agent/judge/forgery.py)."""
+        return {
+            "answer_mimics_prompt_sections": bool(self.prompt_sections),
+            "prompt_section_matches": [
+                PromptSectionMatch(marker=m.marker, text=m.text) for m in self.prompt_sections
+            ],
+        }
 
 
 @dataclass
@@ -186,7 +220,7 @@ class SampleLog:
         self.ctx.events.turn_finished(len(self.turns), self.total_tokens)
 
     def finish_with(self, verdict: Verdict) -> SampleRecord:
-        return self.finish(
+        record = self.finish(
             verdict.outcome,
             score=verdict.score,
             success=verdict.success,
@@ -194,6 +228,7 @@ class SampleLog:
             judge=verdict.judge,
             eed=verdict.eed,
         )
+        return record.model_copy(update=verdict.section_fields())
 
     def finish(
         self,

@@ -195,6 +195,15 @@ def test_bare_names(text: str, expected: bool) -> None:
         ("**FINAL ANSWER:**\n5\n**FINAL ANSWER:**\n6", None),
         ("FINAL ANSWER: **\n5\nFINAL ANSWER: **\n6", None),
         ("FINAL ANSWER:\n6\n\nFINAL ANSWER:\n6", "6"),
+        # A marker only "\n" starts is invisible to the strict search, but a reader sees it: a
+        # second marker after another line break, or spelled another way, is a second candidate.
+        *((f"FINAL ANSWER: 5\n...{sep}FINAL ANSWER: 6", None) for sep in "\u2028\u2029\x85\x1c\x1e\v\f\r"),
+        ("\uff26\uff49\uff4e\uff41\uff4c \uff21\uff4e\uff53\uff57\uff45\uff52\uff1a6\nFINAL ANSWER: 5", None),
+        ("**Final Answer\uff1a** 6\nFINAL ANSWER: 5", None),
+        ("FIN\u200bAL ANSWER: 6\nFINAL ANSWER: 5", None),
+        ("FINAL \u0410NSWER: 6\nFINAL ANSWER: 5", None),  # Cyrillic A
+        ("**Final Answer:** 5", "5"),
+        ("The final answer: 6 is wrong.\nFINAL ANSWER: 5", "5"),  # prose, not a marker line
         # Boxes LaTeX draws but the braced-group scan does not read: each hid a second candidate.
         (r"\boxed{5} or \boxed 6", None),
         (r"\boxed{5} or \boxed6", None),

@@ -13,7 +13,7 @@ from proctor.agent.judge.verdict import VerdictParseError, parse_binary_verdict,
         ("The answers match.\nVERDICT: CORRECT", True),
         ("Not equivalent.\nVERDICT: INCORRECT", False),
         ("reasoning\n\n   VERDICT: CORRECT   \n\n\n", True),  # surrounding whitespace is stripped
-        ("VERDICT: CORRECT\nOn reflection, no.\nVERDICT: INCORRECT", False),  # the last line decides
+        ("x\r\nVERDICT: INCORRECT\r\n", False),  # \r\n is a line break
     ],
 )
 def test_binary_verdict_from_last_line(reply: str, correct: bool) -> None:
@@ -33,6 +33,8 @@ def test_binary_verdict_from_last_line(reply: str, correct: bool) -> None:
         "Verdict: CORRECT",
         "VERDICT: CORRECT\nI am confident in this.",
         "VERDICT: CORRECT\nVERDICT: INCORRECT\nsee above",
+        # Two verdict lines are ambiguous, whichever comes last (tests/judge/test_verdict_lines.py).
+        "VERDICT: CORRECT\nOn reflection, no.\nVERDICT: INCORRECT",
         "VERDICT: PARTIALLY CORRECT",
         "The answer is correct.",
     ],
@@ -50,7 +52,6 @@ def test_binary_verdict_rejects_anything_else(reply: str | None) -> None:
         ("VERDICT: 0", 0.0),
         ("VERDICT: 10", 10.0),
         ("VERDICT: 10.0\n", 10.0),
-        ("VERDICT: 3\nVERDICT: 7", 7.0),
         ("VERDICT: .5", 0.5),
     ],
 )
@@ -74,6 +75,7 @@ def test_points_verdict(reply: str, points: float) -> None:
         ("VERDICT: \u0661\u0660", "not of the form"),
         ("VERDICT: 7.\u0665", "not of the form"),
         ("VERDICT: 7\nThat is my grade.", "not of the form"),
+        ("VERDICT: 3\nVERDICT: 7", "more than one verdict line"),
         ("", "empty"),
     ],
 )

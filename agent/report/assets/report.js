@@ -375,6 +375,17 @@
     return box;
   }
 
+  /* The answer imitates the judge prompt's own separators or labels: flag it with the lines. */
+  function renderSectionMimicry(matches) {
+    var box = el("div", { cls: "banner warn section-mimicry", role: "note" },
+      el("div", { text: "The answer imitates the judge prompt's sections (answer_mimics_prompt_sections): " +
+        "the judge saw these lines verbatim inside its prompt." }));
+    matches.forEach(function (m) {
+      box.appendChild(el("div", { cls: "mono", text: m.marker + "  ←  " + m.text }));
+    });
+    return box;
+  }
+
   function renderEed(eed) {
     return el("section", { cls: "panel eed" }, el("h4", { text: "EED score" }),
       el("div", { cls: "fields" }, field("score", eed.score, "strong"), field("status", eed.status),
@@ -400,6 +411,7 @@
       field("sandbox image", rec.sandbox_image, "mono"));
     detail.appendChild(facts);
     if (rec.error) detail.appendChild(el("div", { cls: "error-text", text: rec.error }));
+    if (rec.answer_mimics_prompt_sections) detail.appendChild(renderSectionMimicry(rec.prompt_section_matches || []));
     var chart = tokenChart(rec, meta);
     if (chart) detail.appendChild(chart);
     var panels = el("div", { cls: "panels" });
