@@ -25,7 +25,11 @@ from proctor.agent.export.inspect_log import export_inspect
 from tests.rescore.conftest import StoredResearchRun, read_lines
 from tests.support.inspect_logs import chat_messages_json, inspect_installed, read_log
 
-pytestmark = pytest.mark.skipif(not inspect_installed(), reason="pip install 'proctor[inspect]'")
+# Slow: each export starts an interpreter that imports inspect_ai, and each read-back another.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not inspect_installed(), reason="pip install 'proctor[inspect]'"),
+]
 REPO = Path(__file__).resolve().parents[2]
 
 
