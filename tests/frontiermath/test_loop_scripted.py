@@ -18,6 +18,9 @@ from proctor.sandbox import Sandbox, open_sandbox
 from tests.frontiermath.support import RecordingEvents, context, integer_task, run_config, scripted_client
 from tests.support.scripted_server import HttpError, Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
 
+# Every test here runs whole scripted conversations through a real sandbox: seconds each.
+pytestmark = pytest.mark.slow
+
 FORCED = {"type": "function", "function": {"name": "submit_answer"}}
 
 
@@ -75,7 +78,6 @@ def tool_messages(request: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in request["messages"] if m["role"] == "tool"]
 
 
-@pytest.mark.slow  # several seconds: a whole scripted conversation through a sandbox
 async def test_right_submission_after_a_python_call(sandbox: Sandbox) -> None:
     events = RecordingEvents()
     record, server = await run_sample(
@@ -115,14 +117,12 @@ async def test_right_submission_after_a_python_call(sandbox: Sandbox) -> None:
     }
 
 
-@pytest.mark.slow  # several seconds: a whole scripted conversation through a sandbox
 async def test_wrong_submission(sandbox: Sandbox) -> None:
     record, _ = await run_sample([Reply(tool_calls=[submit(WRONG)])], sandbox)
     assert record.outcome is Outcome.INCORRECT and not record.success and record.score == 0.0
     assert record.submission is not None and "got int 41" in (record.error or "")
 
 
-@pytest.mark.slow  # several seconds: a whole scripted conversation through a sandbox
 async def test_never_submitting_model_is_forced_and_never_crosses_the_cap(sandbox: Sandbox) -> None:
     """The model only ever runs python; its prompt grows each turn and it uses all output allowed."""
     cap, force_at = 6_000, 3_960
@@ -160,7 +160,6 @@ async def test_never_submitting_model_is_forced_and_never_crosses_the_cap(sandbo
     )
 
 
-@pytest.mark.slow  # several seconds: a whole scripted conversation through a sandbox
 async def test_text_only_model_burns_tokens_until_the_cap_stops_it(sandbox: Sandbox) -> None:
     """Reported usage is large and the prompt keeps growing; forcing is disabled (threshold = cap)."""
     cap = 20_000
@@ -186,7 +185,6 @@ async def test_text_only_model_burns_tokens_until_the_cap_stops_it(sandbox: Sand
     )
 
 
-@pytest.mark.slow  # several seconds: a whole scripted conversation through a sandbox
 async def test_a_server_reporting_no_tokens_cannot_carry_a_conversation_past_the_cap(
     sandbox: Sandbox,
 ) -> None:
@@ -205,7 +203,6 @@ async def test_a_server_reporting_no_tokens_cannot_carry_a_conversation_past_the
     assert len(server.requests) < 10
 
 
-@pytest.mark.slow  # several seconds: a whole scripted conversation through a sandbox
 async def test_reported_usage_crossing_660k_then_1m(sandbox: Sandbox) -> None:
     """Default numbers: 666k reported -> forced turn; the forced reply reports past 1M -> ends at once."""
     events = RecordingEvents()
@@ -226,7 +223,6 @@ async def test_reported_usage_crossing_660k_then_1m(sandbox: Sandbox) -> None:
     assert 666_000 + 111_000 + int(forced["max_completion_tokens"]) < 1_000_000
 
 
-@pytest.mark.slow  # several seconds: a whole scripted conversation through a sandbox
 async def test_forced_turn_submission_is_graded(sandbox: Sandbox) -> None:
     script = [*warm_up(), Reply(tool_calls=[submit(RIGHT)], usage=ReportedUsage(112_000, 100))]
     record, server = await run_sample(script, sandbox)
@@ -239,7 +235,6 @@ async def test_forced_turn_submission_is_graded(sandbox: Sandbox) -> None:
     )
 
 
-@pytest.mark.slow  # several seconds: a whole scripted conversation through a sandbox
 async def test_malformed_tool_calls_get_errors_and_the_run_goes_on(sandbox: Sandbox) -> None:
     malformed = [
         ToolCallSpec("python", '{ "code": "python math.round(x)\n}\n\n'),
