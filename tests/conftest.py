@@ -1,8 +1,15 @@
-"""Suite-wide policy: what happens to tests whose infrastructure is missing.
+"""Suite-wide policy: what happens to tests whose infrastructure is missing, and the two tiers.
 
 Locally a missing Docker engine, local model or Chromium skips those tests with a reason.
 Under CI (CI=true) nothing is skipped for missing infrastructure: `.ci/run` installs it,
 so its absence is a failure of the run, not something to hide.
+
+Two tiers: `python3 -m pytest -m "not slow"` for iteration, the whole suite for CI. A test is
+slow when it is marked so, or when it needs infrastructure (a marker or fixture below): that
+is derived here, so a new docker test lands in the full tier without anyone remembering to
+mark it. The quick tier never needs Docker: when a run deselects slow tests, the Docker
+client of every test is pointed at a socket that does not exist, so a quick test that
+reached an engine fails instead of passing only on machines that have one.
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import shutil
 import subprocess
 
 import pytest
+from _pytest.mark.expression import Expression
 
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
@@ -45,8 +53,51 @@ _REQUIREMENTS = {
 }
 
 
+# Markers and fixtures that mean a test needs infrastructure: an engine, gVisor, a Ray
+# cluster, a model server or a browser. Each such test is slow (seconds to minutes).
+SLOW_MARKERS = frozenset({"docker", "runsc", "local_model", "browser"})
+SLOW_FIXTURES = frozenset({"sandbox_image", "docker_engine", "built_image"})
+# Where the quick tier's Docker clients are sent (see the module docstring).
+NO_DOCKER = "unix:///nonexistent/proctor-quick-tier-needs-no-docker.sock"
+# A quick test takes well under 3 s on an idle machine; a hang in one (a stuck teardown, say)
+# fails that test after this long instead of the 300 s the ini gives the slow ones. The margin
+# is for a loaded machine: quick tests that start a `proctor` subprocess took up to 30 s with
+# eight test runs sharing two cores.
+QUICK_TIMEOUT_S = 120
+
+
+def needs_infrastructure(item: pytest.Item) -> bool:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return any(marker in item.keywords for marker in SLOW_MARKERS) or bool(fixtures & SLOW_FIXTURES)
+
+
+def deselects_slow(config: pytest.Config) -> bool:
+    """Whether this run's -m expression leaves out slow tests (and keeps unmarked ones)."""
+    markexpr = config.getoption("markexpr", "") or ""
+    if not markexpr:
+        return False
+    expression = Expression.compile(markexpr)
+    return not expression.evaluate(lambda name, **_: name == "slow") and expression.evaluate(
+        lambda name, **_: False
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if deselects_slow(config):
+        # Before any worker starts: xdist workers inherit the environment.
+        os.environ["DOCKER_HOST"] = NO_DOCKER
+        docker_engine_answers.cache_clear()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the slow mark must already be there
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
+        if needs_infrastructure(item) and "slow" not in item.keywords:
+            item.add_marker(pytest.mark.slow)
+        # A --timeout given on the command line (0 to debug) wins over the quick tier's.
+        quick = "slow" not in item.keywords and item.get_closest_marker("timeout") is None
+        if quick and config.getoption("timeout", None) is None:
+            item.add_marker(pytest.mark.timeout(QUICK_TIMEOUT_S))
         for marker, (available, reason) in _REQUIREMENTS.items():
             # In CI the test runs anyway and fails loudly if the infrastructure is missing.
             if marker in item.keywords and not IN_CI and not available():

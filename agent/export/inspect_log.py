@@ -5,12 +5,24 @@ One log per model of the run (Inspect's log holds one model). Each record become
 reply as the output, and one score named ``proctor``: ``C``/``I`` (success), the points or EED
 score in ``metadata``. Error outcomes (they say nothing about the model) become the sample's
 ``error`` and carry no score, so Inspect's metrics exclude them as Proctor's accuracy does.
+
+Inspect runs in a child process, never in the caller's: importing inspect_ai calls
+``nest_asyncio.apply()``, which patches ``asyncio`` for the whole process (its ``run``, the
+event loop's ``run_until_complete``, tasks and futures). After an in-process export every later
+event loop of the caller (a run through the Python API, an async test) would run on the patched
+code. :func:`export_inspect` validates the run here, so bad input is still one clear line, and
+the child (``python -m proctor.agent.export.inspect_log``) builds and writes the logs.
+Test: ``tests/export/test_inspect_export.py::test_an_export_leaves_the_callers_asyncio_untouched``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,11 +43,19 @@ CORRECT, INCORRECT = "C", "I"
 _STATUS = {"finished": "success", "interrupted": "cancelled", "failed": "error", "running": "started"}
 
 
+# The directory holding the ``proctor`` package this process runs, for the child's import path.
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])
+
+
 def require_inspect() -> None:
+    """Refuse at once when inspect_ai is missing, without importing it here (see the module doc)."""
+    # The top-level name only: finding ``inspect_ai.log`` would import ``inspect_ai`` itself.
     try:
-        import inspect_ai.log  # noqa: F401
-    except ImportError:
-        raise UserError(INSTALL_HINT) from None
+        found = importlib.util.find_spec("inspect_ai") is not None
+    except ValueError:  # sys.modules holds a module without a spec under that name
+        found = False
+    if not found:
+        raise UserError(INSTALL_HINT)
 
 
 def _text(value: Any) -> str:
@@ -355,10 +375,41 @@ def _slug(text: str) -> str:
 
 
 def export_inspect(run_dir: Path, output: Path | None) -> list[Path]:
-    """Write one eval log per model of the run; return the files written."""
-    require_inspect()
-    from inspect_ai.log import write_eval_log
+    """Write one eval log per model of the run; return the files written.
 
+    Bad input (a missing tool, a run directory that is not one, an edited header or record)
+    is refused here as one :class:`UserError` line, before Inspect is started; the logs are then
+    built and written in a child process, so inspect_ai never loads into this one.
+    """
+    require_inspect()
+    _read_run(run_dir, output)
+    request = json.dumps({"run": str(run_dir), "output": None if output is None else str(output)})
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
+    done = subprocess.run(
+        [sys.executable, "-m", "proctor.agent.export.inspect_log", request],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    try:
+        reply = json.loads(done.stdout)
+    except ValueError:
+        reply = None
+    if not isinstance(reply, dict) or done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        reason = lines[-1] if lines else f"exit status {done.returncode}"
+        raise RuntimeError(f"the Inspect export process failed: {reason}")
+    if "error" in reply:
+        raise UserError(str(reply["error"]))
+    return [Path(path) for path in reply["written"]]
+
+
+def _read_run(
+    run_dir: Path, output: Path | None
+) -> tuple[dict[str, Any], RunConfig, list[SampleRecord], Mapping[str, Any], list[tuple[str, Path]]]:
+    """The run's header, config, records and summary, and the log file for each model label."""
     header_path = run_dir / RUN_HEADER
     if not header_path.is_file():
         raise UserError(f"{header_path}: not found; {run_dir} is not a run directory")
@@ -368,21 +419,32 @@ def export_inspect(run_dir: Path, output: Path | None) -> list[Path]:
     if not records:
         raise UserError(f"{run_dir}: the run has no finished samples to export")
     summary = read_json(run_dir / SUMMARY) if (run_dir / SUMMARY).is_file() else {}
-    if not summary:
-        from proctor.agent.results.summary import summarize
-
-        summary = summarize(records, header=header)
     labels = sorted({r.model for r in records})
     target = output or Path(f"{_slug(_text(header.get('run_id')) or run_dir.name)}.eval")
     if target.suffix not in (".eval", ".json"):
         raise UserError(f"-o {target}: an Inspect log ends in .eval or .json")
-    written: list[Path] = []
+    files: list[tuple[str, Path]] = []
     for label in labels:
         path = (
             target if len(labels) == 1 else target.with_name(f"{target.stem}.{_slug(label)}{target.suffix}")
         )
         # Never over a run directory's own files (`-o RUN/run.json` replaced the run's header).
         refuse_run_file(path, "-o")
+        files.append((label, path))
+    return header, config, records, summary, files
+
+
+def _write_logs(run_dir: Path, output: Path | None) -> list[Path]:
+    """The child's side of :func:`export_inspect`: read the run again and write its logs."""
+    from inspect_ai.log import write_eval_log
+
+    header, config, records, summary, files = _read_run(run_dir, output)
+    if not summary:
+        from proctor.agent.results.summary import summarize
+
+        summary = summarize(records, header=header)
+    written: list[Path] = []
+    for label, path in files:
         log = eval_log(header, config, label, [r for r in records if r.model == label], summary)
         try:
             write_eval_log(log, path.resolve())
@@ -390,3 +452,29 @@ def export_inspect(run_dir: Path, output: Path | None) -> list[Path]:
             raise UserError(f"-o {path}: cannot write ({exc.strerror or exc})") from None
         written.append(path)
     return written
+
+
+def _child_main(request_text: str) -> None:
+    # The reply gets a private copy of stdout; descriptor 1 then points at stderr, so nothing
+    # inspect_ai or a library prints can corrupt the one JSON line the parent reads.
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    request = json.loads(request_text)
+    output = request.get("output")
+    reply: dict[str, Any]
+    try:
+        written = _write_logs(Path(request["run"]), None if output is None else Path(output))
+        reply = {"written": [str(path) for path in written]}
+    except UserError as exc:
+        reply = {"error": str(exc)}
+    except ImportError as exc:
+        if not (exc.name or "").startswith("inspect_ai"):
+            raise
+        reply = {"error": INSTALL_HINT}
+    replies.write(json.dumps(reply) + "\n")
+    replies.flush()
+
+
+if __name__ == "__main__":
+    _child_main(sys.argv[1])

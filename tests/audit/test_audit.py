@@ -83,9 +83,11 @@ def test_every_check_is_classed_bounded_and_quick_subset_is_small() -> None:
         (["--backend", "ray", "--runtime", "runsc"], "--runtime: applies to the docker backend only"),
         (["--backend", "ray", "--docker-host", "unix:///x.sock"], "--docker-host: applies to the docker"),
         (["--backend", "docker", "--ray-address", "127.0.0.2:1"], "--ray-address: applies to the ray"),
-        (
+        # Needs an engine: the ray backend reads the image's id from the local engine first.
+        pytest.param(
             ["--backend", "ray", "--ray-address", "127.0.0.2:1"],
             "--backend ray: nothing answers at the Ray address 127.0.0.2:1",
+            marks=pytest.mark.docker,
         ),
     ],
 )
@@ -389,6 +391,7 @@ def test_weakened_configuration_is_reported_broken(weakness: str, tmp_path: Path
 # -- the local backend reports what it does not isolate -----------------------------------------
 
 
+@pytest.mark.slow  # runs the audit's checks against the local backend
 def test_local_backend_reports_honestly(tmp_path: Path) -> None:
     report = tmp_path / "local.json"
     result = proctor("sandbox", "audit", "--backend", "local", "--quick", "--json", str(report))

@@ -3,7 +3,10 @@ back with ``inspect_ai.log.read_eval_log``: samples, scores, messages and model 
 
 Attacks: transcript entries an edited file could hold (content that is not text, tool-call
 arguments that are not JSON or not an object, missing ids) still convert; without inspect_ai
-the command says in one line how to get it.
+the command says in one line how to get it; an export leaves the caller's ``asyncio`` as it was.
+
+inspect_ai never loads into the pytest process (tests/support/inspect_logs.py says why): logs are
+read back, and Inspect's types built, in child processes.
 """
 
 from __future__ import annotations
@@ -18,10 +21,15 @@ from typing import Any
 import pytest
 
 from proctor.agent.errors import UserError
-from proctor.agent.export.inspect_log import chat_messages, export_inspect
+from proctor.agent.export.inspect_log import export_inspect
 from tests.rescore.conftest import StoredResearchRun, read_lines
+from tests.support.inspect_logs import chat_messages_json, inspect_installed, read_log
 
-inspect_log = pytest.importorskip("inspect_ai.log", reason="pip install 'proctor[inspect]'")
+# Slow: each export starts an interpreter that imports inspect_ai, and each read-back another.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not inspect_installed(), reason="pip install 'proctor[inspect]'"),
+]
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -30,38 +38,39 @@ def test_a_research_run_reads_back_from_its_inspect_log(
 ) -> None:
     records = read_lines(research_run.directory / "samples.jsonl")
     (path,) = export_inspect(research_run.directory, tmp_path / "run.eval")
-    log = inspect_log.read_eval_log(str(path))
+    log = read_log(path)
 
-    assert log.status == "success"
-    assert log.eval.model == "openai/student"
-    assert log.eval.task == "proctor/research"
-    assert log.eval.model_roles is not None and log.eval.model_roles["grader"].model == "openai/judge-a"
-    assert log.samples is not None and len(log.samples) == len(records) == 6
-    samples = {(s.id, s.epoch): s for s in log.samples}
+    assert log["status"] == "success"
+    assert log["eval"]["model"] == "openai/student"
+    assert log["eval"]["task"] == "proctor/research"
+    assert log["eval"]["model_roles"] is not None
+    assert log["eval"]["model_roles"]["grader"]["model"] == "openai/judge-a"
+    assert log["samples"] is not None and len(log["samples"]) == len(records) == 6
+    samples = {(s["id"], s["epoch"]): s for s in log["samples"]}
     for record in records:
         sample = samples[(record["task_id"], record["trial"] + 1)]
-        assert [m.role for m in sample.messages] == [m["role"] for m in record["transcript"]]
-        assert sample.messages[0].text == record["transcript"][0]["content"]
-        assert sample.output.completion == record["transcript"][-1]["content"]
-        assert sample.target == "Up to 10 points."
-        assert sample.model_usage["openai/student"].input_tokens == record["input_tokens"]
-        assert sample.metadata["outcome"] == record["outcome"]
+        assert [m["role"] for m in sample["messages"]] == [m["role"] for m in record["transcript"]]
+        assert sample["messages"][0]["text"] == record["transcript"][0]["content"]
+        assert sample["output"]["completion"] == record["transcript"][-1]["content"]
+        assert sample["target"] == "Up to 10 points."
+        assert sample["model_usage"]["openai/student"]["input_tokens"] == record["input_tokens"]
+        assert sample["metadata"]["outcome"] == record["outcome"]
         if record["outcome"] == "judge_error":
             # An error says nothing about the model: no score, the error instead.
-            assert sample.scores is None and sample.error is not None
-            assert record["error"] in sample.error.message
+            assert sample["scores"] is None and sample["error"] is not None
+            assert record["error"] in sample["error"]["message"]
         else:
-            score = sample.scores["proctor"]
-            assert score.value == ("C" if record["success"] else "I")
-            assert score.metadata["score"] == record["score"]
-            assert score.explanation == record["judge"]["replies"][-1]
-    scores = log.results.scores[0]
-    assert scores.scored_samples == 4 and scores.unscored_samples == 2
-    assert scores.metrics["accuracy"].value == 0.5
+            score = sample["scores"]["proctor"]
+            assert score["value"] == ("C" if record["success"] else "I")
+            assert score["metadata"]["score"] == record["score"]
+            assert score["explanation"] == record["judge"]["replies"][-1]
+    scores = log["results"]["scores"][0]
+    assert scores["scored_samples"] == 4 and scores["unscored_samples"] == 2
+    assert scores["metrics"]["accuracy"]["value"] == 0.5
 
 
 def test_hostile_transcript_entries_still_convert() -> None:
-    messages = chat_messages(
+    messages = chat_messages_json(
         [
             {"role": "user", "content": {"not": "text"}},
             {
@@ -80,14 +89,14 @@ def test_hostile_transcript_entries_still_convert() -> None:
         ],
         "openai/m",
     )
-    assert [m.role for m in messages] == ["user", "assistant", "tool", "user"]
-    assert messages[0].text == '{"not": "text"}'
-    calls = messages[1].tool_calls
-    assert calls is not None and [c.id for c in calls] == ["a", "call-1", "call-2", "c"]
-    assert calls[0].parse_error and calls[0].arguments == {"raw_arguments": "{not json"}
-    assert calls[1].arguments == {"raw_arguments": "[1, 2]"}
-    assert calls[3].arguments == {"code": "x"} and calls[3].parse_error is None
-    assert messages[2].text == "42"
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "user"]
+    assert messages[0]["text"] == '{"not": "text"}'
+    calls = messages[1]["tool_calls"]
+    assert calls is not None and [c["id"] for c in calls] == ["a", "call-1", "call-2", "c"]
+    assert calls[0]["parse_error"] and calls[0]["arguments"] == {"raw_arguments": "{not json"}
+    assert calls[1]["arguments"] == {"raw_arguments": "[1, 2]"}
+    assert calls[3]["arguments"] == {"code": "x"} and calls[3]["parse_error"] is None
+    assert messages[2]["text"] == "42"
 
 
 def test_without_inspect_ai_the_command_says_how_to_get_it(tmp_path: Path) -> None:
@@ -166,5 +175,87 @@ def test_an_edited_summary_never_breaks_the_export(
     # and a 400-digit mean float(), both tracebacks; such values are left out of the metrics.
     (research_run.directory / "summary.json").write_text(json.dumps(summary))
     [path] = export_inspect(research_run.directory, tmp_path / "run.eval")
-    log = inspect_log.read_eval_log(str(path))
-    assert len(log.samples or []) == 6
+    log = read_log(path)
+    assert len(log["samples"] or []) == 6
+
+
+# Run in a fresh interpreter, like a user's script: export through the Python API, from plain
+# code and from inside a running event loop (the case where inspect_ai applies nest_asyncio),
+# then compare every name in asyncio's modules, and every attribute of their classes, with
+# what they were before. Any patch of the event loop, tasks, futures or the loop policy shows.
+_EXPORT_THEN_CHECK_ASYNCIO = """
+import asyncio, asyncio.base_events, asyncio.events, asyncio.futures, asyncio.runners
+import asyncio.selector_events, asyncio.tasks, asyncio.unix_events
+import json, sys
+from pathlib import Path
+
+from proctor.agent.export.inspect_log import export_inspect
+
+MODULES = (asyncio, asyncio.base_events, asyncio.events, asyncio.futures, asyncio.runners,
+           asyncio.selector_events, asyncio.tasks, asyncio.unix_events)
+
+def snapshot():
+    seen = {}
+    for module in MODULES:
+        for name, value in vars(module).items():
+            seen[f"{module.__name__}.{name}"] = value
+            if isinstance(value, type):
+                for attr, member in vars(value).items():
+                    seen[f"{module.__name__}.{name}.{attr}"] = member
+    return seen
+
+async def nothing():
+    return None
+
+asyncio.run(nothing())  # creates the loop policy, so only a patch can change a name below
+before = snapshot()
+run_dir, out = Path(sys.argv[1]), Path(sys.argv[2])
+export_inspect(run_dir, out / "plain.eval")
+
+async def export_from_a_loop():
+    loop = asyncio.get_running_loop()
+    export_inspect(run_dir, out / "in-loop.eval")
+    return loop
+
+loop = asyncio.run(export_from_a_loop())
+after = snapshot()
+changed = sorted(k for k in before.keys() | after.keys() if before.get(k) is not after.get(k))
+print(json.dumps({
+    "changed": changed,
+    "inspect_loaded": sorted(m for m in sys.modules if m.split(".")[0] == "inspect_ai")[:5],
+    "loop_patched": [a for a in vars(loop) if "nest" in a.lower()],
+    "written": sorted(p.name for p in out.iterdir()),
+}))
+"""
+
+
+def test_an_export_leaves_the_callers_asyncio_untouched(
+    research_run: StoredResearchRun, tmp_path: Path
+) -> None:
+    """Inspect runs in a child process: after an export (from plain code or from inside a
+    running loop), the caller's asyncio is exactly as before and inspect_ai was never loaded."""
+    out = tmp_path / "logs"
+    out.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", _EXPORT_THEN_CHECK_ASYNCIO, str(research_run.directory), str(out)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        },
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["written"] == ["in-loop.eval", "plain.eval"]
+    # One comparison, so a failure shows every way the caller was changed at once.
+    assert {key: report[key] for key in ("changed", "loop_patched", "inspect_loaded")} == {
+        "changed": [],
+        "loop_patched": [],
+        "inspect_loaded": [],
+    }
+    # Both logs are real Inspect logs of the run.
+    for name in report["written"]:
+        assert len(read_log(out / name)["samples"]) == 6

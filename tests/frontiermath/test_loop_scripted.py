@@ -18,6 +18,9 @@ from proctor.sandbox import Sandbox, open_sandbox
 from tests.frontiermath.support import RecordingEvents, context, integer_task, run_config, scripted_client
 from tests.support.scripted_server import HttpError, Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
 
+# Every test here runs whole scripted conversations through a real sandbox: seconds each.
+pytestmark = pytest.mark.slow
+
 FORCED = {"type": "function", "function": {"name": "submit_answer"}}
 
 

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
-from proctor.agent.config import ModelConfig, RunConfig
+from proctor.agent.inputs.config import ModelConfig, RunConfig
 from proctor.agent.judge.forgery import MAX_MATCHES, prompt_section_matches, section_markers
 from proctor.agent.judge.prompts import (
     OLYMPIAD_JUDGE_PROMPT,
@@ -30,12 +30,12 @@ from proctor.agent.judge.prompts import (
     RESEARCH_PLACEHOLDERS,
     load_template,
 )
-from proctor.agent.progress import outcome_line, print_final
-from proctor.agent.records import PromptSectionMatch
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import render_report
-from proctor.agent.runner import execute_run
-from proctor.agent.summary import summarize
+from proctor.agent.results.records import PromptSectionMatch
+from proctor.agent.results.summary import summarize
+from proctor.agent.run.progress import outcome_line, print_final
+from proctor.agent.run.runner import execute_run
 from proctor.agent.tracks.olympiad import OlympiadTrack
 from proctor.agent.tracks.research import ResearchTrack
 from proctor.agent.tracks.science_tasks import ScienceTask

@@ -104,21 +104,24 @@ async def test_rescore_re_verifies_stored_submissions_with_the_fixed_task_file(
     assert header["tasks_file"]["path"] == str(fixed.resolve())
 
     # The re-scored run exports like any run: tool calls and the submitted code survive.
-    from inspect_ai.log import read_eval_log
-
+    # Read back in a child process: inspect_ai must not load into pytest's (tests/support/inspect_logs.py).
     from proctor.agent.export.inspect_log import export_inspect
+    from tests.support.inspect_logs import read_log
 
     (log_path,) = export_inspect(tmp_path / "again", tmp_path / "again.eval")
-    log = read_eval_log(str(log_path))
-    assert log.samples is not None
-    exported = {s.id: s for s in log.samples}
+    log = read_log(log_path)
+    assert log["samples"] is not None
+    exported = {s["id"]: s for s in log["samples"]}
     calls = [
-        c.function for m in exported["fm-0"].messages if m.role == "assistant" for c in m.tool_calls or []
+        c["function"]
+        for m in exported["fm-0"]["messages"]
+        if m["role"] == "assistant"
+        for c in m["tool_calls"] or []
     ]
     assert calls == ["python", "submit_answer"]
-    assert exported["fm-0"].scores["proctor"].value == "C"
-    assert exported["fm-1"].scores["proctor"].answer == records["fm-1"]["submission"]["code"]
-    assert exported["fm-0"].target == "42"
+    assert exported["fm-0"]["scores"]["proctor"]["value"] == "C"
+    assert exported["fm-1"]["scores"]["proctor"]["answer"] == records["fm-1"]["submission"]["code"]
+    assert exported["fm-0"]["target"] == "42"
 
 
 async def test_an_edited_verdict_is_graded_again_never_carried_over(

@@ -1,0 +1,80 @@
+"""Reading Inspect logs back, and calling Inspect's types, in a child process.
+
+inspect_ai can patch ``asyncio`` for the whole process (``nest_asyncio.apply()`` when it runs a
+coroutine from inside a running loop), so no test imports it into the pytest process: one
+xdist worker then runs every later async test on a patched event loop. Each helper here runs
+Inspect in a fresh interpreter and hands back plain JSON: the log's own ``model_dump`` plus the
+values Inspect computes (a message's ``text``, an output's ``completion``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+
+_READ_LOG = """
+import json, sys
+from inspect_ai.log import read_eval_log
+
+log = read_eval_log(sys.argv[1])
+data = log.model_dump(mode="json")
+for sample, dumped in zip(log.samples or [], data.get("samples") or []):
+    dumped["output"]["completion"] = sample.output.completion
+    for message, dumped_message in zip(sample.messages, dumped["messages"]):
+        dumped_message["text"] = message.text
+print(json.dumps(data))
+"""
+
+_CHAT_MESSAGES = """
+import json, sys
+from proctor.agent.export.inspect_log import chat_messages
+
+transcript, model = json.loads(sys.stdin.read())
+messages = chat_messages(transcript, model)
+out = []
+for message in messages:
+    dumped = message.model_dump(mode="json")
+    dumped["text"] = message.text
+    out.append(dumped)
+print(json.dumps(out))
+"""
+
+
+def inspect_installed() -> bool:
+    return importlib.util.find_spec("inspect_ai") is not None
+
+
+def _child(script: str, *args: str, stdin: str | None = None) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+        },
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def read_log(path: Path) -> dict[str, Any]:
+    """``inspect_ai.log.read_eval_log(path)`` as JSON (with each message's text and output's completion)."""
+    result: dict[str, Any] = _child(_READ_LOG, str(path))
+    return result
+
+
+def chat_messages_json(transcript: list[Any], model: str) -> list[dict[str, Any]]:
+    """``chat_messages(transcript, model)`` run in a child, each message as JSON plus its ``text``."""
+    result: list[dict[str, Any]] = _child(_CHAT_MESSAGES, stdin=json.dumps([transcript, model]))
+    return result
