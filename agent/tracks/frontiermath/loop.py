@@ -2,9 +2,10 @@
 
 The conversation ends when an answer is accepted for grading (submit_answer), when the
 forced-submission turn passes without one (under a profile that forces one turn only), when
-the token cap is reached (at once), when the model endpoint fails for good, or after
-``max_turns`` as a last safety bound. What the model is told between turns, and which of
-several submissions counts, is the run's protocol profile (``profiles.py``).
+the token cap is reached (at once), when the model endpoint fails for good or refuses the
+conversation (agent/model/provider_outcome.py), or after ``max_turns`` as a last safety bound.
+What the model is told between turns, and which of several submissions counts, is the run's
+protocol profile (``profiles.py``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Any
 
 from proctor.agent.budget import RequestPlan, TokenBudget
 from proctor.agent.model.base import ChatResponse, ModelError, record_message, reply_notes
-from proctor.agent.records import Outcome, SubmissionRecord, ToolCallRecord
+from proctor.agent.records import Outcome, ProviderRefusalRecord, SubmissionRecord, ToolCallRecord
 from proctor.agent.tokens import estimate_message_tokens, estimate_tools_tokens
-from proctor.agent.tracks.base import SampleContext
+from proctor.agent.tracks.base import SampleContext, model_failure
 from proctor.agent.tracks.frontiermath.profiles import DEFAULT_PROTOCOL, ProtocolProfile, get_profile
 from proctor.agent.tracks.frontiermath.provider_limits import output_ceiling_from_error
 from proctor.agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
@@ -49,6 +50,7 @@ class ConversationResult:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     submission: SubmissionRecord | None = None
     retries: int = 0
+    provider_refusal: ProviderRefusalRecord | None = None
 
 
 @dataclass
@@ -106,9 +108,15 @@ class Conversation:
             self.budget.add_message_tokens(self.count_message(message))
 
     def _finish(
-        self, outcome: Outcome, error: str | None, submission: SubmissionResult | None = None
+        self,
+        outcome: Outcome,
+        error: str | None,
+        submission: SubmissionResult | None = None,
+        *,
+        refusal: ProviderRefusalRecord | None = None,
     ) -> ConversationResult:
         return ConversationResult(
+            provider_refusal=refusal,
             outcome=outcome,
             error=error,
             budget=self.budget,
@@ -147,7 +155,11 @@ class Conversation:
             try:
                 response = await self._complete(plan)
             except ModelError as exc:
-                return self._finish(Outcome.MODEL_ERROR, f"model error: {exc}")
+                failure = model_failure(exc)
+                if failure.refusal is None:
+                    return self._finish(failure.outcome, f"model error: {failure.error}")
+                # The provider refused the conversation: the model's outcome, scored.
+                return self._finish(failure.outcome, failure.error, refusal=failure.refusal)
             self._record_reply(response, turn, plan.force_submission)
             self.ctx.events.turn_finished(turn, self.budget.used)
             if self.budget.exhausted:
@@ -194,7 +206,8 @@ class Conversation:
             ceiling = output_ceiling_from_error(str(exc))
             if ceiling is None or plan.max_output_tokens is None or ceiling >= plan.max_output_tokens:
                 raise
-        # The room under the cap exceeded the model's own maximum: remember it, ask again once.
+        # The room under the cap exceeded the model's own maximum, or what its context holds
+        # after this prompt: remember it, ask again once (a second refusal is the outcome).
         self.budget.max_output_tokens = min(ceiling, self.budget.max_output_tokens or ceiling)
         return await self.ctx.model.complete(
             self.messages, tools=self.tools, tool_choice=tool_choice, max_output_tokens=ceiling
