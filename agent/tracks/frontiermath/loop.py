@@ -1,11 +1,14 @@
 """One FrontierMath conversation: prompt, tool turns under the token budget, until a submission.
 
 The conversation ends when an answer is accepted for grading (submit_answer), when the
-forced-submission turn passes without one (under a profile that forces one turn only), when
-the token cap is reached (at once), when the model endpoint fails for good or refuses the
+token cap is reached (at once), when the model endpoint fails for good or refuses the
 conversation (agent/model/provider_outcome.py), or after ``max_turns`` as a last safety bound.
-What the model is told between turns, and which of several submissions counts, is the run's
-protocol profile (``profiles.py``).
+From the forcing threshold on, every turn is forced to call submit_answer (with the notice
+before it), under every profile: the seed forces "the next message" from 660,000 tokens and
+leaves avoiding the hard limit to the model, so a forced turn that brings no valid submission
+is followed by another forced turn, never by the end of the sample. What the model is told
+between turns, and which of several submissions counts, is the run's protocol profile
+(``profiles.py``).
 """
 
 from __future__ import annotations
@@ -141,13 +144,11 @@ class Conversation:
 
     async def run(self) -> ConversationResult:
         rejected: SubmissionResult | None = None
-        notice_sent = False
         profile = self.profile
         for turn in range(1, self.max_turns + 1):
-            if self.budget.submission_due and (profile.keep_forcing or not notice_sent):
+            if self.budget.submission_due:
                 notice = self._budget_text(profile.forced_notice)
                 self._append({"role": "user", "content": notice}, turn=turn, kind="forced_submission")
-                notice_sent = True
             plan = self.budget.plan_request()
             if not plan.send:
                 return self._no_answer(plan.stop_reason or "token cap reached", rejected)
@@ -166,10 +167,6 @@ class Conversation:
                 # At the cap the conversation ends at once; this reply's tool calls are not run.
                 return self._no_answer(self.budget.stop_reason or "token cap reached", rejected)
             if not response.tool_calls:
-                if plan.force_submission and not profile.keep_forcing:
-                    return self._no_answer(
-                        "the model did not call submit_answer on the forced turn", rejected
-                    )
                 if profile.no_tool_call_nudge is not None:
                     self._append(
                         {"role": "user", "content": profile.no_tool_call_nudge}, turn=turn, kind="nudge"
@@ -179,10 +176,6 @@ class Conversation:
                 if result.accepted is not None:
                     return self._finish(result.accepted.outcome, result.accepted.error, result.accepted)
                 rejected = result.rejected or rejected
-                if plan.force_submission and not profile.keep_forcing:
-                    return self._no_answer(
-                        "the model did not submit a valid answer on the forced turn", rejected
-                    )
                 if result.ended_silent and not self.budget.submission_due and profile.empty_output_help:
                     self._append(
                         {"role": "user", "content": profile.empty_output_help}, turn=turn, kind="help"
