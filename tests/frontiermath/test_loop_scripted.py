@@ -388,12 +388,13 @@ async def test_each_rule_violation_is_graded_by_default_and_recorded(
     assert record.tool_calls[0].result == METHODOLOGY.submission_reply
 
 
-async def test_forced_turn_without_submit_answer_is_no_submission(sandbox: Sandbox) -> None:
-    script = [*warm_up(), Reply(content="I refuse to submit.")]
-    record, server = await run_sample(script, sandbox)
-    assert server.requests[-1].json["tool_choice"] == FORCED
+async def test_forced_turns_without_submit_answer_go_on_until_the_cap(sandbox: Sandbox) -> None:
+    """A forced turn answered in text does not end the sample: forcing goes on until the cap."""
+    refusal = Reply(content="I refuse to submit.", usage=ReportedUsage(110_000, 1_000))
+    record, server = await run_sample([*warm_up(), refusal, refusal], sandbox)
+    assert [r.json["tool_choice"] for r in server.requests] == ["auto"] * 6 + [FORCED] * 2
     assert record.outcome is Outcome.NO_SUBMISSION and record.forced_submission_turn == 7
-    assert not record.cap_reached
+    assert record.cap_reached
 
 
 async def test_answer_error_and_timeout_outcomes_through_the_loop(sandbox: Sandbox) -> None:
