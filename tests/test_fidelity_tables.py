@@ -34,6 +34,11 @@ PAGES = {
     "docs/eed.md": "tests/scoring",
 }
 HEADING = re.compile(r"^#+ .*fidelity table", re.IGNORECASE)
+# Classification tables: signal | outcome | ... | test, under their own heading (the page, the
+# heading, the directory its bare file names are in).
+CLASSIFICATION_TABLES = {
+    "docs/models.md": (re.compile(r"^#+ provider refusals", re.IGNORECASE), "tests/model"),
+}
 BACKQUOTED = re.compile(r"`([^`]+)`")
 
 
@@ -47,10 +52,10 @@ def cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
-def fidelity_table(page: str) -> Table:
+def fidelity_table(page: str, heading: re.Pattern[str] = HEADING) -> Table:
     lines = (ROOT / page).read_text(encoding="utf-8").splitlines()
-    start = next((i for i, line in enumerate(lines) if HEADING.match(line)), None)
-    assert start is not None, f"{page}: no 'Fidelity table' heading"
+    start = next((i for i, line in enumerate(lines) if heading.match(line)), None)
+    assert start is not None, f"{page}: no {heading.pattern!r} heading"
     table_lines: list[str] = []
     for line in lines[start + 1 :]:
         if line.startswith("|"):
@@ -118,6 +123,37 @@ def test_every_test_a_fidelity_table_names_exists(page: str) -> None:
                 )
                 named_functions += 1
         assert named_functions, f"{page}: the row {row[0]!r} names files but no test function"
+
+
+def check_row_tests(page: str, page_dir: str, table: Table) -> None:
+    """Every row's test cell names at least one test function, and each named test exists."""
+    last_file: Path | None = None
+    for row in table.rows:
+        references = BACKQUOTED.findall(row[-1])
+        assert references, f"{page}: the row {row[0]!r} names no test"
+        named_functions = 0
+        for reference in references:
+            path, name = resolve(reference, page_dir, last_file)
+            last_file = path
+            tests = collected_tests(path)
+            assert tests, f"{page}: `{reference}`: {path.relative_to(ROOT)} holds no tests"
+            if name is not None:
+                assert fnmatch.filter(sorted(tests), name), (
+                    f"{page}, row {row[0]!r}: no test {name!r} in {path.relative_to(ROOT)}"
+                )
+                named_functions += 1
+        assert named_functions or any(r.endswith(".py") for r in references), (
+            f"{page}: the row {row[0]!r} names no test"
+        )
+
+
+@pytest.mark.parametrize("page", sorted(CLASSIFICATION_TABLES))
+def test_every_test_a_classification_table_names_exists(page: str) -> None:
+    heading, page_dir = CLASSIFICATION_TABLES[page]
+    table = fidelity_table(page, heading)
+    header = [h.lower() for h in table.header]
+    assert header[-1] == "test" and "counted in accuracy" in header and "re-run on resume" in header
+    check_row_tests(page, page_dir, table)
 
 
 def test_the_checker_catches_a_test_that_does_not_exist(tmp_path: Path) -> None:

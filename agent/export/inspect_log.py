@@ -25,7 +25,7 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import RunConfig
@@ -171,6 +171,14 @@ def _score_metadata(record: SampleRecord) -> dict[str, Any]:
     return data
 
 
+def _stop_reason(record: SampleRecord) -> Literal["stop", "model_length", "content_filter"]:
+    """Inspect's own name for a provider's refusal (a scored sample there too)."""
+    refusal = record.provider_refusal
+    if refusal is None:
+        return "stop"
+    return "model_length" if refusal.kind == "context_overflow" else "content_filter"
+
+
 def eval_sample(record: SampleRecord, target: str) -> EvalSample:
     from inspect_ai._util.error import EvalError
     from inspect_ai.log import EvalSample
@@ -210,7 +218,7 @@ def eval_sample(record: SampleRecord, target: str) -> EvalSample:
         input=first_user.text if first_user is not None else "",
         target=target,
         messages=messages,
-        output=ModelOutput.from_content(record.model, reply),
+        output=ModelOutput.from_content(record.model, reply, stop_reason=_stop_reason(record)),
         scores=scores,
         metadata={
             "outcome": record.outcome.value,
@@ -220,6 +228,9 @@ def eval_sample(record: SampleRecord, target: str) -> EvalSample:
             "forced_submission_turn": record.forced_submission_turn,
             "cap_reached": record.cap_reached,
             "retries": record.retries,
+            "provider_refusal": (
+                record.provider_refusal.model_dump(mode="json") if record.provider_refusal else None
+            ),
         },
         model_usage={record.model: usage},
         role_usage=judge_usage,

@@ -15,7 +15,7 @@ from typing import Generic, TypeVar
 import openai
 
 from proctor.agent.judge.verdict import VerdictParseError
-from proctor.agent.model.base import EndpointRefused, ModelClient, ModelError, Usage
+from proctor.agent.model.base import EndpointRefused, ModelClient, ModelError, ProviderRefusal, Usage
 
 VerdictT = TypeVar("VerdictT")
 
@@ -78,7 +78,10 @@ async def ask_judge(
 
 
 def _rejected_for_its_content(error: ModelError) -> bool:
-    """A final 4xx other than a refused key or quota: the request itself was refused."""
+    """A final 4xx other than a refused key or quota, or the provider's refusal of this
+    conversation (a content-filtered reply included): the request itself was refused."""
+    if isinstance(error, ProviderRefusal):
+        return True
     if isinstance(error, EndpointRefused):
         return False
     cause = error.__cause__

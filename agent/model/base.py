@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from proctor.agent.model.provider_outcome import ProviderVerdict
+
 # Where an assistant message (Chat Completions form) carries its reply's Responses API output
 # layout, reasoning items included, to the next request (agent/model/reasoning_items.py). Only
 # the Responses client reads it; records keep the size-capped ``reasoning_items`` instead.
@@ -22,6 +24,16 @@ class EndpointRefused(ModelError):
     def __init__(self, message: str, *, kind: str) -> None:
         super().__init__(message)
         self.kind = kind
+
+
+class ProviderRefusal(ModelError):
+    """The provider refused the model's own conversation (context overflow, policy refusal,
+    content filter): the model's outcome, scored, not retried and not re-run on ``--resume``
+    (agent/model/provider_outcome.py)."""
+
+    def __init__(self, endpoint: str, verdict: ProviderVerdict) -> None:
+        super().__init__(f"{endpoint}: {verdict.describe()}")
+        self.verdict = verdict
 
 
 @dataclass

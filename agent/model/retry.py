@@ -4,8 +4,10 @@ The SDK's own retries are switched off so every retry passes through here, is co
 ``ChatResponse.retries`` and reported to the progress display.
 
 Retried: 408, 429 (rate limits), 5xx, timeouts and dropped connections.
-Never retried: 401/403 (credentials) and 429 ``insufficient_quota`` (billing) — waiting cannot
-fix those — and other 4xx, which mean the request itself is wrong.
+Never retried: a provider's refusal of the conversation itself (context overflow, policy
+refusal, content filter: ``ProviderRefusal``, read from the body by
+agent/model/provider_outcome.py), 401/403 (credentials) and 429 ``insufficient_quota``
+(billing) — waiting cannot fix those — and other 4xx, which mean the request itself is wrong.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from typing import Any, TypeVar
 
 import openai
 
-from proctor.agent.model.base import EndpointRefused, ModelError
+from proctor.agent.model.base import EndpointRefused, ModelError, ProviderRefusal
+from proctor.agent.model.provider_outcome import ProviderVerdict, classify_error, clean_text
 
 T = TypeVar("T")
 RetryCallback = Callable[[str], None]
@@ -55,13 +58,17 @@ class Transient:
 class FailedReply(Exception):
     """The endpoint failed without an HTTP error: no whole reply within the request's time
     limit, or a 200 whose body is an error or not a reply at all. Retried like a 5xx, and a
-    ``model_error`` when the retries run out: the endpoint failed, not the model."""
+    ``model_error`` when the retries run out: the endpoint failed, not the model. A 200 error
+    body that refuses the conversation itself carries ``verdict`` and is not retried."""
 
-    def __init__(self, reason: str, detail: str | None = None) -> None:
+    def __init__(
+        self, reason: str, detail: str | None = None, verdict: ProviderVerdict | None = None
+    ) -> None:
         super().__init__(f"{reason} ({detail})" if detail else reason)
         # ``reason`` is what a retry line says ("timeout", as for the HTTP library's own).
         self.reason = reason
         self.detail = detail
+        self.verdict = verdict
 
 
 def parse_retry_after(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
@@ -103,18 +110,26 @@ def _error_field(error: openai.APIStatusError, name: str) -> str | None:
     return None
 
 
+# What an error line keeps of the server's message: the endpoint may be hostile, and the text
+# ends up in records, summaries and the terminal.
+MAX_SERVER_MESSAGE_CHARS = 2_000
+
+
 def _server_message(error: openai.APIStatusError) -> str:
     body: Any = error.body
+    text = str(error.message)
     if isinstance(body, dict):
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
-            return str(inner["message"])
-    return str(error.message)
+            text = str(inner["message"])
+    return clean_text(text, MAX_SERVER_MESSAGE_CHARS)
 
 
 def classify(error: BaseException, endpoint: str, key_env: str = "the API key variable") -> Transient:
     """Return how to retry ``error``, or raise ModelError when it must not be retried."""
     if isinstance(error, FailedReply):
+        if error.verdict is not None:
+            raise ProviderRefusal(endpoint, error.verdict) from error
         return Transient(error.reason)
     if isinstance(error.__cause__, FailedReply):
         # Raised inside the HTTP client (agent/model/bounded_reply.py); the SDK wraps it.
@@ -126,6 +141,10 @@ def classify(error: BaseException, endpoint: str, key_env: str = "the API key va
     if not isinstance(error, openai.APIStatusError):
         raise error
     status = error.status_code
+    verdict = classify_error(status, error.body)
+    if verdict is not None:
+        # Read from the body before the status: OpenRouter's moderation verdict is a 403.
+        raise ProviderRefusal(endpoint, verdict) from error
     message = _server_message(error)
     if status in (401, 403):
         raise EndpointRefused(

@@ -8,8 +8,9 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 from proctor.agent.inputs.config import ModelConfig
-from proctor.agent.model.base import ChatResponse, ModelError
+from proctor.agent.model.base import ChatResponse, ModelError, ProviderRefusal
 from proctor.agent.model.endpoint import Endpoint, without_secrets
+from proctor.agent.model.provider_outcome import ProviderVerdict, classify_error, classify_finish
 from proctor.agent.model.reply_shapes import field_of
 from proctor.agent.model.retry import FailedReply, RetryCallback, RetryPolicy, call_with_retries
 from proctor.agent.text.encodable import Replacements, make_encodable, safe_text
@@ -33,6 +34,21 @@ def not_a_reply(reply: Any, defining_field: str) -> str | None:
             text = str(message if message is not None else error)
             return f"HTTP 200 with an error body: {safe_text(text[:300])}"
     return None
+
+
+def refusal_in_body(reply: Any, defining_field: str) -> ProviderVerdict | None:
+    """The refusal a 200 error body states (agent/model/provider_outcome.py), if any."""
+    if field_of(reply, defining_field) is not None:
+        return None
+    error = field_of(reply, "error")
+    if error is None:
+        return None
+    if not isinstance(error, dict | str):
+        # An SDK object: its fields as a plain mapping, one level deep.
+        error = {
+            name: field_of(error, name) for name in ("code", "type", "message", "metadata", "innererror")
+        }
+    return classify_error(200, {"error": error})
 
 
 class SdkClient(ABC):
@@ -104,7 +120,8 @@ class SdkClient(ABC):
                 raise ModelError(f"{self.shown_url}: the reply cannot be read ({reason})") from exc
             problem = not_a_reply(reply, self.reply_field)
             if problem is not None:
-                raise FailedReply(problem)
+                # OpenRouter reports a failure after the model started as a 200 error body.
+                raise FailedReply(problem, verdict=refusal_in_body(reply, self.reply_field))
             return reply
 
         async def post() -> Any:
@@ -130,7 +147,11 @@ class SdkClient(ABC):
             key_env=self.cfg.api_key_env,
             on_retry=self.on_retry,
         )
-        return self._to_response(reply, messages, tools, retries)
+        response = self._to_response(reply, messages, tools, retries)
+        verdict = classify_finish(response.finish_reason, bool(response.tool_calls))
+        if verdict is not None:
+            raise ProviderRefusal(self.shown_url, verdict)
+        return response
 
     async def _post_within_deadline(self, body: dict[str, Any]) -> Any:
         """The SDK's post, bounded as a whole by the request timeout.

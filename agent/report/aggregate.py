@@ -24,6 +24,7 @@ OUTCOME_ORDER: tuple[Outcome, ...] = (
     Outcome.ANSWER_TIMEOUT,
     Outcome.INVALID_SUBMISSION,
     Outcome.NO_SUBMISSION,
+    Outcome.PROVIDER_REFUSAL,
     Outcome.VERIFY_ERROR,
     Outcome.JUDGE_ERROR,
     Outcome.MODEL_ERROR,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from datetime import UTC, datetime
 from html import escape
 from importlib import resources
@@ -26,7 +27,7 @@ from proctor.agent.report.aggregate import (
 from proctor.agent.report.loader import RunData
 from proctor.agent.results.passk import TaskTrials, grid_by_model, shown_ks, task_grid
 from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
-from proctor.agent.results.summary import Prices, summarize_group
+from proctor.agent.results.summary import Prices, scoring_headline, summarize_group
 from proctor.agent.run.hardware import hardware_summary
 from proctor.agent.text.encodable import safe_text
 
@@ -315,12 +316,24 @@ def _totals(samples: list[SampleRecord], prices: Prices, run: RunData) -> str:
     return '<p class="totals">' + " · ".join(esc(f) for f in facts) + "</p>"
 
 
+def _scoring_headline(samples: list[SampleRecord]) -> str:
+    """Over how many samples accuracy is taken; marked as a warning when some are unscored."""
+    outcomes = Counter(r.outcome.value for r in samples)
+    errors = {o.value: outcomes[o.value] for o in sorted(ERROR_OUTCOMES)}
+    scored = len(samples) - sum(errors.values())
+    group = {"samples": len(samples), "scored_samples": scored, "errors": errors, "outcomes": outcomes}
+    unscored = len(samples) - scored
+    css = "headline warn" if unscored else "headline"
+    return f'<p class="{css}" data-unscored="{unscored}"><b>{esc(scoring_headline(group))}</b></p>'
+
+
 def _summary_section(samples: list[SampleRecord], prices: Prices, run: RunData) -> str:
     parts = ['<section class="card" id="summary"><h2>Summary</h2>']
     if not samples:
         parts.append('<p class="muted">This run has no finished samples yet.</p></section>')
         return "".join(parts)
     judge_prices = run.judge_prices
+    parts.append(_scoring_headline(samples))
     parts.append(_totals(samples, prices, run))
     parts.append(_accuracy_table(overall_rows(samples, prices, judge_prices), "Group"))
     parts.append(

@@ -22,8 +22,11 @@ class Outcome(StrEnum):
     NO_SUBMISSION = "no_submission"
     # Judge-based tracks: the judge's reply could not be parsed even after retries.
     JUDGE_ERROR = "judge_error"
-    # The model endpoint failed for good (auth, quota, retries exhausted).
+    # The model endpoint failed for good (auth, quota, retries exhausted): an error, re-run.
     MODEL_ERROR = "model_error"
+    # The provider refused the model's own conversation (context overflow, policy refusal,
+    # content filter): the model's outcome, scored 0 and kept (agent/model/provider_outcome.py).
+    PROVIDER_REFUSAL = "provider_refusal"
     # A deterministic scorer (EED) ran past its hard time limit.
     SCORER_TIMEOUT = "scorer_timeout"
     # Proctor itself raised while running the sample; the exception is in ``error``.
@@ -175,6 +178,17 @@ class RescoreNote(_Stored):
     previous_judge_model: str | None = None
 
 
+class ProviderRefusalRecord(_Stored):
+    """What the provider said when it refused the conversation (``provider_refusal``): its
+    kind (context_overflow, refused, content_filter), HTTP status, code and message, the text
+    bounded and stripped of control characters (the endpoint may be hostile)."""
+
+    kind: str
+    status: int
+    code: str | None = None
+    message: str = ""
+
+
 class SampleRecord(_Stored):
     run_id: str
     track: str
@@ -211,6 +225,8 @@ class SampleRecord(_Stored):
     started_at: str
     finished_at: str
     duration_s: float
+    # provider_refusal only: what the provider said.
+    provider_refusal: ProviderRefusalRecord | None = None
     # harness_error only: the end of the traceback, for whoever fixes the harness.
     harness_traceback: str | None = None
     # Set when the store had to replace text that UTF-8 cannot hold.

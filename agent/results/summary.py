@@ -59,6 +59,28 @@ def is_error(record: SampleRecord) -> bool:
     return record.outcome in ERROR_OUTCOMES
 
 
+def scoring_headline(group: Mapping[str, Any]) -> str:
+    """Over how many samples accuracy is taken, in words: the unscored samples (error outcomes,
+    left out of accuracy and run again by --resume) and the provider's refusals (scored as
+    failures) named and counted, so a fine accuracy over few samples cannot pass unnoticed."""
+    samples = int(group.get("samples", 0) or 0)
+    scored = int(group.get("scored_samples", 0) or 0)
+    errors = group.get("errors") or {}
+    unscored = samples - scored
+    if unscored:
+        kinds = ", ".join(f"{k} {v}" for k, v in errors.items() if k != "total" and v)
+        text = (
+            f"accuracy is over {scored} of {samples} samples: {unscored} unscored "
+            f"({kinds or 'errors'}), left out of accuracy; --resume runs them again"
+        )
+    else:
+        text = f"accuracy is over all {samples} samples"
+    refusals = int((group.get("outcomes") or {}).get(Outcome.PROVIDER_REFUSAL.value, 0) or 0)
+    if refusals:
+        text += f"; {refusals} refused by the provider, counted as failures"
+    return text
+
+
 def _by_task(
     records: Iterable[SampleRecord], value: Callable[[SampleRecord], float]
 ) -> dict[str, list[float]]:

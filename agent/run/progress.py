@@ -376,9 +376,12 @@ def outcome_line(summary: dict[str, Any]) -> str:
 
 
 def print_final(console: Console, summary: dict[str, Any], run_dir: str) -> None:
+    from proctor.agent.results.summary import scoring_headline
     from proctor.agent.results.summary_tables import cost_line, grid_table, passk_table
 
     console.print(summary_table(summary))
+    overall = summary.get("overall") or {}
+    console.print(scoring_headline(overall), markup=False, highlight=False, soft_wrap=True)
     console.print(outcome_line(summary), markup=False, highlight=False, soft_wrap=True)
     costs = cost_line(summary)
     if costs:

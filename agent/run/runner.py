@@ -44,7 +44,7 @@ from proctor.agent.run.preflight import EndpointUse, check_keys, endpoint_uses, 
 from proctor.agent.run.progress import RunProgress, one_line
 from proctor.agent.run.sample_workers import ShieldedWrites, drive_workers, final_status
 from proctor.agent.text.encodable import safe_text
-from proctor.agent.tracks.base import SampleContext, Track
+from proctor.agent.tracks.base import SampleContext, Track, model_failure
 from proctor.agent.tracks.frontiermath.profiles import get_profile
 from proctor.agent.tracks.registry import make_track
 from proctor.sandbox import Limits, Sandbox, execution_caller, open_sandbox
@@ -221,7 +221,9 @@ def _base_header(
 def _fallback_model_error(
     sample: PlannedSample, run_id: str, track: Track, error: ModelError, started_at: str, started: float
 ) -> SampleRecord:
-    """A track let a ModelError escape; record it as the outcome it is rather than lose it."""
+    """A track let a ModelError escape; record it as the outcome it is rather than lose it: a
+    provider's refusal of the conversation is scored, any other failure an error."""
+    failure = model_failure(error)
     return SampleRecord(
         run_id=run_id,
         track=track.name,
@@ -230,8 +232,9 @@ def _fallback_model_error(
         model=sample.label,
         subject=getattr(sample.task, "subject", None),
         reasoning_effort=sample.model.reasoning_effort,
-        outcome=Outcome.MODEL_ERROR,
-        error=f"{type(error).__name__}: {error}",
+        outcome=failure.outcome,
+        error=failure.error if failure.refusal is not None else f"{type(error).__name__}: {error}",
+        provider_refusal=failure.refusal,
         started_at=started_at,
         finished_at=utc_now(),
         duration_s=time.monotonic() - started,

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any, ClassVar, Protocol
 
 from proctor.agent.inputs.config import RunConfig
-from proctor.agent.model.base import ModelClient
-from proctor.agent.results.records import ReferenceRecord, SampleRecord
+from proctor.agent.model.base import ModelClient, ProviderRefusal
+from proctor.agent.results.records import Outcome, ProviderRefusalRecord, ReferenceRecord, SampleRecord
 from proctor.sandbox import Sandbox
 
 
@@ -96,3 +96,32 @@ class Track(ABC):
     @abstractmethod
     async def run_sample(self, task: Any, trial: int, ctx: SampleContext) -> SampleRecord:
         """Run one (task, trial) to a finished record. Never raises for model or judge failures."""
+
+
+@dataclass(frozen=True)
+class ModelFailure:
+    """How a sample ends when its model call failed for good: the provider's refusal of the
+    conversation is the model's outcome (scored, kept); any other failure is an error (re-run)."""
+
+    outcome: Outcome
+    error: str
+    refusal: ProviderRefusalRecord | None = None
+
+
+def model_failure(error: BaseException) -> ModelFailure:
+    """The outcome for a model failure, found on ``error`` or the exceptions that caused it."""
+    cause: BaseException | None = error
+    for _ in range(8):  # a bounded walk: a cause chain is short, never trusted to be acyclic
+        if cause is None:
+            break
+        if isinstance(cause, ProviderRefusal):
+            verdict = cause.verdict
+            return ModelFailure(
+                Outcome.PROVIDER_REFUSAL,
+                verdict.describe(),
+                ProviderRefusalRecord(
+                    kind=verdict.kind.value, status=verdict.status, code=verdict.code, message=verdict.message
+                ),
+            )
+        cause = cause.__cause__
+    return ModelFailure(Outcome.MODEL_ERROR, str(error) or type(error).__name__)

@@ -77,7 +77,7 @@ class OlympiadTrack(Track):
         try:
             response = await self._answer(log, task)
         except ModelFailed as exc:
-            return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
+            return log.finish_failed(exc)
         return log.finish_with(await self.grade_response(task, response, ctx.judge))
 
     async def grade_response(self, task: ScienceTask, response: str, judge: ModelClient | None) -> Verdict:

@@ -88,7 +88,7 @@ class PhybenchTrack(Track):
             prompt = render_answer_prompt(task.question, self.answer_template, ctx)
             response = await ask_model_once(log, prompt)
         except ModelFailed as exc:
-            return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
+            return log.finish_failed(exc)
         return log.finish_with(await self.grade_response(task, response))
 
     async def grade_response(self, task: ScienceTask, response: str) -> Verdict:

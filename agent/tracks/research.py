@@ -60,7 +60,7 @@ class ResearchTrack(Track):
         try:
             response = await ask_model_once(log, self.answer_prompt(task, ctx))
         except ModelFailed as exc:
-            return log.finish(Outcome.MODEL_ERROR, error=f"model failed: {exc}")
+            return log.finish_failed(exc)
         return log.finish_with(await self.grade_response(task, response, ctx.judge))
 
     async def grade_response(self, task: ScienceTask, response: str, judge: ModelClient | None) -> Verdict:

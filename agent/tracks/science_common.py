@@ -32,13 +32,14 @@ from proctor.agent.results.records import (
     JudgeRecord,
     Outcome,
     PromptSectionMatch,
+    ProviderRefusalRecord,
     ReferenceRecord,
     SampleRecord,
     ToolCallRecord,
     TurnUsage,
 )
 from proctor.agent.text.capped_text import capped
-from proctor.agent.tracks.base import SampleContext
+from proctor.agent.tracks.base import SampleContext, model_failure
 
 # No two adjacent parts may match the same text, or the regex backtracks: with ``\s*\**\s*`` a
 # reply of 2,000 newlines took 34 s and one of a million spaces did not finish. Blanks only, never
@@ -230,6 +231,14 @@ class SampleLog:
         )
         return record.model_copy(update=verdict.section_fields())
 
+    def finish_failed(self, error: ModelFailed) -> SampleRecord:
+        """The model failed for good: ``provider_refusal`` (scored) when the provider refused
+        the conversation, else ``model_error`` (an error, re-run by --resume)."""
+        failure = model_failure(error)
+        if failure.refusal is not None:
+            return self.finish(failure.outcome, error=failure.error, provider_refusal=failure.refusal)
+        return self.finish(failure.outcome, error=f"model failed: {error}")
+
     def finish(
         self,
         outcome: Outcome,
@@ -239,6 +248,7 @@ class SampleLog:
         error: str | None = None,
         judge: JudgeRecord | None = None,
         eed: EEDRecord | None = None,
+        provider_refusal: ProviderRefusalRecord | None = None,
     ) -> SampleRecord:
         return SampleRecord(
             run_id=self.ctx.run_id,
@@ -265,6 +275,7 @@ class SampleLog:
             reference=self.reference,
             sandbox_image=self.sandbox_image,
             retries=self.retries,
+            provider_refusal=provider_refusal,
             started_at=self.started_at,
             finished_at=datetime.now(UTC).isoformat(),
             duration_s=time.monotonic() - self.started_monotonic,
@@ -277,7 +288,8 @@ def reference_of(kind: str, text: str) -> ReferenceRecord:
 
 
 class ModelFailed(Exception):
-    """The answering model failed for good; the sample ends as ``model_error``."""
+    """The answering model failed for good; the sample ends as ``model_error``, or as
+    ``provider_refusal`` when the provider refused the conversation (``SampleLog.finish_failed``)."""
 
 
 async def ask_model_once(log: SampleLog, prompt: str) -> str:

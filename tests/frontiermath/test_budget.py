@@ -25,6 +25,18 @@ def test_forces_submission_from_the_threshold() -> None:
     assert row.forced_submission and budget.forced_submission_turn == 3 == row.turn
 
 
+def test_every_request_from_the_threshold_is_forced_until_the_cap() -> None:
+    """Forcing lasts: the budget never stops forcing once the threshold is passed; only the cap
+    (a request that could cross it) ends the forced turns."""
+    budget = TokenBudget(token_cap=1000, force_submit_at=660)
+    forced: list[bool] = []
+    while (plan := budget.plan_request()).send:
+        forced.append(plan.force_submission)
+        budget.record_response(Usage(input_tokens=10, output_tokens=100), forced=plan.force_submission)
+    assert forced.index(True) == 6 and all(forced[6:]) and not any(forced[:6])
+    assert len(forced) > 7 and budget.cap_reached and budget.used < 1000
+
+
 def test_cap_ends_the_conversation_at_once() -> None:
     budget = TokenBudget(token_cap=1000, force_submit_at=660)
     budget.record_response(Usage(input_tokens=900, output_tokens=150))

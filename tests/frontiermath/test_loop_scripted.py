@@ -125,7 +125,7 @@ async def test_wrong_submission(sandbox: Sandbox) -> None:
 
 async def test_never_submitting_model_is_forced_and_never_crosses_the_cap(sandbox: Sandbox) -> None:
     """The model only ever runs python; its prompt grows each turn and it uses all output allowed."""
-    cap, force_at = 6_000, 3_960
+    cap, force_at = 12_000, 3_960
     seen: list[tuple[int, int, Any]] = []
 
     def script(request: dict[str, Any], index: int) -> Step:
@@ -140,8 +140,9 @@ async def test_never_submitting_model_is_forced_and_never_crosses_the_cap(sandbo
         )
 
     record, server = await run_sample(script, sandbox, run_config(token_cap=cap, force_submit_at=force_at))
-    assert record.outcome is Outcome.NO_SUBMISSION
-    assert "forced turn" in (record.error or "")
+    # A forced turn without a submission does not end the sample: the cap does.
+    assert record.outcome is Outcome.NO_SUBMISSION and record.cap_reached
+    assert "token cap" in (record.error or "") or "would cross" in (record.error or "")
     cumulative = 0
     for prompt, completion, _choice in seen:
         # Never a request whose prompt alone, or prompt + allowed output, could cross the cap.
@@ -149,15 +150,16 @@ async def test_never_submitting_model_is_forced_and_never_crosses_the_cap(sandbo
         cumulative += prompt + min(completion, 400)
     assert record.total_tokens == cumulative < cap
     forced = [i for i, (_, _, choice) in enumerate(seen) if choice == FORCED]
-    assert len(forced) == 1 and forced[0] == len(seen) - 1
+    # Forced on every turn from the threshold to the last request the cap allowed.
+    assert len(forced) >= 2 and forced == list(range(forced[0], len(seen)))
     assert record.turns[forced[0] - 1].cumulative_tokens >= force_at
     assert record.turns[forced[0] - 2].cumulative_tokens < force_at if forced[0] >= 2 else True
     assert record.forced_submission_turn == forced[0] + 1
-    last_messages = server.requests[-1].json["messages"]
-    assert (
-        last_messages[-1]["role"] == "user"
-        and "you must submit your answer now" in last_messages[-1]["content"]
-    )
+    assert all(t.forced_submission for t in record.turns[forced[0] :])
+    for request in server.requests[forced[0] :]:
+        # Each forced request ends with the notice (the previous turn's tool result before it).
+        last = request.json["messages"][-1]
+        assert last["role"] == "user" and "you must submit your answer now" in last["content"]
 
 
 async def test_text_only_model_burns_tokens_until_the_cap_stops_it(sandbox: Sandbox) -> None:
@@ -235,6 +237,34 @@ async def test_forced_turn_submission_is_graded(sandbox: Sandbox) -> None:
     )
 
 
+async def test_an_output_only_overflow_is_asked_again_and_a_real_one_ends_as_a_refusal(
+    sandbox: Sandbox,
+) -> None:
+    """vLLM's context message: only the requested output overflowed -> asked again with the room
+    the context leaves; then the conversation itself overflows -> provider_refusal, scored 0."""
+
+    def overflow(prompt: int) -> HttpError:
+        message = (
+            f"This model's maximum context length is 32768 tokens. However, you requested {prompt + 900_000} "
+            f"tokens ({prompt} in the messages, 900000 in the completion). Please reduce the length."
+        )
+        return HttpError(
+            400, body={"object": "error", "message": message, "type": "BadRequestError", "code": 400}
+        )
+
+    script: list[Step] = [
+        overflow(2_000),
+        Reply(tool_calls=[python_call("print(1)")], usage=ReportedUsage(2_000, 100)),
+        overflow(40_000),  # the prompt alone is past the context now
+    ]
+    record, server = await run_sample(script, sandbox)
+    assert server.requests[1].json["max_completion_tokens"] == 30_768
+    assert record.outcome is Outcome.PROVIDER_REFUSAL and record.score == 0.0 and not record.success
+    assert record.provider_refusal is not None and record.provider_refusal.kind == "context_overflow"
+    assert "maximum context length" in record.provider_refusal.message
+    assert [c.name for c in record.tool_calls] == ["python"]
+
+
 async def test_malformed_tool_calls_get_errors_and_the_run_goes_on(sandbox: Sandbox) -> None:
     malformed = [
         ToolCallSpec("python", '{ "code": "python math.round(x)\n}\n\n'),
@@ -297,10 +327,35 @@ async def test_invalid_submission_is_rejected_and_may_be_fixed_when_refusal_is_o
     assert record.outcome is Outcome.CORRECT
 
 
-async def test_refused_submission_on_the_forced_turn_is_the_outcome(sandbox: Sandbox) -> None:
-    script = [*warm_up(), Reply(tool_calls=[submit("def answer(n):\n    return n\n")])]
-    record, _ = await run_sample(script, sandbox, run_config(track_options=REFUSING))
-    assert record.outcome is Outcome.INVALID_SUBMISSION
+async def test_a_rejected_forced_submission_is_followed_by_another_forced_turn(sandbox: Sandbox) -> None:
+    """Forcing lasts: the rejected submission does not end the sample; the next turn is forced too."""
+    script = [
+        *warm_up(),
+        Reply(tool_calls=[submit("def answer(n):\n    return n\n")], usage=ReportedUsage(112_000, 100)),
+        Reply(tool_calls=[submit(RIGHT)], usage=ReportedUsage(113_000, 100)),
+    ]
+    record, server = await run_sample(script, sandbox, run_config(track_options=REFUSING))
+    assert [r.json["tool_choice"] for r in server.requests] == ["auto"] * 6 + [FORCED] * 2
+    second_forced = server.requests[7].json["messages"]
+    assert "must take no arguments" in second_forced[-2]["content"]  # the rejection, as a tool result
+    assert second_forced[-1]["role"] == "user" and "778,100 tokens" in second_forced[-1]["content"]
+    assert record.outcome is Outcome.CORRECT and record.forced_submission_turn == 7
+    assert [t.forced_submission for t in record.turns] == [False] * 6 + [True] * 2
+
+
+async def test_rejected_forced_submissions_until_the_cap_leave_the_last_rejection(sandbox: Sandbox) -> None:
+    def script(request: dict[str, Any], index: int) -> Step:
+        if index < 6:
+            return warm_up(1)[0]
+        return Reply(
+            tool_calls=[submit("def answer(n):\n    return n\n")], usage=ReportedUsage(110_000, 1_000)
+        )
+
+    record, server = await run_sample(script, sandbox, run_config(track_options=REFUSING))
+    # 666,000 / 777,000 / 888,000 tokens: forced twice; the next prompt (about 110,000 tokens,
+    # as the last one) would cross the cap, so the sample ends there, never after a forced turn.
+    assert [r.json["tool_choice"] for r in server.requests] == ["auto"] * 6 + [FORCED] * 2
+    assert record.outcome is Outcome.INVALID_SUBMISSION and record.cap_reached
     assert "must take no arguments" in (record.error or "")
     assert record.submission is not None and record.submission.check_problems
 
@@ -336,12 +391,13 @@ async def test_each_rule_violation_is_graded_by_default_and_recorded(
     assert record.tool_calls[0].result == METHODOLOGY.submission_reply
 
 
-async def test_forced_turn_without_submit_answer_is_no_submission(sandbox: Sandbox) -> None:
-    script = [*warm_up(), Reply(content="I refuse to submit.")]
-    record, server = await run_sample(script, sandbox)
-    assert server.requests[-1].json["tool_choice"] == FORCED
+async def test_forced_turns_without_submit_answer_go_on_until_the_cap(sandbox: Sandbox) -> None:
+    """A forced turn answered in text does not end the sample: forcing goes on until the cap."""
+    refusal = Reply(content="I refuse to submit.", usage=ReportedUsage(110_000, 1_000))
+    record, server = await run_sample([*warm_up(), refusal, refusal], sandbox)
+    assert [r.json["tool_choice"] for r in server.requests] == ["auto"] * 6 + [FORCED] * 2
     assert record.outcome is Outcome.NO_SUBMISSION and record.forced_submission_turn == 7
-    assert not record.cap_reached
+    assert record.cap_reached
 
 
 async def test_answer_error_and_timeout_outcomes_through_the_loop(sandbox: Sandbox) -> None:

@@ -99,7 +99,7 @@ SHARED_SCRIPT: list[Step] = [
 async def test_methodology_conversation_message_by_message(sandbox: Sandbox) -> None:
     record, server = await run_sample(SHARED_SCRIPT, sandbox, "methodology")
     p = METHODOLOGY
-    assert [r.json["tool_choice"] for r in server.requests] == ["auto"] * 4 + [FORCED]
+    assert [r.json["tool_choice"] for r in server.requests] == ["auto"] * 4 + [FORCED] * 2
     assert seen(server.requests[-1].json) == [
         ("assistant", "Plan."),
         ("tool", NOTHING_PRINTED),  # the reminder is the tool result itself
@@ -110,10 +110,22 @@ async def test_methodology_conversation_message_by_message(sandbox: Sandbox) -> 
         ("assistant", ""),
         ("tool", "1"),
         ("user", budget(p.forced_notice, 664_000)),
+        ("assistant", ""),
+        ("tool", "2"),
+        # The forced turn brought no submission: the next turn is forced too, notice and all.
+        ("user", budget(p.forced_notice, 785_000)),
     ]
-    # One forced turn: it brought no submission, so the conversation ended there.
-    assert record.outcome is Outcome.NO_SUBMISSION and "forced turn" in (record.error or "")
-    assert record.forced_submission_turn == 5 and server.call_count == 5 and not record.cap_reached
+    # The first of the two submissions is the one graded.
+    assert record.outcome is Outcome.INCORRECT and record.submission is not None
+    assert record.submission.code == WRONG and record.submission.turn == 6
+    assert record.forced_submission_turn == 5 and server.call_count == 6 and not record.cap_reached
+    assert [t.forced_submission for t in record.turns] == [False] * 4 + [True] * 2
+    assert [m.get("kind") for m in record.transcript if m["role"] == "user"] == [
+        "prompt",
+        "nudge",
+        "forced_submission",
+        "forced_submission",
+    ]
 
 
 @module_loop
@@ -177,29 +189,30 @@ async def test_which_of_several_submissions_counts(
 
 @module_loop
 @pytest.mark.parametrize("protocol", ["methodology", "inspect-example"])
-async def test_forcing_one_turn_or_until_the_cap(sandbox: Sandbox, protocol: str) -> None:
-    """A text-only model that never submits: 3,500 tokens a turn, forcing from 10,000, cap 20,000."""
+async def test_forcing_lasts_until_the_cap(sandbox: Sandbox, protocol: str) -> None:
+    """A text-only model that never submits: 3,500 tokens a turn, forcing from 10,000, cap 20,000.
+
+    Under every profile a forced turn without a submission is followed by another forced turn,
+    with the notice before it, until the next prompt would not fit under the cap.
+    """
     profile = get_profile(protocol)
     script: list[Step] = [Reply(content=f"turn {i}", usage=ReportedUsage(3_000, 500)) for i in range(8)]
     record, server = await run_sample(script, sandbox, protocol, token_cap=20_000, force_submit_at=10_000)
     choices = [r.json["tool_choice"] for r in server.requests]
     assert record.outcome is Outcome.NO_SUBMISSION and record.forced_submission_turn == 4
-    if profile.keep_forcing:
-        # Forced on every turn from the threshold until the next prompt would not fit under the cap.
-        assert choices == ["auto"] * 3 + [FORCED] * 2 and record.cap_reached
-        assert record.total_tokens < 20_000
-        last = server.requests[-1].json["messages"]
-        notices = [m["content"] for m in last if m["role"] == "user"][1:]
-        status = profile.status_message or ""
-        assert notices == [
-            status.format(used=3_500, force_at=10_000, cap=20_000),
-            status.format(used=7_000, force_at=10_000, cap=20_000),
-            profile.forced_notice.format(used=10_500, force_at=10_000, cap=20_000),
-            profile.forced_notice.format(used=14_000, force_at=10_000, cap=20_000),
-        ]
+    assert choices == ["auto"] * 3 + [FORCED] * 2 and record.cap_reached
+    assert record.total_tokens < 20_000
+    last = server.requests[-1].json["messages"]
+    notices = [m["content"] for m in last if m["role"] == "user"][1:]
+    forced = [profile.forced_notice.format(used=u, force_at=10_000, cap=20_000) for u in (10_500, 14_000)]
+    if profile.status_message is not None:
+        # The usage report after each turn below the threshold; the notice takes its place above.
+        status = [profile.status_message.format(used=u, force_at=10_000, cap=20_000) for u in (3_500, 7_000)]
+        assert notices == [*status, *forced]
     else:
-        assert choices == ["auto"] * 3 + [FORCED] and not record.cap_reached
-        assert "did not call submit_answer on the forced turn" in (record.error or "")
+        # The reminder to use a tool after each text-only reply, forced turns included.
+        nudge = profile.no_tool_call_nudge
+        assert notices == [nudge, nudge, nudge, forced[0], nudge, forced[1]]
 
 
 @module_loop

@@ -155,7 +155,7 @@ def test_protocol_flag_is_followed_and_recorded_in_run_json(tmp_path: Path):
     header = json.loads((out / "run.json").read_text())
     assert header["config"]["protocol"] == "inspect-example"
     assert header["protocol"]["name"] == "inspect-example"
-    assert header["protocol"]["submission_pick"] == "last" and header["protocol"]["keep_forcing"] is True
+    assert header["protocol"]["submission_pick"] == "last"
     # The profile really ran: a usage report follows the python turn, in the next request.
     second = next(r.json for r in server.requests if any(m["role"] == "tool" for m in r.json["messages"]))
     assert second["messages"][-1]["role"] == "user"

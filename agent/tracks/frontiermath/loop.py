@@ -1,10 +1,14 @@
 """One FrontierMath conversation: prompt, tool turns under the token budget, until a submission.
 
 The conversation ends when an answer is accepted for grading (submit_answer), when the
-forced-submission turn passes without one (under a profile that forces one turn only), when
-the token cap is reached (at once), when the model endpoint fails for good, or after
-``max_turns`` as a last safety bound. What the model is told between turns, and which of
-several submissions counts, is the run's protocol profile (``profiles.py``).
+token cap is reached (at once), when the model endpoint fails for good or refuses the
+conversation (agent/model/provider_outcome.py), or after ``max_turns`` as a last safety bound.
+From the forcing threshold on, every turn is forced to call submit_answer (with the notice
+before it), under every profile: the seed forces "the next message" from 660,000 tokens and
+leaves avoiding the hard limit to the model, so a forced turn that brings no valid submission
+is followed by another forced turn, never by the end of the sample. What the model is told
+between turns, and which of several submissions counts, is the run's protocol profile
+(``profiles.py``).
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from typing import Any
 from proctor.agent.model.base import ChatResponse, ModelError, record_message, reply_notes
 from proctor.agent.model.budget import RequestPlan, TokenBudget
 from proctor.agent.model.tokens import estimate_message_tokens, estimate_tools_tokens
-from proctor.agent.results.records import Outcome, SubmissionRecord, ToolCallRecord
-from proctor.agent.tracks.base import SampleContext
+from proctor.agent.results.records import Outcome, ProviderRefusalRecord, SubmissionRecord, ToolCallRecord
+from proctor.agent.tracks.base import SampleContext, model_failure
 from proctor.agent.tracks.frontiermath.profiles import DEFAULT_PROTOCOL, ProtocolProfile, get_profile
 from proctor.agent.tracks.frontiermath.provider_limits import output_ceiling_from_error
 from proctor.agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
@@ -49,6 +53,7 @@ class ConversationResult:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     submission: SubmissionRecord | None = None
     retries: int = 0
+    provider_refusal: ProviderRefusalRecord | None = None
 
 
 @dataclass
@@ -106,9 +111,15 @@ class Conversation:
             self.budget.add_message_tokens(self.count_message(message))
 
     def _finish(
-        self, outcome: Outcome, error: str | None, submission: SubmissionResult | None = None
+        self,
+        outcome: Outcome,
+        error: str | None,
+        submission: SubmissionResult | None = None,
+        *,
+        refusal: ProviderRefusalRecord | None = None,
     ) -> ConversationResult:
         return ConversationResult(
+            provider_refusal=refusal,
             outcome=outcome,
             error=error,
             budget=self.budget,
@@ -133,13 +144,11 @@ class Conversation:
 
     async def run(self) -> ConversationResult:
         rejected: SubmissionResult | None = None
-        notice_sent = False
         profile = self.profile
         for turn in range(1, self.max_turns + 1):
-            if self.budget.submission_due and (profile.keep_forcing or not notice_sent):
+            if self.budget.submission_due:
                 notice = self._budget_text(profile.forced_notice)
                 self._append({"role": "user", "content": notice}, turn=turn, kind="forced_submission")
-                notice_sent = True
             plan = self.budget.plan_request()
             if not plan.send:
                 return self._no_answer(plan.stop_reason or "token cap reached", rejected)
@@ -147,17 +156,17 @@ class Conversation:
             try:
                 response = await self._complete(plan)
             except ModelError as exc:
-                return self._finish(Outcome.MODEL_ERROR, f"model error: {exc}")
+                failure = model_failure(exc)
+                if failure.refusal is None:
+                    return self._finish(failure.outcome, f"model error: {failure.error}")
+                # The provider refused the conversation: the model's outcome, scored.
+                return self._finish(failure.outcome, failure.error, refusal=failure.refusal)
             self._record_reply(response, turn, plan.force_submission)
             self.ctx.events.turn_finished(turn, self.budget.used)
             if self.budget.exhausted:
                 # At the cap the conversation ends at once; this reply's tool calls are not run.
                 return self._no_answer(self.budget.stop_reason or "token cap reached", rejected)
             if not response.tool_calls:
-                if plan.force_submission and not profile.keep_forcing:
-                    return self._no_answer(
-                        "the model did not call submit_answer on the forced turn", rejected
-                    )
                 if profile.no_tool_call_nudge is not None:
                     self._append(
                         {"role": "user", "content": profile.no_tool_call_nudge}, turn=turn, kind="nudge"
@@ -167,10 +176,6 @@ class Conversation:
                 if result.accepted is not None:
                     return self._finish(result.accepted.outcome, result.accepted.error, result.accepted)
                 rejected = result.rejected or rejected
-                if plan.force_submission and not profile.keep_forcing:
-                    return self._no_answer(
-                        "the model did not submit a valid answer on the forced turn", rejected
-                    )
                 if result.ended_silent and not self.budget.submission_due and profile.empty_output_help:
                     self._append(
                         {"role": "user", "content": profile.empty_output_help}, turn=turn, kind="help"
@@ -194,7 +199,8 @@ class Conversation:
             ceiling = output_ceiling_from_error(str(exc))
             if ceiling is None or plan.max_output_tokens is None or ceiling >= plan.max_output_tokens:
                 raise
-        # The room under the cap exceeded the model's own maximum: remember it, ask again once.
+        # The room under the cap exceeded the model's own maximum, or what its context holds
+        # after this prompt: remember it, ask again once (a second refusal is the outcome).
         self.budget.max_output_tokens = min(ceiling, self.budget.max_output_tokens or ceiling)
         return await self.ctx.model.complete(
             self.messages, tools=self.tools, tool_choice=tool_choice, max_output_tokens=ceiling

@@ -37,9 +37,8 @@ class ProtocolProfile:
     status_message: str | None
     # The user message before a forced turn, formatted with used, force_at and cap.
     forced_notice: str
-    # True: forcing repeats on every turn from the threshold until the cap (the notice too);
-    # False: one forced turn, and the conversation ends if it brings no submission.
-    keep_forcing: bool
+    # (No forcing rule here: under every profile each turn from the threshold until a valid
+    # submission or the cap is forced, the notice before it; see loop.py.)
     # A python call that printed nothing: None gives the reminder as the tool result itself;
     # a text leaves the tool result empty and appends this user message after the turn's
     # tool results (only when that call's result is the turn's last one, as the source does).
@@ -74,7 +73,6 @@ METHODOLOGY = ProtocolProfile(
         "(the absolute limit is {cap:,}). As the instructions say, you must submit your answer now: "
         "call the submit_answer tool in your next message."
     ),
-    keep_forcing=False,
     empty_output_help=None,
     stderr_first=False,
     tool_output_bytes=None,
@@ -96,7 +94,6 @@ INSPECT_EXAMPLE = ProtocolProfile(
         "Tokens used so far: {used:,}, at or past the forced-submission threshold of {force_at:,} "
         "tokens (hard limit: {cap:,} tokens). Submit your answer now with the submit_answer tool."
     ),
-    keep_forcing=True,
     empty_output_help=(
         "Your python call produced no output. The tool returns only what the program writes to "
         "stdout and stderr, so print every value you want to see. For example, a program that only "

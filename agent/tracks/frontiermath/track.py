@@ -97,6 +97,7 @@ class FrontierMathTrack(Track):
             reference=self.reference_for(task),
             sandbox_image=_image_of(ctx),
             retries=result.retries,
+            provider_refusal=result.provider_refusal,
             started_at=started_at,
             finished_at=_now(),
             duration_s=time.monotonic() - started,
