@@ -19,7 +19,9 @@ class ModelConfig(BaseModel):
     name: str
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
-    api: Literal["chat", "responses"] = "chat"
+    # "auto": the Responses API for OpenAI's reasoning models on api.openai.com, Chat Completions
+    # elsewhere (agent/model/api_choice.py); "chat" or "responses" forces one.
+    api: Literal["auto", "chat", "responses"] = "auto"
     # One of the API's values (agent/model/efforts.py); None sends none.
     reasoning_effort: str | None = None
     # The range OpenAI's API accepts.

@@ -18,6 +18,7 @@ from rich.console import Console
 
 from proctor.agent.cli.terminal_text import escape_for_terminal
 from proctor.agent.config import ModelConfig, RunConfig
+from proctor.agent.model.api_choice import choose_api
 from proctor.agent.model.endpoint import DEFAULT_BASE_URL, is_local_model
 from proctor.agent.preflight import endpoint_uses
 from proctor.agent.progress import RunProgress
@@ -68,7 +69,7 @@ def _key_state(model: ModelConfig) -> str:
 
 
 def _describe_model(label: str, model: ModelConfig) -> str:
-    settings = [f"effort {model.reasoning_effort or 'default'}", f"api {model.api}"]
+    settings = [f"effort {model.reasoning_effort or 'default'}", f"api {choose_api(model).describe()}"]
     for name in ("temperature", "top_p", "seed"):
         value = getattr(model, name)
         if value is not None:

@@ -34,6 +34,7 @@ from proctor.agent.encodable import safe_text
 from proctor.agent.endpoint_record import endpoint_changes, endpoints_record, refuse_or_record
 from proctor.agent.errors import UserError
 from proctor.agent.hardware import calibrate, hardware_record
+from proctor.agent.model.api_choice import choose_api
 from proctor.agent.model.base import ModelClient, ModelError
 from proctor.agent.model.endpoint import without_secrets
 from proctor.agent.preflight import EndpointUse, check_keys, endpoint_uses, preflight, require_judge
@@ -207,8 +208,12 @@ def _base_header(
         # The conversation rules that ran, spelled out, so a reader need not know this version's code.
         "protocol": get_profile(config.protocol).describe() if config.track == "frontiermath" else None,
         "models": [
-            {"label": label, "name": m.name, "reasoning_effort": m.reasoning_effort, "api": m.api}
+            {"label": label, "name": m.name, "reasoning_effort": m.reasoning_effort, "api": choose_api(m).api}
             for label, m in zip(labels, config.models, strict=True)
+        ],
+        # Which API each model and the judge is spoken to with, and why (agent/model/api_choice.py).
+        "api_choices": [
+            {"role": use.role, "label": use.label, **choose_api(use.cfg).as_json()} for use in uses
         ],
         # The base URL each model and the judge talks to, after the environment; never a key.
         "endpoints": endpoints_record(uses),
