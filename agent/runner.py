@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.agent import selection
-from proctor.agent.config import MAX_PLANNED_SAMPLES, ModelConfig, RunConfig
+from proctor.agent.config import MAX_PLANNED_SAMPLES, PAPER_SOURCE, ModelConfig, RunConfig
 from proctor.agent.encodable import safe_text
 from proctor.agent.endpoint_record import endpoint_changes, endpoints_record, refuse_or_record
 from proctor.agent.errors import UserError
@@ -37,7 +37,7 @@ from proctor.agent.hardware import calibrate, hardware_record
 from proctor.agent.model.api_choice import choose_api
 from proctor.agent.model.base import ModelClient, ModelError
 from proctor.agent.model.endpoint import without_secrets
-from proctor.agent.preflight import EndpointUse, check_keys, endpoint_uses, preflight, require_judge
+from proctor.agent.preflight import EndpointUse, check_keys, preflight, require_judge, uses_of
 from proctor.agent.progress import RunProgress, one_line
 from proctor.agent.records import RERUN_ON_RESUME, Outcome, ReferenceRecord, SampleRecord
 from proctor.agent.run_config_loader import parse_size
@@ -401,6 +401,7 @@ class Runner:
                 "sandbox_isolates_less": previous.get("sandbox_isolates_less"),
                 # The resumed config is read back from run.json with every value explicit.
                 "defaults_applied": previous.get("defaults_applied", []),
+                "paper_defaults": previous.get("paper_defaults", header.get("paper_defaults")),
                 "hardware": previous.get("hardware"),
                 "events": list(previous.get("events") or []) + events,
             }
@@ -414,6 +415,19 @@ class Runner:
             )
         return store, header
 
+    def _say_paper_defaults(self, record: Any) -> None:
+        """The run's first line names every value it took from the paper unasked."""
+        values = record.get("values") if isinstance(record, dict) else None
+        if not isinstance(values, dict) or not values:
+            return
+        listed = ", ".join(f"{field}={value}" for field, value in values.items())
+        self.progress.console.print(
+            one_line(f"paper defaults (not set by this run's config; {record.get('source')}): {listed}"),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
     # -- the run -----------------------------------------------------------------------
     async def run(self) -> RunResult:
         config = self.config
@@ -425,12 +439,14 @@ class Runner:
         check_plan_size(config, len(tasks))
         labelled = list(zip(model_labels(config.models), config.models, strict=True))
         labels = [label for label, _ in labelled]
-        uses = endpoint_uses(labelled, config.judge)
+        uses = uses_of(config, labels)
         run_dir = config.out or default_run_dir(config)
         run_id = run_dir.name
         header = _base_header(config, run_id, labels, len(tasks), uses)
         header["track_settings"] = track.effective_settings(config)
         header["defaults_applied"] = config.defaults_applied
+        # Every value taken from the paper because the config left it unset, by field path.
+        header["paper_defaults"] = {"source": PAPER_SOURCE, "values": config.paper_defaults}
         header["selection"] = selection.selection_record(
             len(loaded_tasks),
             tasks,
@@ -519,6 +535,7 @@ class Runner:
                 header_written = True
                 writer = store.open_writer()
                 stack.callback(store.close)
+                self._say_paper_defaults(header.get("paper_defaults"))
                 self.progress.begin(total=len(planned), already_done=already, run_dir=str(run_dir))
                 stack.callback(self.progress.end)
                 ran_now = await self._run_pending(track, pending, run_id, sandbox, clients, judge, writer)
