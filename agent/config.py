@@ -73,7 +73,9 @@ class SandboxConfig(BaseModel):
     timeout_s: float = Field(default=30.0, gt=0)
     answer_timeout_s: float = Field(default=30.0, gt=0)
     verify_timeout_s: float = Field(default=60.0, gt=0)
-    memory: str = "1g"
+    # 4 GiB: what a 2025 laptop gives one process without trouble (docs/sandbox.md, "Why these
+    # defaults"); a numpy sieve to 10**9 needs about 1 GB and was OOM-killed at the old 1 GiB.
+    memory: str = "4g"
     cpus: float = Field(default=1.0, gt=0)
     # Sandbox calls running at once in the whole process (queued fairly between samples);
     # None: as many as the CPUs the backend can use (the engine's for docker).

@@ -33,7 +33,7 @@ from proctor.agent.config import MAX_PLANNED_SAMPLES, PAPER_SOURCE, ModelConfig,
 from proctor.agent.encodable import safe_text
 from proctor.agent.endpoint_record import endpoint_changes, endpoints_record, refuse_or_record
 from proctor.agent.errors import UserError
-from proctor.agent.hardware import calibrate, hardware_record
+from proctor.agent.hardware import calibrate, hardware_record, host_memory_bytes, memory_check
 from proctor.agent.model.api_choice import choose_api
 from proctor.agent.model.base import ModelClient, ModelError
 from proctor.agent.model.endpoint import without_secrets
@@ -624,6 +624,7 @@ class Runner:
         header["sessions"][-1].update(
             sandbox_backend=sandbox.backend, sandbox_image_id=described.get("image_id")
         )
+        self._check_memory(described, memory, header)
         if self.audit:
             await self._audit_sandbox(sandbox, header)
         limits = Limits(memory_bytes=memory, cpus=box.cpus)
@@ -635,6 +636,21 @@ class Runner:
         header["hardware"] = hardware_record(described, limits, calibration)
         header["sessions"][-1]["calibration"] = calibration
         return sandbox
+
+    def _check_memory(self, described: dict[str, Any], memory: int, header: dict[str, Any]) -> None:
+        """Record whether every call that may run at once can have its memory; warn if not."""
+        slots = described.get("max_concurrent_executions")
+        check = memory_check(
+            memory_bytes=memory,
+            samples_in_flight=self.config.max_concurrency,
+            execution_slots=slots if isinstance(slots, int) and not isinstance(slots, bool) else None,
+            host_bytes=host_memory_bytes(),
+            backend=str(described.get("backend") or self.config.sandbox.backend),
+        )
+        header["sandbox_memory_check"] = check
+        header["sessions"][-1]["sandbox_memory_check"] = check
+        if check.get("warning"):
+            print(f"proctor: warning: {check['warning']}", file=sys.stderr, flush=True)
 
     def _limits(self) -> Limits:
         box = self.config.sandbox

@@ -181,7 +181,7 @@ def exec_program(
         str | None, typer.Option(help="Ray cluster for --backend ray (default: RAY_ADDRESS or auto).")
     ] = None,
     timeout_text: Annotated[str, typer.Option("--timeout", help="Wall-clock limit in seconds.")] = "30",
-    memory: Annotated[str | None, typer.Option(help="Memory limit, e.g. 512m or 2g (default 1g).")] = None,
+    memory: Annotated[str | None, typer.Option(help="Memory limit, e.g. 512m or 8g (default 4g).")] = None,
     cpus: Annotated[str | None, typer.Option(help="CPU quota in CPUs (default 1).")] = None,
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
     runtime: Annotated[str | None, typer.Option(help="Container runtime: runc (default) or runsc.")] = None,
