@@ -165,7 +165,10 @@ def build_plan(config: RunConfig) -> list[tuple[str, str]]:
     ]
     if config.judge is not None:
         rows.append(
-            ("judge", _describe_model(config.judge.name, config.judge, config, "judge") + "; one call per answer")
+            (
+                "judge",
+                _describe_model(config.judge.name, config.judge, config, "judge") + "; one call per answer",
+            )
         )
     else:
         missing = " (this track is judged: the run needs one)" if config.track in JUDGED_TRACKS else ""

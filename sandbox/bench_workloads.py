@@ -94,7 +94,9 @@ def program(name: str) -> str:
     return _TIMED.format(imports=imports, body=body)
 
 
-async def measure(backend: str, quotas: list[float], memory_bytes: int, repeat: int, timeout: float) -> list[dict[str, Any]]:
+async def measure(
+    backend: str, quotas: list[float], memory_bytes: int, repeat: int, timeout: float
+) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     sandbox = await open_sandbox(backend, pool_size=0, default_limits=Limits(memory_bytes=memory_bytes))
     try:

@@ -55,7 +55,11 @@ def test_the_check_warns_exactly_when_the_calls_at_once_need_more_than_the_host(
 ) -> None:
     memory, host = memory_mib << 20, host_mib << 20
     check = memory_check(
-        memory_bytes=memory, samples_in_flight=samples, execution_slots=slots, host_bytes=host, backend="docker"
+        memory_bytes=memory,
+        samples_in_flight=samples,
+        execution_slots=slots,
+        host_bytes=host,
+        backend="docker",
     )
     calls = samples if slots is None else min(samples, slots)
     assert check["calls_at_once"] == calls and check["needed_bytes"] == calls * memory
@@ -64,7 +68,9 @@ def test_the_check_warns_exactly_when_the_calls_at_once_need_more_than_the_host(
 
 
 def test_ray_and_an_unknown_host_are_recorded_as_unchecked() -> None:
-    ray = memory_check(memory_bytes=GIB, samples_in_flight=9, execution_slots=None, host_bytes=GIB, backend="ray")
+    ray = memory_check(
+        memory_bytes=GIB, samples_in_flight=9, execution_slots=None, host_bytes=GIB, backend="ray"
+    )
     assert ray["checked"] is False and "warning" not in ray and "nodes" in ray["why"]
     unknown = memory_check(
         memory_bytes=GIB, samples_in_flight=9, execution_slots=None, host_bytes=None, backend="docker"
