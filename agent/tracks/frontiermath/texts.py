@@ -142,7 +142,7 @@ def load_texts(options: Any) -> list[UserText]:
 def with_texts(profile: ProtocolProfile, texts: list[UserText]) -> ProtocolProfile:
     """``profile`` sending the supplied texts instead of its own. A submission reply replaces
     the reply to the other submit_answer calls too when the profile gives both the same text."""
-    changes: dict[str, str] = {}
+    changes: dict[str, Any] = {}
     for text in texts:
         field = TEXTS[text.key][0]
         changes[field] = text.text
