@@ -9,8 +9,8 @@ on the machine falls on all of them alike. docs/sandbox.md ("Why these defaults"
 
 The workloads are the kind a FrontierMath tool call makes: exact algebra in sympy, linear
 algebra over a large prime field in galois, floating-point linear algebra in numpy (the one
-that can use several cores, through OpenBLAS), graph search in networkx, and a numpy sieve to
-10**9 (about 1 GB of memory: it is killed under a 1 GiB limit).
+that can use several cores, through OpenBLAS), graph search in networkx, and a numpy sieve of
+the odd numbers to 10**9 (500 MB of flags).
 """
 
 from __future__ import annotations
