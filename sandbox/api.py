@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 MIB = 1024 * 1024
+# A call's memory by default: 4 GiB, no swap (docs/sandbox.md, "Why these defaults").
+DEFAULT_MEMORY_BYTES = 4096 * MIB
 # Open files per process, soft and hard, on every backend. Set from outside the program (the
 # container's ulimit, the local backend's fork before bwrap), never inherited from whoever
 # runs Proctor: with the pids limit it bounds the file table a call can take, which the
@@ -32,9 +34,10 @@ class InvalidProgram(ValueError):
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits for one call. Defaults model "commodity hardware": one CPU, 1 GiB."""
+    """Resource limits for one call. Defaults model "commodity hardware" of 2025: one CPU and
+    4 GiB without swap (docs/sandbox.md, "Why these defaults", has the measurements)."""
 
-    memory_bytes: int = 1024 * MIB
+    memory_bytes: int = DEFAULT_MEMORY_BYTES
     cpus: float = 1.0
     pids: int = 256
     tmpfs_bytes: int = 256 * MIB

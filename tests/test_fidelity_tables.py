@@ -1,6 +1,6 @@
 """The docs' fidelity tables name tests that exist, so the tables cannot rot.
 
-docs/frontiermath.md, docs/judge-tracks.md and docs/eed.md each carry a table under a
+docs/frontiermath.md, docs/judge-tracks.md, docs/eed.md and docs/models.md each carry a table under a
 "Fidelity table" heading: rule | source | Proctor's behaviour per protocol profile | test.
 Every backquoted span in the test column is a reference, resolved like this:
 
@@ -32,6 +32,7 @@ PAGES = {
     "docs/frontiermath.md": "tests/frontiermath",
     "docs/judge-tracks.md": "tests/judge",
     "docs/eed.md": "tests/scoring",
+    "docs/models.md": "tests/model",
 }
 HEADING = re.compile(r"^#+ .*fidelity table", re.IGNORECASE)
 # Classification tables: signal | outcome | ... | test, under their own heading (the page, the

@@ -187,7 +187,7 @@ def exec_program(
         typer.Option("--ray-allow-unauthenticated", help="Use a Ray cluster without token authentication."),
     ] = False,
     timeout_text: Annotated[str, typer.Option("--timeout", help="Wall-clock limit in seconds.")] = "30",
-    memory: Annotated[str | None, typer.Option(help="Memory limit, e.g. 512m or 2g (default 1g).")] = None,
+    memory: Annotated[str | None, typer.Option(help="Memory limit, e.g. 512m or 8g (default 4g).")] = None,
     cpus: Annotated[str | None, typer.Option(help="CPU quota in CPUs (default 1).")] = None,
     image: Annotated[str | None, typer.Option(help="Sandbox image (default: the pinned image).")] = None,
     runtime: Annotated[str | None, typer.Option(help="Container runtime: runc (default) or runsc.")] = None,

@@ -19,7 +19,9 @@ class ModelConfig(BaseModel):
     name: str
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"
-    api: Literal["chat", "responses"] = "chat"
+    # "auto": the Responses API for OpenAI's reasoning models on api.openai.com, Chat Completions
+    # elsewhere (agent/model/api_choice.py); "chat" or "responses" forces one.
+    api: Literal["auto", "chat", "responses"] = "auto"
     # One of the API's values (agent/model/efforts.py); None sends none.
     reasoning_effort: str | None = None
     # The range OpenAI's API accepts.
@@ -74,7 +76,9 @@ class SandboxConfig(BaseModel):
     timeout_s: float = Field(default=30.0, gt=0)
     answer_timeout_s: float = Field(default=30.0, gt=0)
     verify_timeout_s: float = Field(default=60.0, gt=0)
-    memory: str = "1g"
+    # 4 GiB: what a 2025 laptop gives one process without trouble (docs/sandbox.md, "Why these
+    # defaults"); a numpy sieve to 10**9 needs about 1 GB and was OOM-killed at the old 1 GiB.
+    memory: str = "4g"
     cpus: float = Field(default=1.0, gt=0)
     # Sandbox calls running at once in the whole process (queued fairly between samples);
     # None: as many as the CPUs the backend can use (the engine's for docker).
@@ -102,6 +106,11 @@ PAPER_ANSWER_EFFORT = "high"
 PAPER_GPT_5_2_EFFORT = "xhigh"
 PAPER_JUDGE = "openai/gpt-5"
 PAPER_JUDGE_EFFORT = "high"
+# Research: a trial succeeds at >= 7 of 10 rubric points (figure 6 caption); the track option's
+# default (agent/tracks/science_options.py) is this value.
+PAPER_SUCCESS_THRESHOLD = 7.0
+# Where every PAPER_* value comes from, as --dry-run, the run's first lines and run.json say it.
+PAPER_SOURCE = "FrontierScience paper (docs/judge-tracks.md)"
 # GPT-5.2 and its dated snapshots ("gpt-5.2-2025-12-11", "gpt-5.2-pro"), not "gpt-5.20".
 _GPT_5_2 = re.compile(r"gpt-5\.2(?![0-9.])")
 # Models the paper evaluated that are not reasoning models (GPT-4o) and their relatives: the paper
@@ -183,8 +192,10 @@ class RunConfig(BaseModel):
     task_filter: dict[str, Any] = Field(default_factory=dict)
     task_ids: list[str] = Field(default_factory=list)
     limit_tasks: int | str | None = None
-    # Which of the paper's defaults filled a field the config left unset, for run.json.
+    # Which defaults filled a field the config left unset (the paper's, the local model's), for
+    # run.json; the paper's values alone, by field path, in ``_paper_defaults``.
     _defaults_applied: list[str] = PrivateAttr(default_factory=list)
+    _paper_defaults: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @field_validator("limit_tasks", mode="before")
     @classmethod
@@ -203,33 +214,51 @@ class RunConfig(BaseModel):
     def defaults_applied(self) -> list[str]:
         return list(self._defaults_applied)
 
+    @property
+    def paper_defaults(self) -> dict[str, Any]:
+        """Every value this run takes from the paper because the config left it unset, by field
+        path (``trials``, ``models.0.reasoning_effort``, ``judge.name``, ``judge.reasoning_effort``,
+        ``track_options.success_threshold``). Empty once the config is explicit (a resume reads
+        it back from run.json, which keeps the first session's record)."""
+        return dict(self._paper_defaults)
+
+    def paper_default_note(self, field: str) -> str:
+        """`` (paper default)`` when ``field`` took the paper's value; else nothing."""
+        return " (paper default)" if field in self._paper_defaults else ""
+
     @model_validator(mode="after")
     def _apply_paper_defaults(self) -> RunConfig:
         """Fill what a FrontierScience config leaves unset with the paper's values. A value
         the config states (even ``reasoning_effort: null`` or ``trials: 1``) is kept."""
         if self.track not in PAPER_TRIALS:
             return self
-        applied: list[str] = []
+        paper: dict[str, Any] = {}
         if "trials" not in self.model_fields_set:
             self.trials = PAPER_TRIALS[self.track]
-            applied.append(f"trials={self.trials}")
+            paper["trials"] = self.trials
         models: list[ModelConfig] = []
         for index, model in enumerate(self.models):
             model, changed = _with_default_effort(model, paper_answer_effort(model.name))
             models.append(model)
             if changed:
-                applied.append(f"models.{index}.reasoning_effort={model.reasoning_effort}")
+                paper[f"models.{index}.reasoning_effort"] = model.reasoning_effort
         self.models = models
         if self.judge is None and "judge" not in self.model_fields_set:
             self.judge = ModelConfig(name=PAPER_JUDGE, reasoning_effort=PAPER_JUDGE_EFFORT)
-            applied.append(f"judge={PAPER_JUDGE}@{PAPER_JUDGE_EFFORT}")
+            paper["judge.name"] = PAPER_JUDGE
+            paper["judge.reasoning_effort"] = PAPER_JUDGE_EFFORT
         elif self.judge is not None:
             # The paper's judge effort, unless the judge given is not a reasoning model.
             judge_effort = None if paper_answer_effort(self.judge.name) is None else PAPER_JUDGE_EFFORT
             self.judge, changed = _with_default_effort(self.judge, judge_effort)
             if changed:
-                applied.append(f"judge.reasoning_effort={PAPER_JUDGE_EFFORT}")
-        self._defaults_applied = applied
+                paper["judge.reasoning_effort"] = PAPER_JUDGE_EFFORT
+        # Filled by the track's options, not here (track_options is a resume invariant and stays
+        # as stated); recorded so that it is not applied silently either.
+        if self.track == "research" and "success_threshold" not in self.track_options:
+            paper["track_options.success_threshold"] = PAPER_SUCCESS_THRESHOLD
+        self._paper_defaults = paper
+        self._defaults_applied = [f"{field}={value}" for field, value in paper.items()]
         return self
 
     @model_validator(mode="after")

@@ -293,6 +293,14 @@ def load_run_config(
         for name in ("tasks", "prompt_template"):
             if name in data:
                 data[name] = _resolve_against(config_file.parent, data[name])
+        options = data.get("track_options")
+        texts = options.get("protocol_texts") if isinstance(options, dict) else None
+        if isinstance(options, dict) and isinstance(texts, dict):
+            # FrontierMath's protocol text files, like the other paths, are the config file's.
+            data["track_options"] = {
+                **options,
+                "protocol_texts": {key: _resolve_against(config_file.parent, v) for key, v in texts.items()},
+            }
     if "tasks" not in data and flags.tasks is None:
         raise UserError(f"{source}: field 'tasks': a task file is needed (--tasks FILE)")
     if "models" not in data and not flags.models:

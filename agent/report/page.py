@@ -153,6 +153,9 @@ def _header(run: RunData) -> str:
     ]
     if run.judge is not None:
         facts.append(("judge", _judge_text(run.judge)))
+    paper = _paper_defaults_text(run.header.get("paper_defaults"))
+    if paper:
+        facts.append(("paper defaults", paper))
     facts += [
         ("sandbox", sandbox_text),
         ("sandbox audit", _audit_text(run.header.get("audit"))),
@@ -175,6 +178,15 @@ def _header(run: RunData) -> str:
         )
         + "</div></header>"
     )
+
+
+def _paper_defaults_text(record: Any) -> str:
+    """The values a judged run took from the paper unasked (run.json ``paper_defaults``); ""
+    when none (or for a run recorded before they were)."""
+    values = record.get("values") if isinstance(record, dict) else None
+    if not isinstance(values, dict) or not values:
+        return ""
+    return ", ".join(f"{field}={value}" for field, value in values.items()) + " (not set by the config)"
 
 
 def _judge_text(judge: dict[str, Any]) -> str:

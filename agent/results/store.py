@@ -331,6 +331,7 @@ class _ResumedHeader(BaseModel):
     sandbox: dict[str, Any] | None = None
     sandbox_isolates_less: bool | None = None
     defaults_applied: list[str] = Field(default_factory=list)
+    paper_defaults: dict[str, Any] | None = None
     hardware: dict[str, Any] | None = None
 
 

@@ -171,3 +171,61 @@ def hardware_summary(hardware: dict[str, Any] | None) -> str:
                 f"calibration {calibration['workload']} {calibration['inside_s']:.2f} s{outside_text}"
             )
     return " · ".join(parts)
+
+
+def host_memory_bytes(meminfo: Path = Path("/proc/meminfo")) -> int | None:
+    """This machine's physical memory (``MemTotal``), else what ``sysconf`` says; None if neither."""
+    try:
+        for line in meminfo.read_text(encoding="ascii", errors="replace").splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def _gib(value: int) -> str:
+    return f"{value / 2**30:.1f} GiB"
+
+
+def memory_check(
+    *,
+    memory_bytes: int,
+    samples_in_flight: int,
+    execution_slots: int | None,
+    host_bytes: int | None,
+    backend: str,
+) -> dict[str, Any]:
+    """run.json's ``sandbox_memory_check``: can every call that may run at once have its memory?
+
+    Calls at once are the samples in flight (``max_concurrency``; a sample runs one call at a
+    time), capped by the process's execution slots (``sandbox.max_concurrent_executions``, or
+    the engine's CPUs). When that many calls times ``sandbox.memory`` exceeds the host's memory,
+    a call can be killed by the host's OOM killer (or push the host into swap) below its own
+    limit, so the hardware is not what run.json says: the record has a ``warning``, which the
+    runner also prints. Ray spreads calls over its nodes, whose memory this host cannot see.
+    """
+    calls = min(samples_in_flight, execution_slots) if execution_slots else samples_in_flight
+    record: dict[str, Any] = {
+        "memory_bytes": memory_bytes,
+        "calls_at_once": calls,
+        "needed_bytes": calls * memory_bytes,
+        "host_memory_bytes": host_bytes,
+    }
+    if backend == "ray":
+        return {**record, "checked": False, "why": "ray runs calls on its nodes, not on this host"}
+    if host_bytes is None:
+        return {**record, "checked": False, "why": "this host's memory is unknown"}
+    record["checked"] = True
+    record["exceeds_host"] = calls * memory_bytes > host_bytes
+    if record["exceeds_host"]:
+        record["warning"] = (
+            f"sandbox memory: {calls} call(s) at once x {_gib(memory_bytes)} = "
+            f"{_gib(calls * memory_bytes)}, more than this host's {_gib(host_bytes)}; a call may be "
+            "killed by the host below its own limit. Lower max_concurrency, "
+            "sandbox.max_concurrent_executions or sandbox.memory"
+        )
+    return record

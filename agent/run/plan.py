@@ -17,12 +17,13 @@ from typing import Any
 from rich.console import Console
 
 from proctor.agent.cli.terminal_text import escape_for_terminal
-from proctor.agent.inputs.config import ModelConfig, RunConfig
+from proctor.agent.inputs.config import PAPER_SOURCE, ModelConfig, RunConfig
 from proctor.agent.inputs.selection import describe_selection
+from proctor.agent.model.api_choice import choose_api
 from proctor.agent.model.endpoint import DEFAULT_BASE_URL, is_local_model
 from proctor.agent.results.records import RERUN_ON_RESUME
 from proctor.agent.results.store import RunStore, sample_key
-from proctor.agent.run.preflight import endpoint_uses
+from proctor.agent.run.preflight import uses_of
 from proctor.agent.run.progress import RunProgress
 from proctor.agent.run.runner import (
     Runner,
@@ -67,8 +68,12 @@ def _key_state(model: ModelConfig) -> str:
     return f"{model.api_key_env} {state}"
 
 
-def _describe_model(label: str, model: ModelConfig) -> str:
-    settings = [f"effort {model.reasoning_effort or 'default'}", f"api {model.api}"]
+def _describe_model(label: str, model: ModelConfig, config: RunConfig, field: str) -> str:
+    """One model or judge line; ``field`` (``models.0``, ``judge``) finds its paper defaults."""
+    effort = f"effort {model.reasoning_effort or 'default'}"
+    effort += config.paper_default_note(f"{field}.reasoning_effort")
+    label += config.paper_default_note(f"{field}.name")
+    settings = [effort, f"api {choose_api(model).describe()}"]
     for name in ("temperature", "top_p", "seed"):
         value = getattr(model, name)
         if value is not None:
@@ -128,7 +133,7 @@ def _already_done(run_dir: Path, planned_keys: set[tuple[str, str, int]]) -> int
 def _check_run_dir(config: RunConfig, run_dir: Path, labels: list[str], task_count: int) -> None:
     """Refuse what the run would refuse (a directory holding another run, a resume whose config
     changed what a score means), with the runner's own check: it only reads."""
-    uses = endpoint_uses(list(zip(labels, config.models, strict=True)), config.judge)
+    uses = uses_of(config, labels)
     header = _base_header(config, "dry-run", labels, task_count, uses)
     runner = Runner(config, progress=RunProgress(Console(file=io.StringIO())), handle_signals=False)
     runner._prepare_store(run_dir, header)
@@ -152,16 +157,32 @@ def build_plan(config: RunConfig) -> list[tuple[str, str]]:
         ),
         ("tasks", f"{config.tasks}: {len(tasks)} of {len(loaded)} selected ({shown})"),
         ("selection", describe_selection(config.task_filter, config.task_ids, config.limit_tasks)),
-        ("trials", str(config.trials)),
+        ("trials", f"{config.trials}{config.paper_default_note('trials')}"),
     ]
     rows += [
-        ("model", _describe_model(label, model)) for label, model in zip(labels, config.models, strict=True)
+        ("model", _describe_model(label, model, config, f"models.{index}"))
+        for index, (label, model) in enumerate(zip(labels, config.models, strict=True))
     ]
     if config.judge is not None:
-        rows.append(("judge", _describe_model(config.judge.name, config.judge) + "; one call per answer"))
+        rows.append(
+            (
+                "judge",
+                _describe_model(config.judge.name, config.judge, config, "judge") + "; one call per answer",
+            )
+        )
     else:
         missing = " (this track is judged: the run needs one)" if config.track in JUDGED_TRACKS else ""
         rows.append(("judge", "none" + missing))
+    paper = config.paper_defaults
+    if paper:
+        listed = ", ".join(f"{field}={value}" for field, value in paper.items())
+        rows.append(
+            (
+                "paper defaults",
+                f"{listed}: from the {PAPER_SOURCE}, because the config leaves them unset; "
+                "state them in the config, or use --trials, --judge, --reasoning-effort",
+            )
+        )
     rows.append(
         ("samples", f"{len(planned):,} = {len(labels)} model(s) x {len(tasks)} task(s) x {config.trials}")
     )

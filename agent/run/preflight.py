@@ -17,7 +17,7 @@ from typing import Any
 import openai
 
 from proctor.agent.errors import UserError
-from proctor.agent.inputs.config import ModelConfig, RunConfig
+from proctor.agent.inputs.config import PAPER_SOURCE, ModelConfig, RunConfig
 from proctor.agent.model.base import EndpointRefused, ModelError, Usage
 from proctor.agent.model.endpoint import Endpoint, configured_base_url, is_local_model, without_secrets
 from proctor.agent.model.retry import RetryPolicy
@@ -41,6 +41,8 @@ class EndpointUse:
     role: str  # "model" | "judge"
     label: str
     cfg: ModelConfig
+    # The judge is the paper's default, not one the run named: its errors say so.
+    paper_default: bool = False
 
     @property
     def served_by_proctor(self) -> bool:
@@ -54,12 +56,34 @@ class EndpointUse:
     def describe(self) -> str:
         return f"{self.role} {self.cfg.name}"
 
+    def hint(self) -> str:
+        """What to add to an error about this endpoint: for the paper's default judge, that the
+        run never named it and how to name another."""
+        if not self.paper_default:
+            return ""
+        return (
+            f" (this judge is the default of the {PAPER_SOURCE}, applied because the run names "
+            "no judge; name one with --judge NAME or `judge:` in the config)"
+        )
 
-def endpoint_uses(labelled: list[tuple[str, ModelConfig]], judge: ModelConfig | None) -> list[EndpointUse]:
+
+def endpoint_uses(
+    labelled: list[tuple[str, ModelConfig]], judge: ModelConfig | None, *, paper_judge: bool = False
+) -> list[EndpointUse]:
+    """The run's endpoints; ``paper_judge``: ``judge`` is the paper's default (RunConfig.paper_defaults)."""
     uses = [EndpointUse("model", label, cfg) for label, cfg in labelled]
     if judge is not None:
-        uses.append(EndpointUse("judge", judge.name, judge))
+        uses.append(EndpointUse("judge", judge.name, judge, paper_default=paper_judge))
     return uses
+
+
+def uses_of(config: RunConfig, labels: list[str]) -> list[EndpointUse]:
+    """:func:`endpoint_uses` for a run config, knowing whether its judge is the paper's default."""
+    return endpoint_uses(
+        list(zip(labels, config.models, strict=True)),
+        config.judge,
+        paper_judge="judge.name" in config.paper_defaults,
+    )
 
 
 def require_judge(track: Track, config: RunConfig) -> None:
@@ -75,7 +99,10 @@ def check_keys(uses: list[EndpointUse]) -> None:
     """Every key variable a model or judge needs is set; one line naming the first that is not."""
     for use in uses:
         if not use.served_by_proctor:
-            Endpoint.from_config(use.cfg, role=use.role)
+            try:
+                Endpoint.from_config(use.cfg, role=use.role)
+            except UserError as exc:
+                raise UserError(f"{exc}{use.hint()}") from None
 
 
 @dataclass(frozen=True)
@@ -160,5 +187,5 @@ async def preflight(uses: list[EndpointUse]) -> list[PreflightResult]:
         line = " ".join(str(first.error).split())
         line = line.removeprefix(f"{first.use.base_url}: ").removeprefix(f"{first.use.base_url} ").rstrip(".")
         where = f"{first.use.describe()} at {first.use.base_url}"
-        raise UserError(f"preflight: {where}: {line}{more}; {SKIP_HINT}")
+        raise UserError(f"preflight: {where}: {line}{first.use.hint()}{more}; {SKIP_HINT}")
     return results

@@ -30,8 +30,9 @@ from typing import Any
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs import selection
-from proctor.agent.inputs.config import MAX_PLANNED_SAMPLES, ModelConfig, RunConfig
+from proctor.agent.inputs.config import MAX_PLANNED_SAMPLES, PAPER_SOURCE, ModelConfig, RunConfig
 from proctor.agent.inputs.run_config_loader import parse_size
+from proctor.agent.model.api_choice import choose_api
 from proctor.agent.model.base import ModelClient, ModelError
 from proctor.agent.model.endpoint import without_secrets
 from proctor.agent.results.records import RERUN_ON_RESUME, Outcome, ReferenceRecord, SampleRecord
@@ -39,8 +40,14 @@ from proctor.agent.results.store import RunStore, checked_header, file_sha256, r
 from proctor.agent.results.summary import judge_prices_from_config, prices_from_config, summarize
 from proctor.agent.run.endpoint_record import endpoint_changes, endpoints_record, refuse_or_record
 from proctor.agent.run.guard import GuardedClient, RunGuard, StopReason
-from proctor.agent.run.hardware import calibrate, hardware_record
-from proctor.agent.run.preflight import EndpointUse, check_keys, endpoint_uses, preflight, require_judge
+from proctor.agent.run.hardware import calibrate, hardware_record, host_memory_bytes, memory_check
+from proctor.agent.run.preflight import (
+    EndpointUse,
+    check_keys,
+    preflight,
+    require_judge,
+    uses_of,
+)
 from proctor.agent.run.progress import RunProgress, one_line
 from proctor.agent.run.sample_workers import ShieldedWrites, drive_workers, final_status
 from proctor.agent.text.encodable import safe_text
@@ -207,8 +214,12 @@ def _base_header(
         # The conversation rules that ran, spelled out, so a reader need not know this version's code.
         "protocol": get_profile(config.protocol).describe() if config.track == "frontiermath" else None,
         "models": [
-            {"label": label, "name": m.name, "reasoning_effort": m.reasoning_effort, "api": m.api}
+            {"label": label, "name": m.name, "reasoning_effort": m.reasoning_effort, "api": choose_api(m).api}
             for label, m in zip(labels, config.models, strict=True)
+        ],
+        # Which API each model and the judge is spoken to with, and why (agent/model/api_choice.py).
+        "api_choices": [
+            {"role": use.role, "label": use.label, **choose_api(use.cfg).as_json()} for use in uses
         ],
         # The base URL each model and the judge talks to, after the environment; never a key.
         "endpoints": endpoints_record(uses),
@@ -399,6 +410,7 @@ class Runner:
                 "sandbox_isolates_less": previous.get("sandbox_isolates_less"),
                 # The resumed config is read back from run.json with every value explicit.
                 "defaults_applied": previous.get("defaults_applied", []),
+                "paper_defaults": previous.get("paper_defaults", header.get("paper_defaults")),
                 "hardware": previous.get("hardware"),
                 "events": list(previous.get("events") or []) + events,
             }
@@ -412,6 +424,19 @@ class Runner:
             )
         return store, header
 
+    def _say_paper_defaults(self, record: Any) -> None:
+        """The run's first line names every value it took from the paper unasked."""
+        values = record.get("values") if isinstance(record, dict) else None
+        if not isinstance(values, dict) or not values:
+            return
+        listed = ", ".join(f"{field}={value}" for field, value in values.items())
+        self.progress.console.print(
+            one_line(f"paper defaults (not set by this run's config; {record.get('source')}): {listed}"),
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+
     # -- the run -----------------------------------------------------------------------
     async def run(self) -> RunResult:
         config = self.config
@@ -423,12 +448,14 @@ class Runner:
         check_plan_size(config, len(tasks))
         labelled = list(zip(model_labels(config.models), config.models, strict=True))
         labels = [label for label, _ in labelled]
-        uses = endpoint_uses(labelled, config.judge)
+        uses = uses_of(config, labels)
         run_dir = config.out or default_run_dir(config)
         run_id = run_dir.name
         header = _base_header(config, run_id, labels, len(tasks), uses)
         header["track_settings"] = track.effective_settings(config)
         header["defaults_applied"] = config.defaults_applied
+        # Every value taken from the paper because the config left it unset, by field path.
+        header["paper_defaults"] = {"source": PAPER_SOURCE, "values": config.paper_defaults}
         header["selection"] = selection.selection_record(
             len(loaded_tasks),
             tasks,
@@ -517,6 +544,7 @@ class Runner:
                 header_written = True
                 writer = store.open_writer()
                 stack.callback(store.close)
+                self._say_paper_defaults(header.get("paper_defaults"))
                 self.progress.begin(total=len(planned), already_done=already, run_dir=str(run_dir))
                 stack.callback(self.progress.end)
                 ran_now = await self._run_pending(track, pending, run_id, sandbox, clients, judge, writer)
@@ -607,6 +635,7 @@ class Runner:
         header["sessions"][-1].update(
             sandbox_backend=sandbox.backend, sandbox_image_id=described.get("image_id")
         )
+        self._check_memory(described, memory, header)
         if self.audit:
             await self._audit_sandbox(sandbox, header)
         limits = Limits(memory_bytes=memory, cpus=box.cpus)
@@ -618,6 +647,21 @@ class Runner:
         header["hardware"] = hardware_record(described, limits, calibration)
         header["sessions"][-1]["calibration"] = calibration
         return sandbox
+
+    def _check_memory(self, described: dict[str, Any], memory: int, header: dict[str, Any]) -> None:
+        """Record whether every call that may run at once can have its memory; warn if not."""
+        slots = described.get("max_concurrent_executions")
+        check = memory_check(
+            memory_bytes=memory,
+            samples_in_flight=self.config.max_concurrency,
+            execution_slots=slots if isinstance(slots, int) and not isinstance(slots, bool) else None,
+            host_bytes=host_memory_bytes(),
+            backend=str(described.get("backend") or self.config.sandbox.backend),
+        )
+        header["sandbox_memory_check"] = check
+        header["sessions"][-1]["sandbox_memory_check"] = check
+        if check.get("warning"):
+            print(f"proctor: warning: {check['warning']}", file=sys.stderr, flush=True)
 
     def _limits(self) -> Limits:
         box = self.config.sandbox

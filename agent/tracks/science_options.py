@@ -7,6 +7,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from proctor.agent.errors import UserError
+from proctor.agent.inputs.config import PAPER_SUCCESS_THRESHOLD
 
 
 class _Options(BaseModel):
@@ -40,7 +41,7 @@ class OlympiadOptions(_Options):
 class ResearchOptions(_Options):
     judge_prompt: str = "research_judge.txt"
     answer_prompt: str | None = None
-    success_threshold: float = Field(default=7.0, ge=0, le=10)
+    success_threshold: float = Field(default=PAPER_SUCCESS_THRESHOLD, ge=0, le=10)
 
 
 class PhybenchOptions(BaseModel):

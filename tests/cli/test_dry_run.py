@@ -103,7 +103,10 @@ def test_dry_run_of_a_judged_config_names_the_judge_and_reads_the_key_variables(
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "2 of 100 selected" in out and "selection    limit 3-4" in out
-    assert "judge        openai/gpt-5 (effort high, api chat)" in out
+    # The judge is OpenAI's reasoning model on OpenAI's endpoint: its reasoning is carried; the
+    # models were moved to a self-hosted URL and speak Chat Completions (issue 23, item 2).
+    assert "judge        openai/gpt-5 (effort high, api responses (auto: OpenAI reasoning model" in out
+    assert "api chat (auto: endpoint is not OpenAI's (host 127.0.0.1))" in out
     assert "OPENAI_API_KEY unset" in out
     assert "samples      4 = 2 model(s) x 2 task(s) x 1" in out
     assert "4,000: 4 samples x max output tokens 1,000" in out

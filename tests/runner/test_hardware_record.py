@@ -140,14 +140,18 @@ async def test_a_run_records_hardware_and_the_report_shows_it(
     # The double describes no limits: the configured ones are recorded, and said to be.
     assert recorded["sandbox"] == {
         "cpus": 1.0,
-        "memory_bytes": 1024**3,
+        "memory_bytes": 4 * 1024**3,  # the default: 4 GiB a call (issue 23, item 4)
         "swap_bytes": 0,
         "source": "run config",
     }
     assert "printed no figures" in recorded["calibration"]["error"]
     assert header["sessions"][-1]["calibration"] == recorded["calibration"]
+    # Whether the calls at once fit in this host's memory, checked and on record.
+    check = header["sandbox_memory_check"]
+    assert check["memory_bytes"] == 4 * 1024**3 and check["checked"] is True
     page = render_report(load_run(tmp_path / "run"))
     assert 'data-fact="hardware"' in page and "calibration failed" in page
+    assert "sandbox 1.0 CPU, 4 GiB, no swap" in page
 
 
 async def test_calibration_can_be_switched_off_and_sandboxless_runs_record_the_host(

@@ -40,12 +40,17 @@ def test_unset_fields_take_the_papers_values(track: str, trials: int) -> None:
         "openai/gpt-5",
         "high",
     )
-    assert made.defaults_applied == [
-        f"trials={trials}",
-        "models.0.reasoning_effort=high",
-        "models.1.reasoning_effort=high",
-        "judge=openai/gpt-5@high",
-    ]
+    paper = {
+        "trials": trials,
+        "models.0.reasoning_effort": "high",
+        "models.1.reasoning_effort": "high",
+        "judge.name": "openai/gpt-5",
+        "judge.reasoning_effort": "high",
+        # Research's success line (>= 7/10) is the paper's too; Olympiad has none.
+        **({"track_options.success_threshold": 7.0} if track == "research" else {}),
+    }
+    assert made.paper_defaults == paper
+    assert made.defaults_applied == [f"{field}={value}" for field, value in paper.items()]
 
 
 @pytest.mark.parametrize("track", ["olympiad", "research"])
@@ -171,7 +176,18 @@ async def test_a_run_uses_and_records_the_effective_values(tmp_path: Path) -> No
         "trials=30",
         "models.0.reasoning_effort=high",
         "judge.reasoning_effort=high",
+        "track_options.success_threshold=7.0",
     ]
+    # Each value from the paper, by field, with where it comes from (issue 23, item 5).
+    assert header["paper_defaults"] == {
+        "source": "FrontierScience paper (docs/judge-tracks.md)",
+        "values": {
+            "trials": 30,
+            "models.0.reasoning_effort": "high",
+            "judge.reasoning_effort": "high",
+            "track_options.success_threshold": 7.0,
+        },
+    }
     settings = header["track_settings"]
     assert settings["trials"] == 30 and settings["answer_reasoning_effort"] == {"openai/student": "high"}
     assert (settings["judge"], settings["judge_reasoning_effort"]) == ("openai/grader", "high")

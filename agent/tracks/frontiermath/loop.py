@@ -29,6 +29,7 @@ from proctor.agent.tracks.frontiermath.provider_limits import output_ceiling_fro
 from proctor.agent.tracks.frontiermath.sandbox_calls import run_in_sandbox
 from proctor.agent.tracks.frontiermath.submission import SubmissionResult, SubmissionRunner
 from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
+from proctor.agent.tracks.frontiermath.texts import budget_values, render
 from proctor.agent.tracks.frontiermath.tools import (
     NOTHING_PRINTED,
     PYTHON_TOOL,
@@ -140,7 +141,8 @@ class Conversation:
 
     def _budget_text(self, template: str) -> str:
         budget = self.budget
-        return template.format(used=budget.used, force_at=budget.force_submit_at, cap=budget.token_cap)
+        # One explicit pass over the placeholders: a template may be the user's (texts.py).
+        return render(template, budget_values(budget.used, budget.force_submit_at, budget.token_cap))
 
     async def run(self) -> ConversationResult:
         rejected: SubmissionResult | None = None

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from proctor.agent.errors import UserError
+from proctor.agent.inputs.config import RunConfig
 from proctor.agent.results.records import Outcome, ReferenceRecord, SampleRecord
 from proctor.agent.text.capped_text import capped
 from proctor.agent.tracks.base import SampleContext, Track
@@ -15,6 +16,7 @@ from proctor.agent.tracks.frontiermath.loop import DEFAULT_MAX_TURNS, Conversati
 from proctor.agent.tracks.frontiermath.profiles import get_profile
 from proctor.agent.tracks.frontiermath.prompt import load_template, render_prompt
 from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask, load_frontiermath_tasks
+from proctor.agent.tracks.frontiermath.texts import load_texts, texts_record, with_texts
 
 
 def _now() -> str:
@@ -42,7 +44,14 @@ class FrontierMathTrack(Track):
             )
         self.reject_invalid = reject_invalid
         self.max_turns = int(self.options.get("max_turns", DEFAULT_MAX_TURNS))
+        # The user's own texts for the protocol's messages (texts.py), checked now: a bad
+        # template is one line before any sample, not an error on some later turn.
+        self.texts = load_texts(self.options.get("protocol_texts"))
         self._templates: dict[Path | None, str] = {}
+
+    def effective_settings(self, config: RunConfig) -> dict[str, Any]:
+        """The user's protocol texts, by file and sha256 (the profile's own are in ``protocol``)."""
+        return {"protocol_texts": texts_record(self.texts)}
 
     def reference_for(self, task: FrontierMathTask) -> ReferenceRecord:
         return reference_of(task)
@@ -65,7 +74,7 @@ class FrontierMathTrack(Track):
             ctx,
             prompt,
             reject_invalid=self.reject_invalid,
-            profile=get_profile(ctx.config.protocol),
+            profile=with_texts(get_profile(ctx.config.protocol), self.texts),
             max_turns=self.max_turns,
         )
         result = await conversation.run()
