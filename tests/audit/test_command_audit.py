@@ -113,6 +113,19 @@ async def test_rows_a_command_cannot_show_are_not_applicable() -> None:
     assert report.sandbox["command"] == shlex.join([sys.executable, "-"])
 
 
+async def test_a_program_past_the_argument_limit_is_graded() -> None:
+    """On stdin it runs intact; a sandbox that hands the program over as an argument refuses it."""
+    on_stdin = CommandSandbox([sys.executable, "-"])
+    # A wrapper that passes the program on python's command line, as `python3 -c CODE` would.
+    as_argument = CommandSandbox(["sh", "-c", f'exec {PYTHON} -c "$(cat "$1")"', "sh", "{file}"])
+    verdicts = {}
+    for name, sandbox in (("stdin", on_stdin), ("argument", as_argument)):
+        report = await audit_sandbox(sandbox, Limits(), only=["limits.large_program"])
+        verdicts[name] = (report.rows[0].verdict.value, report.rows[0].evidence)
+    assert verdicts["stdin"][0] == "held", verdicts
+    assert verdicts["argument"][0] == "weak" and "Argument list too long" in verdicts["argument"][1], verdicts
+
+
 # -- parsing: commands hold spaces, commas and quotes --------------------------------------------
 
 _WORD = st.text(
@@ -215,7 +228,10 @@ def test_docker_defaults_through_command_are_graded(tmp_path: Path, image: str) 
         "limits.file_size",
         "enforce.fork_bomb",
         "enforce.zombie_bomb",
+        "limits.tmpfs",
         "priv.setuid",
+        # One uid for every container: one call's inotify use refuses another's.
+        "state.per_uid_quota",
     ):
         assert verdicts[name] == "broken", rows[name]
     assert "eth0" in rows["net.interfaces"]["evidence"]
@@ -224,6 +240,8 @@ def test_docker_defaults_through_command_are_graded(tmp_path: Path, image: str) 
     # bounding set and no_new_privs off leave a way to gain some.
     assert verdicts["priv.non_root"] == "held", rows["priv.non_root"]
     assert verdicts["priv.capabilities"] == "weak", rows["priv.capabilities"]
+    # No LXCFS: /proc/meminfo is the host's, a channel between concurrent calls.
+    assert verdicts["proc.host_counters"] == "weak", rows["proc.host_counters"]
     for check in ALL_CHECKS:
         if check.host_side or "command" not in check.backends:
             assert verdicts[check.id] == "skipped", rows[check.id]
