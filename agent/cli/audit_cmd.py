@@ -211,6 +211,24 @@ def audit_command(
     """Probe and attack the sandbox through the path evals use; exit 1 when anything is broken."""
     if backend not in AUDIT_BACKENDS:
         raise UserError(f"--backend: {backend!r} is not one of {', '.join(AUDIT_BACKENDS)}")
+    # The user's own flags (before --limits-from fills any in): a command or a comparison
+    # chooses its sandboxes itself.
+    if command is not None and compare:
+        raise UserError("--command: cannot be combined with --compare (name the command in the list)")
+    if compare:
+        _refuse_beside_command(
+            "--compare", backend=backend, runtime=runtime, docker_host=docker_host, ray_address=ray_address
+        )
+    if command is not None:
+        _refuse_beside_command(
+            "--command",
+            backend=backend,
+            runtime=runtime,
+            docker_host=docker_host,
+            ray_address=ray_address,
+            image=image,
+            ray_allow_unauthenticated=ray_allow_unauthenticated,
+        )
     pool_size = 2
     limits = Limits()
     if limits_from is not None:
@@ -229,12 +247,7 @@ def audit_command(
             raise UserError(f"{flag}: {path.parent} is not a directory")
     logging.getLogger("proctor.sandbox.backends.local").setLevel(logging.ERROR)
     console = Console() if sys.stdout.isatty() else Console(width=200)
-    if command is not None and compare:
-        raise UserError("--command: cannot be combined with --compare (name the command in the list)")
     if compare:
-        _refuse_beside_command(
-            "--compare", backend=backend, runtime=runtime, docker_host=docker_host, ray_address=ray_address
-        )
         specs = parse_specs(compare)
         comparison = asyncio.run(_compare(specs, image, pool_size, limits, quick, only))
         print_comparison(comparison, console)
@@ -245,15 +258,6 @@ def audit_command(
         # A comparison reports other people's sandboxes: finishing is success, whatever it found.
         return
     if command is not None:
-        _refuse_beside_command(
-            "--command",
-            backend=backend,
-            runtime=runtime,
-            docker_host=docker_host,
-            ray_address=ray_address,
-            image=image,
-            ray_allow_unauthenticated=ray_allow_unauthenticated,
-        )
         report = asyncio.run(_audit_command(parse_command(command), limits, quick, only))
     else:
         report = asyncio.run(
