@@ -168,9 +168,9 @@ class CommandSandbox:
             _, pending = await asyncio.wait([*readers, writer], timeout=DRAIN_S)
             for task in pending:
                 task.cancel()
-            for task in (*readers, writer):
-                with contextlib.suppress(BaseException):
-                    await task
+            # Collects each reader's end (a broken pipe, a cancellation) without raising it here;
+            # a cancellation of this call itself still propagates.
+            await asyncio.gather(*readers, writer, return_exceptions=True)
         return ExecResult(
             None if timed_out else process.returncode,
             out.text(),

@@ -113,6 +113,7 @@ async def test_rows_a_command_cannot_show_are_not_applicable() -> None:
     assert report.sandbox["command"] == shlex.join([sys.executable, "-"])
 
 
+@pytest.mark.slow
 async def test_a_program_past_the_argument_limit_is_graded() -> None:
     """On stdin it runs intact; a sandbox that hands the program over as an argument refuses it."""
     on_stdin = CommandSandbox([sys.executable, "-"])
