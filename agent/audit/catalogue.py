@@ -161,7 +161,7 @@ ENTRIES: dict[str, Entry] = {
         "held: unreadable; broken: its token read",
         (FULL_DOCKER, HOST_SIDE_SKIPS),
     ),
-    "files.host_mounts": Entry(
+    "files.bind_mounts": Entry(
         FILESYSTEM,
         "no directory of the host's disks is bound into the sandbox",
         "held: none beyond the engine's own per-container files; weak: read-only; broken: writable",

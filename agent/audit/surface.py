@@ -98,7 +98,7 @@ async def large_program(ctx: AuditContext) -> Finding:
 
 CHECKS = [
     Check(
-        "files.host_mounts",
+        "files.bind_mounts",
         FILES,
         "list the host file systems bound into the sandbox (/proc/self/mountinfo)",
         "none, or only the engine's own per-container files",

@@ -77,3 +77,10 @@ def test_the_page_is_what_the_check_objects_generate() -> None:
     rows = re.findall(r"^\| `([\w.]+)` \|", generated, flags=re.MULTILINE)
     assert sorted(rows) == sorted(check.id for check in ALL_CHECKS)
     assert "NOT CATALOGUED" not in generated
+
+
+def test_no_check_id_is_a_prefix_of_another() -> None:
+    """--only selects by prefix: one row's ID must never select another row too."""
+    ids = [check.id for check in ALL_CHECKS]
+    clashes = [(a, b) for a in ids for b in ids if a != b and b.startswith(a)]
+    assert clashes == []

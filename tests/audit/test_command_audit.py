@@ -253,7 +253,7 @@ def test_docker_defaults_through_command_are_graded(tmp_path: Path, image: str) 
 # weakness: (its docker run flags, the rows it must break)
 WEAKNESSES: dict[str, tuple[list[str], list[str]]] = {
     "docker_socket": (["-v", "/var/run/docker.sock:/var/run/docker.sock"], ["files.engine_socket"]),
-    "host_path": (["-v", "{host_dir}:/mnt/host"], ["files.host_mounts"]),
+    "host_path": (["-v", "{host_dir}:/mnt/host"], ["files.bind_mounts"]),
     "privileged": (["--privileged"], ["priv.capabilities", "priv.mount_unshare", "proc.masked"]),
     # Docker's default bridge: the rows see an interface and connect to nothing (network.py).
     "network": (["--network", "bridge"], ["net.interfaces", "net.tcp4", "net.udp4"]),

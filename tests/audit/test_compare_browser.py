@@ -27,7 +27,7 @@ ROWS = [
     "net.interfaces",
     "priv.non_root",
     "output.hostile_bytes",
-    "files.host_mounts",
+    "files.bind_mounts",
     "limits.read_only_root",
 ]
 
