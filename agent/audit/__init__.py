@@ -41,6 +41,9 @@ def own_boot_id() -> str | None:
 def audit_targets(sandbox: Sandbox) -> list[AuditTarget]:
     """The whole sandbox; for ray, every serving node on its own, so each node's engine and
     host are checked (calls spread by load would leave a node unchecked or mix the nodes)."""
+    if sandbox.backend == "command":
+        # Whatever runs behind the command is not this process's host, as far as the audit knows.
+        return [AuditTarget(sandbox, host_local=False)]
     if sandbox.backend != "ray":
         return [AuditTarget(sandbox)]
     here = own_boot_id()
@@ -75,7 +78,10 @@ async def audit_sandbox(
     runtime = described.get("runtime") or runtime
     checks = select_checks(sandbox.backend, quick, only)
     targets = audit_targets(sandbox)
-    kept = ("backend", "image", "image_id", "user", "isolation", "runtime", "engine", "runtime_version")
+    kept = (
+        *("backend", "image", "image_id", "user", "isolation", "runtime", "engine", "runtime_version"),
+        *("command", "label", "program_via"),
+    )
     report = AuditReport(
         backend=sandbox.backend,
         runtime=runtime,

@@ -17,8 +17,10 @@ from proctor.agent.audit import (
     network,
     output,
     statelessness,
+    surface,
     verdict_path,
 )
+from proctor.agent.audit.command_sandbox import BACKEND as COMMAND
 from proctor.agent.audit.model import AuditContext, Check, Finding, Row, Verdict, escape_text
 
 ALL_CHECKS: tuple[Check, ...] = (
@@ -31,12 +33,18 @@ ALL_CHECKS: tuple[Check, ...] = (
     *controller.CHECKS,
     *output.CHECKS,
     *verdict_path.CHECKS,
+    *surface.CHECKS,
 )
 # Two checks at a time: enough to keep a warm pool busy, few enough that one check's
 # CPU measurement is not starved by the others on a two-core machine.
 CONCURRENCY = 2
 # Run with nothing beside them: a CPU measurement, and two calls that must overlap in time.
 ALONE = {"limits.cpu", "state.per_uid_quota"}
+# Why a host-side row is not applicable through --command: the audit cannot see that host.
+COMMAND_HOST_SIDE = (
+    "not applicable through --command: the check plants on or looks at the host behind the "
+    "sandbox (files, processes, sockets, survivors), which only Proctor's own backends expose"
+)
 
 
 @dataclass
@@ -115,6 +123,8 @@ async def run_check(check: Check, ctx: AuditContext) -> Row:
     if ctx.backend not in check.backends:
         why = check.not_applicable.get(ctx.backend) or f"applies to {', '.join(check.backends)} only"
         finding = Finding(Verdict.SKIPPED, why)
+    elif check.host_side and ctx.backend == COMMAND:
+        finding = Finding(Verdict.SKIPPED, COMMAND_HOST_SIDE)
     elif check.host_side and not ctx.host_local:
         finding = Finding(
             Verdict.SKIPPED,

@@ -14,6 +14,8 @@ import signal
 from pathlib import Path
 
 from proctor.agent.audit.model import (
+    COMMAND_OWN_TIMEOUT,
+    PROCTOR_BACKENDS,
     AuditContext,
     Check,
     Finding,
@@ -393,6 +395,8 @@ CHECKS = [
         "killed anyway",
         sigterm_ignored,
         quick=True,
+        backends=PROCTOR_BACKENDS,
+        not_applicable={"command": COMMAND_OWN_TIMEOUT},
     ),
     Check(
         "enforce.escaped_children",

@@ -11,6 +11,9 @@ import os
 from pathlib import Path
 
 from proctor.agent.audit.model import (
+    COMMAND_OWN_CAP,
+    COMMAND_OWN_TIMEOUT,
+    PROCTOR_BACKENDS,
     AuditContext,
     Check,
     Finding,
@@ -496,6 +499,8 @@ CHECKS = [
         output_cap,
         quick=True,
         timeout_s=35,
+        backends=PROCTOR_BACKENDS,
+        not_applicable={"command": COMMAND_OWN_CAP},
     ),
     Check(
         "limits.wall_clock",
@@ -504,6 +509,8 @@ CHECKS = [
         "timed out soon after 1.5 s",
         wall_clock,
         quick=True,
+        backends=PROCTOR_BACKENDS,
+        not_applicable={"command": COMMAND_OWN_TIMEOUT},
     ),
     Check(
         "limits.read_only_root",

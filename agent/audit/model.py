@@ -52,6 +52,19 @@ class AuditContext:
 
 CheckFunc = Callable[[AuditContext], Awaitable[Finding]]
 
+# Proctor's own backends: a check that measures what only they do leaves out "command".
+PROCTOR_BACKENDS = ("docker", "local", "ray")
+# Through --command the audit itself kills the command's process group at the timeout and caps
+# what it reads: a row about either would grade the audit's adapter, not the sandbox.
+COMMAND_OWN_TIMEOUT = (
+    "not applicable through --command: the audit enforces the timeout itself (it kills the "
+    "command's process group); whether the sandbox behind it stops the program is host-side"
+)
+COMMAND_OWN_CAP = (
+    "not applicable through --command: the audit's own reader caps the output, so the row "
+    "would measure the audit, not the sandbox"
+)
+
 
 @dataclass(frozen=True)
 class Check:
@@ -64,7 +77,8 @@ class Check:
     run: CheckFunc
     quick: bool = False
     timeout_s: float = 20.0
-    backends: tuple[str, ...] = ("docker", "local", "ray")
+    # "command": a sandbox Proctor did not build, reached through --command (command_sandbox.py).
+    backends: tuple[str, ...] = ("docker", "local", "ray", "command")
     # Why the check cannot apply to a backend it leaves out, in one line (shown on its row).
     not_applicable: Mapping[str, str] = field(default_factory=dict)
     # The check plants something on the audit's own host, or looks there (a file, a process,

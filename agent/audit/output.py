@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from proctor.agent.audit.model import (
+    COMMAND_OWN_CAP,
+    PROCTOR_BACKENDS,
     AuditContext,
     Check,
     Finding,
@@ -121,6 +123,8 @@ CHECKS = [
         flood,
         quick=True,
         timeout_s=70,
+        backends=PROCTOR_BACKENDS,
+        not_applicable={"command": COMMAND_OWN_CAP},
     ),
     Check(
         "output.hostile_bytes",

@@ -13,6 +13,10 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from proctor.agent.audit import AuditReport, audit_sandbox
+from proctor.agent.audit.command_sandbox import CommandSandbox, parse_command
+from proctor.agent.audit.compare import Comparison, Spec, parse_specs, print_comparison, run_comparison
+from proctor.agent.audit.compare import write_html as write_comparison_html
+from proctor.agent.audit.compare import write_json as write_comparison_json
 from proctor.agent.audit.model import Row
 from proctor.agent.audit.render import print_table, write_html, write_json
 from proctor.agent.cli.app import sandbox_app
@@ -93,6 +97,11 @@ async def open_audited_sandbox(
     )
 
 
+def _progress(row: Row) -> None:
+    where = f"  [{row.node}]" if row.node is not None else ""
+    print(f"  {row.verdict.value:>7}  {row.id}{where}", file=sys.stderr, flush=True)
+
+
 async def _audit(
     backend: str,
     image: str | None,
@@ -118,17 +127,37 @@ async def _audit(
             sandbox = await open_audited_sandbox(backend, image, pool_size, limits)
     except SandboxUnavailable as exc:
         raise UserError(f"--{'runtime' if runtime else 'backend'} {runtime or backend}: {exc}") from None
-    total: dict[str, int] = {"done": 0}
-
-    def progress(row: Row) -> None:
-        total["done"] += 1
-        where = f"  [{row.node}]" if row.node is not None else ""
-        print(f"  {row.verdict.value:>7}  {row.id}{where}", file=sys.stderr, flush=True)
-
     try:
-        return await audit_sandbox(sandbox, limits, quick=quick, runtime=runtime, only=only, on_row=progress)
+        return await audit_sandbox(sandbox, limits, quick=quick, runtime=runtime, only=only, on_row=_progress)
     finally:
         await sandbox.aclose()
+
+
+async def _audit_command(argv: list[str], limits: Limits, quick: bool, only: list[str] | None) -> AuditReport:
+    """A sandbox Proctor did not build, reached through the command (agent/audit/command_sandbox.py)."""
+    sandbox = CommandSandbox(argv, default_limits=limits)
+    try:
+        return await audit_sandbox(sandbox, limits, quick=quick, only=only, on_row=_progress)
+    finally:
+        await sandbox.aclose()
+
+
+async def _compare(
+    specs: list[Spec], image: str | None, pool_size: int, limits: Limits, quick: bool, only: list[str] | None
+) -> Comparison:
+    async def audit_one(spec: Spec) -> AuditReport:
+        print(f"-- {spec.label}", file=sys.stderr, flush=True)
+        if spec.backend == "command":
+            return await _audit_command(list(spec.command), limits, quick, only)
+        return await _audit(spec.backend, image, pool_size, limits, quick, spec.runtime, only)
+
+    return await run_comparison(specs, audit_one)
+
+
+def _refuse_beside_command(flag: str, **given: object) -> None:
+    for name, value in given.items():
+        if value not in (None, False, "auto"):
+            raise UserError(f"{flag}: cannot be combined with --{name.replace('_', '-')}")
 
 
 @sandbox_app.command("audit")
@@ -158,6 +187,22 @@ def audit_command(
     html_file: Annotated[
         Path | None, typer.Option("--html", help="Write a standalone HTML report to FILE.")
     ] = None,
+    command: Annotated[
+        str | None,
+        typer.Option(
+            "--command",
+            help="Audit a sandbox Proctor did not build: a command that runs the Python program on its "
+            "stdin, or in {file}; split like a shell would, never run by one.",
+        ),
+    ] = None,
+    compare: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--compare",
+            help="Audit several sandboxes side by side: docker, runsc, local or a command (LABEL=COMMAND), "
+            "comma-separated (quote a command holding a comma); may be repeated. See docs/audit.md.",
+        ),
+    ] = None,
     quick: Annotated[bool, typer.Option("--quick", help="A subset that runs in under 20 s.")] = False,
     only: Annotated[
         list[str] | None, typer.Option("--only", hidden=True, help="Run only these check IDs.")
@@ -166,6 +211,24 @@ def audit_command(
     """Probe and attack the sandbox through the path evals use; exit 1 when anything is broken."""
     if backend not in AUDIT_BACKENDS:
         raise UserError(f"--backend: {backend!r} is not one of {', '.join(AUDIT_BACKENDS)}")
+    # The user's own flags (before --limits-from fills any in): a command or a comparison
+    # chooses its sandboxes itself.
+    if command is not None and compare:
+        raise UserError("--command: cannot be combined with --compare (name the command in the list)")
+    if compare:
+        _refuse_beside_command(
+            "--compare", backend=backend, runtime=runtime, docker_host=docker_host, ray_address=ray_address
+        )
+    if command is not None:
+        _refuse_beside_command(
+            "--command",
+            backend=backend,
+            runtime=runtime,
+            docker_host=docker_host,
+            ray_address=ray_address,
+            image=image,
+            ray_allow_unauthenticated=ray_allow_unauthenticated,
+        )
     pool_size = 2
     limits = Limits()
     if limits_from is not None:
@@ -183,21 +246,34 @@ def audit_command(
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{flag}: {path.parent} is not a directory")
     logging.getLogger("proctor.sandbox.backends.local").setLevel(logging.ERROR)
-    report = asyncio.run(
-        _audit(
-            backend,
-            image,
-            pool_size,
-            limits,
-            quick,
-            runtime,
-            only,
-            docker_host,
-            ray_address,
-            ray_allow_unauthenticated,
-        )
-    )
     console = Console() if sys.stdout.isatty() else Console(width=200)
+    if compare:
+        specs = parse_specs(compare)
+        comparison = asyncio.run(_compare(specs, image, pool_size, limits, quick, only))
+        print_comparison(comparison, console)
+        if json_file is not None:
+            write_comparison_json(comparison, json_file)
+        if html_file is not None:
+            write_comparison_html(comparison, html_file)
+        # A comparison reports other people's sandboxes: finishing is success, whatever it found.
+        return
+    if command is not None:
+        report = asyncio.run(_audit_command(parse_command(command), limits, quick, only))
+    else:
+        report = asyncio.run(
+            _audit(
+                backend,
+                image,
+                pool_size,
+                limits,
+                quick,
+                runtime,
+                only,
+                docker_host,
+                ray_address,
+                ray_allow_unauthenticated,
+            )
+        )
     print_table(report, console)
     if json_file is not None:
         write_json(report, json_file)
