@@ -233,6 +233,60 @@ ENTRIES: dict[str, Entry] = {
         "held: every memory counter is the call's own; weak: a host-wide counter is readable",
         (FULL_DOCKER, DEFAULTS),
     ),
+    "priv.syscall_allowlist": Entry(
+        DANGEROUS,
+        "the system-call surface is Proctor's own allowlist, not whatever the installed engine allows",
+        "held: the allowlist's hash recorded and calls outside it (ioprio_get, syncfs) refused; "
+        "weak: only a denylist (the local backend); broken: an unlisted call succeeded",
+        (
+            "tests/sandbox/test_seccomp_allowlist.py::test_kernel_classes_outside_the_allowlist_are_refused",
+            "tests/sandbox/test_seccomp_allowlist.py::test_describe_records_the_profiles_hash_and_size",
+            FULL_DOCKER,
+        ),
+    ),
+    "priv.memfd_secret": Entry(
+        DANGEROUS,
+        "memfd_secret is refused: each secret page splits the host's direct map until reboot",
+        "held: refused; broken: a secret page was mapped",
+        (
+            "tests/sandbox/test_seccomp_allowlist.py::test_kernel_classes_outside_the_allowlist_are_refused",
+            WEAKENED,
+        ),
+    ),
+    "priv.kernel_classes": Entry(
+        DANGEROUS,
+        "the new mount API, landlock, pidfd_getfd and process_vm_readv/writev are refused",
+        "held: all refused; broken: any succeeded",
+        (
+            "tests/sandbox/test_seccomp_allowlist.py::test_namespaces_and_mounts_are_refused",
+            "tests/sandbox/test_seccomp_allowlist.py::test_kernel_classes_outside_the_allowlist_are_refused",
+        ),
+    ),
+    "priv.traceme": Entry(
+        DANGEROUS,
+        "ptrace(PTRACE_TRACEME) cannot make the launcher the program's tracer",
+        "held: refused (EPERM); broken: it succeeded",
+        (
+            "tests/sandbox/test_seccomp_allowlist.py::test_ptrace_traceme_is_refused_but_a_child_may_be_traced",
+            WEAKENED,
+        ),
+    ),
+    "enforce.traced_supervisor": Entry(
+        DANGEROUS,
+        "a program that makes its supervisor its tracer still ends with its own exit, never the launcher's",
+        "held: exit 7 with the handler run twice; broken: another exit or the launcher's traceback",
+        (
+            "tests/sandbox/test_launcher_attacks.py::test_traceme_then_a_second_signal_after_the_first",
+            "tests/sandbox/test_reaper.py::test_a_traced_program_ends_exactly_as_it_would_untraced",
+            WEAKENED,
+        ),
+    ),
+    "enforce.leftover_processes": Entry(
+        DANGEROUS,
+        "no process outlives its container in the container's cgroups (traced, stopped or setsid)",
+        "held: the gone container's cgroups are empty; broken: a process left in them",
+        ("tests/audit/test_audit.py::test_leftover_row_sees_a_process_in_a_gone_containers_cgroup",),
+    ),
     "proc.environment": Entry(
         SENSITIVE,
         "the host's environment (and a canary set in it) never reaches the program",
@@ -358,16 +412,25 @@ ENTRIES: dict[str, Entry] = {
 
 # The kernel classes a red team found useful (issue 25), and the rows that attack each.
 KERNEL_CLASSES: dict[str, tuple[str, ...]] = {
-    "memfd_secret": (),
-    "io_uring": ("priv.kernel_surface",),
-    "userfaultfd": ("priv.kernel_surface",),
-    "perf": ("priv.kernel_surface",),
+    "memfd_secret": ("priv.memfd_secret",),
+    "io_uring": ("priv.kernel_surface", "priv.syscall_allowlist"),
+    "userfaultfd": ("priv.kernel_surface", "priv.syscall_allowlist"),
+    "perf": ("priv.kernel_surface", "priv.syscall_allowlist"),
     "keyrings": ("priv.bpf_keyctl",),
     "bpf": ("priv.bpf_keyctl",),
     "namespaces": ("priv.mount_unshare",),
-    # mount(2) only: the new mount API (fsopen, fsmount, open_tree) has no row on this branch.
-    "the mount API (mount(2); fsopen/fsmount: no row on this branch yet)": ("priv.mount_unshare",),
-    "ptrace of the parent": ("priv.ptrace", "enforce.stop", "enforce.read"),
+    "the mount API (mount(2); fsopen, fsmount, open_tree, move_mount)": (
+        "priv.mount_unshare",
+        "priv.kernel_classes",
+    ),
+    "ptrace of the parent": (
+        "priv.ptrace",
+        "priv.traceme",
+        "enforce.stop",
+        "enforce.read",
+        "enforce.traced_supervisor",
+    ),
+    "the system-call surface as a whole": ("priv.syscall_allowlist",),
     "per-uid quotas": ("state.per_uid_quota",),
     "covert channels through host counters (/proc/meminfo, /proc/stat)": ("proc.host_counters",),
     "programs larger than the argument limit": ("limits.large_program",),

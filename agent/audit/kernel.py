@@ -322,7 +322,7 @@ CHECKS += [
         kernel_classes,
     ),
     Check(
-        "priv.ptrace_traceme",
+        "priv.traceme",
         PRIVILEGES,
         "ptrace(PTRACE_TRACEME) from the program's main process",
         "refused (EPERM)",

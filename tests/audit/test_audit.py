@@ -353,12 +353,12 @@ WEAKENED: dict[str, tuple[list[str], dict[str, str]]] = {
     ),
     "no_memory_limit": (["limits.memory"], {"limits.memory": "without being stopped"}),
     "no_program_filter": (
-        ["net.unfenced_families", "priv.kernel_surface", "priv.memfd_secret", "priv.ptrace_traceme"],
+        ["net.unfenced_families", "priv.kernel_surface", "priv.memfd_secret", "priv.traceme"],
         {
             "net.unfenced_families": "'AF_VSOCK': 'OPENED'",
             "priv.kernel_surface": "OPENED AF_VSOCK",
             "priv.memfd_secret": "SUCCEEDED",
-            "priv.ptrace_traceme": "SUCCEEDED",
+            "priv.traceme": "SUCCEEDED",
         },
     ),
     "crashing_launcher": (
