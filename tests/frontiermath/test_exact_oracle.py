@@ -221,7 +221,7 @@ def placed(value: Any, where: str) -> Any:
         "dict key": lambda: {value: 1} if _hashable(value) else {"k": value},
         "object array": lambda: numpy.array([1, value], dtype=object),
         "matrix": lambda: sympy.Matrix([[1, sympy.sympify(value)]]),
-        "sparse matrix": lambda: sympy.SparseMatrix(10**5, 10**5, {(7, 9): sympy.sympify(value)}),
+        "sparse matrix": lambda: sympy.SparseMatrix(10**4, 10**4, {(7, 9): sympy.sympify(value)}),
         "expression": lambda: sympy.Add(sympy.pi, sympy.sympify(value), evaluate=False),
     }[where]()
 

@@ -95,6 +95,10 @@ def short_repr(value: Any, limit: int = 200) -> str:
     big = _big_integer_bits(value)
     if big is not None:
         return f"<integer of {big} bits>"
+    # A sparse matrix prints every zero: 10**4 x 10**4 with one entry took gigabytes to repr.
+    sympy = sys.modules.get("sympy")
+    if sympy is not None and isinstance(value, sympy.MatrixBase) and value.rows * value.cols > 10_000:
+        return f"<{type(value).__name__} {value.rows}x{value.cols}>"
     try:
         text = repr(value)
     except Exception as exc:  # a decoded value's own printer failed: say so, don't crash
