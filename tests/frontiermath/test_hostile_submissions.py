@@ -468,7 +468,9 @@ TYPED: dict[str, tuple[str, str]] = {
 @pytest.mark.parametrize("name", list(TYPED))
 async def test_types_reach_verify_intact(sandbox: Sandbox, name: str) -> None:
     answer_code, verification_code = TYPED[name]
-    answer_type = "an element of GF(7)" if "GF element" in name else "Python int"
+    # Each name says the kind of value (mpmath, decimal.Decimal, gmpy2.mpfr, galois...): a
+    # floating-point or modular value reaches verify() only when its answer type asks for it.
+    answer_type = "an element of GF(7)" if "GF element" in name else name
     target = task(f"typed-{name}", verification_code=verification_code, answer_type=answer_type)
     # galois builds its field on first use; give the calls room on a loaded machine.
     patient = SandboxConfig(answer_timeout_s=60, verify_timeout_s=60)
@@ -498,7 +500,8 @@ INEXACT_BUT_ASKED_FOR: dict[str, tuple[str, str, str]] = {
     "mpmath mpf for an mpmath task": (
         "import mpmath\n\ndef answer():\n    mpmath.mp.dps = 30\n    return mpmath.mpf(1) / 7\n",
         "mpmath mpf to 30 digits",
-        "import mpmath\n\ndef verify(a):\n    return abs(a - mpmath.mpf(1) / 7) < mpmath.mpf(10) ** -25\n",
+        "import mpmath\n\ndef verify(a):\n    mpmath.mp.dps = 30\n"
+        "    return abs(a - mpmath.mpf(1) / 7) < mpmath.mpf(10) ** -25\n",
     ),
     "numpy int for an int task": (
         "import numpy\n\ndef answer():\n    return numpy.int64(143)\n",

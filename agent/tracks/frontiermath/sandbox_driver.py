@@ -1045,7 +1045,7 @@ def unevaluated_refusal(value: Any, budget_s: float, allowed: frozenset[str] = f
         return None
     if reply.startswith("unevaluated "):
         return (
-            f"the value is not in evaluated form: {reply[len('unevaluated ') :]}; "
+            f"the value is unevaluated, not in evaluated form: {reply[len('unevaluated ') :]}; "
             "answer() must return the result, not work for the verifier"
         )
     return "examining the value's evaluated form failed (out of memory?): it is not credited"
