@@ -468,7 +468,9 @@ TYPED: dict[str, tuple[str, str]] = {
 @pytest.mark.parametrize("name", list(TYPED))
 async def test_types_reach_verify_intact(sandbox: Sandbox, name: str) -> None:
     answer_code, verification_code = TYPED[name]
-    answer_type = "an element of GF(7)" if "GF element" in name else "Python int"
+    # Each name says the kind of value (mpmath, decimal.Decimal, gmpy2.mpfr, galois...): a
+    # floating-point or modular value reaches verify() only when its answer type asks for it.
+    answer_type = "an element of GF(7)" if "GF element" in name else name
     target = task(f"typed-{name}", verification_code=verification_code, answer_type=answer_type)
     # galois builds its field on first use; give the calls room on a loaded machine.
     patient = SandboxConfig(answer_timeout_s=60, verify_timeout_s=60)
@@ -495,10 +497,11 @@ INEXACT_BUT_ASKED_FOR: dict[str, tuple[str, str, str]] = {
         "Python float",
         "def verify(a):\n    return abs(a - 1e30) < 1e15\n",
     ),
-    "small numpy float for an int task": (
-        "import numpy\n\ndef answer():\n    return numpy.float64(143.0)\n",
-        "Python int",
-        "def verify(a):\n    return a == 143\n",
+    "mpmath mpf for an mpmath task": (
+        "import mpmath\n\ndef answer():\n    mpmath.mp.dps = 30\n    return mpmath.mpf(1) / 7\n",
+        "mpmath mpf to 30 digits",
+        "import mpmath\n\ndef verify(a):\n    mpmath.mp.dps = 30\n"
+        "    return abs(a - mpmath.mpf(1) / 7) < mpmath.mpf(10) ** -25\n",
     ),
     "numpy int for an int task": (
         "import numpy\n\ndef answer():\n    return numpy.int64(143)\n",
@@ -575,3 +578,81 @@ async def test_a_low_precision_float_never_rounds_into_the_reference(
     code = f"import sympy\n\ndef answer():\n    return {expression}\n"
     result = await judge(sandbox, code, PI_MINUS_RATIONAL, ROOMY)
     assert result.outcome is Outcome.INCORRECT, (result.outcome, result.error)
+
+
+# -- exact means exact (issue 22): one attack per inexact family and per verify() idiom --------------
+# Each idiom below credited at least one of these values before; every value is `incorrect` now, and
+# the honest exact answers of every family stay `correct` through the same idioms. All cases of one
+# idiom run through one verification per value; the docker calls are batched per idiom.
+F30 = "sympy.factorial(30)"
+IDIOM_VERIFIERS = {
+    "==": "import sympy\n\ndef verify(a):\n    return a == REF\n",
+    "Eq": "import sympy\n\ndef verify(a):\n    return bool(sympy.Eq(a, REF))\n",
+    "simplify": "import sympy\n\ndef verify(a):\n    return sympy.simplify(a - REF) == 0\n",
+    "nsimplify": "import sympy\n\ndef verify(a):\n    return sympy.nsimplify(a) == REF\n",
+}
+# (answer() body, the reference's source): each value is inexact or unevaluated.
+INEXACT_ATTACKS = {
+    "float of 30!": ("return float(math.factorial(30) + 10**12)", F30),
+    "sympy Float, 15 digits": ("return sympy.Float(math.factorial(30) + 123456789, 15)", F30),
+    "sympy Float, 1 bit": ("return sympy.Float(2**108, precision=1)", "sympy.Integer(2**107 + 99)"),
+    "gmpy2 mpfr": ("return gmpy2.mpfr(math.factorial(30) + 123456789)", F30),
+    "mpmath mpf, F90 last digits wrong": (
+        "mpmath.mp.dps = 19\n    return mpmath.mpf(sympy.fibonacci(90) + 7)",
+        "sympy.fibonacci(90)",
+    ),
+    "mpmath mpf for 1/7": ("mpmath.mp.dps = 16\n    return mpmath.mpf(1) / 7", "sympy.Rational(1, 7)"),
+    "numpy float64, small": ("return numpy.float64(42)", "42"),
+    "Python complex": ("return complex(42)", "42"),
+    "decimal": ("return decimal.Decimal(42)", "42"),
+    "gmpy2 mpc": ("return gmpy2.mpc(42)", "42"),
+    "mpmath mpc": ("return mpmath.mpc(42)", "42"),
+    "Float inside a list": ("return [sympy.Float(42, 50)]", "[42]"),
+    "unevaluated factorial": ("return sympy.factorial(30, evaluate=False)", F30),
+    "unevaluated sum": ("return sympy.Add(40, 2, evaluate=False)", "42"),
+}
+HONEST_EXACT = {
+    "int": "return math.factorial(30)",
+    "sympy Integer": "return sympy.factorial(30)",
+    "gmpy2 mpz": "return gmpy2.fac(30)",
+    "Fraction": "return fractions.Fraction(math.factorial(30))",
+    "gmpy2 mpq": "return gmpy2.mpq(math.factorial(30), 1)",
+}
+PRELUDE = "import decimal, fractions, math\nimport gmpy2, mpmath, numpy, sympy\n\ndef answer():\n    "
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("idiom", list(IDIOM_VERIFIERS))
+async def test_inexact_and_unevaluated_values_are_incorrect_through_every_idiom(
+    sandbox: Sandbox, idiom: str
+) -> None:
+    failures = []
+    for name, (body, reference) in INEXACT_ATTACKS.items():
+        verifier = IDIOM_VERIFIERS[idiom].replace("REF", reference)
+        target = task(f"exact-{name}", verification_code=verifier)
+        result = await judge(sandbox, PRELUDE + body + "\n", target, ROOMY)
+        if result.outcome is not Outcome.INCORRECT:
+            failures.append((name, result.outcome, result.error))
+    for name, body in HONEST_EXACT.items():
+        verifier = IDIOM_VERIFIERS[idiom].replace("REF", F30)
+        target = task(f"honest-{name}", verification_code=verifier)
+        result = await judge(sandbox, PRELUDE + body + "\n", target, ROOMY)
+        if result.outcome is not Outcome.CORRECT:
+            failures.append((name, result.outcome, result.error))
+    assert not failures, failures
+
+
+@pytest.mark.slow
+async def test_an_unevaluated_value_is_refused_quickly_in_the_sandbox(sandbox: Sandbox) -> None:
+    """pi + factorial(200000) was simplified by the verifier; an unevaluated primenu of a
+    38-digit semiprime took 7.7 s of its budget to factor."""
+    symbolic = task("pi", answer="pi", answer_type="sympy expression")
+    for body in (
+        "return sympy.pi + sympy.factorial(200000, evaluate=False)",
+        "return sympy.primenu(sympy.nextprime(10**18) * sympy.nextprime(10**19), evaluate=False)",
+    ):
+        result = await judge(sandbox, PRELUDE + body + "\n", symbolic, ROOMY)
+        assert result.outcome is Outcome.INCORRECT, (result.outcome, result.error)
+        assert "evaluated form" in (result.record.verification or ""), result.record.verification
+        assert result.record.verify_exec is not None
+        assert result.record.verify_exec["duration_s"] < 10.0, result.record.verify_exec["duration_s"]

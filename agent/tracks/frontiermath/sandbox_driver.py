@@ -95,6 +95,10 @@ def short_repr(value: Any, limit: int = 200) -> str:
     big = _big_integer_bits(value)
     if big is not None:
         return f"<integer of {big} bits>"
+    # A sparse matrix prints every zero: 10**4 x 10**4 with one entry took gigabytes to repr.
+    sympy = sys.modules.get("sympy")
+    if sympy is not None and isinstance(value, sympy.MatrixBase) and value.rows * value.cols > 10_000:
+        return f"<{type(value).__name__} {value.rows}x{value.cols}>"
     try:
         text = repr(value)
     except Exception as exc:  # a decoded value's own printer failed: say so, don't crash
@@ -685,47 +689,45 @@ def _decode_candidate(request: dict[str, Any]) -> tuple[Any, dict[str, Any] | No
         return None, {"status": "decode_error", "error": f"{type(exc).__name__}: {exc}"[:TRACEBACK_CHARS]}
 
 
-# -- values whose == is not exact ------------------------------------------------------------
+# -- exactness, decided by the answer type ------------------------------------------------------
 #
-# A task's verify() is the task author's code, often just ``return a == 143``. Some values that
-# cross the codec compare equal to numbers they are not, because their ``==`` first converts the
-# other side into their own arithmetic: ``GF(2)(1) == 143`` is True (143 is odd), so is
-# ``pyadic.ModP(3, 7) == 143``, ``Poly(0, x, modulus=143) == 143`` and
-# ``numpy.float64(1e30) == 10**30 + 1`` (numpy rounds the integer). Such a value is only credited
-# when the task's answer_type asks for that kind of value; otherwise the verdict is "incorrect"
-# before verify() runs. Each kind names the words of an answer_type that ask for it: words that
-# name the kind of value, never ones a plain integer's description uses ("the answer mod 1000",
-# "its decimal digits", "the real part"), which would let the lax value back in.
+# A task's verify() is the task author's code, often ``return a == 143``, ``bool(Eq(a, F90))`` or
+# ``simplify(a - expected) == 0``. Every such idiom is lax for an inexact value: sympy compares a
+# Float with an Integer at the Float's precision (``Float(2**108, precision=1)`` "equals" every
+# integer near 2**107), numpy and mpmath convert the integer to their precision first, and
+# ``GF(2)(1) == 143`` is True because 143 is odd. So the verdict is decided before verify() (or the
+# typed comparison) sees the value: unless the answer type asks for that kind of value, a value with
+# any inexact part anywhere in it is "incorrect", at any magnitude (a float is inexact whatever it
+# holds: 42.0 is not the integer 42).
+#
+# The walk is total: every leaf is matched against a positive list of exact kinds, and a leaf of a
+# kind not on it is "unrecognised", which no answer type asks for. Each kind names the words of an
+# answer_type that ask for it: words that name the kind of value, never ones a plain integer's
+# description uses ("the answer mod 1000", "its decimal digits", "the real part", "a complex
+# number"), which would let the lax value back in. A task with a ``tolerance`` asks for an
+# approximation by saying so.
+FLOATING_POINT_WORDS = (
+    "float",  # Python float, numpy float64, floating point, sympy Float, float array
+    "approximat",  # approximate value, approximation
+    "mpmath",
+    "mpf",  # mpmath mpf, gmpy2 mpfr
+    "mpc",  # mpmath mpc, gmpy2 mpc
+    "python complex",
+    "numpy complex",
+    "complex128",
+    "complex64",
+    "decimal.decimal",
+)
 _INEXACT_KINDS = {
+    "floating-point": ("is binary or decimal floating point, not an exact number", FLOATING_POINT_WORDS),
     "modular": (
         "compares modulo its modulus",
         ("gf(", "gf ", "galois", "finite field", "finite-field", "modular", "modp"),
     ),
     "p-adic": ("compares to its p-adic precision", ("p-adic", "padic", "pyadic")),
-    "rounded": (
-        "rounds what it is compared with",
-        ("float", "numpy", "ndarray", "real number", "complex", "approximat"),
-    ),
+    "unrecognised": ("is of a kind whose exactness is not known", ()),
 }
 _INEXACT_WALK_LIMIT = 4_000_000  # the codec carries at most 2,000,000 nodes
-
-
-def _numpy_rounds(value: Any, numpy: Any) -> bool:
-    """A float or complex numpy value rounds an integer it is compared with once any finite part
-    of it is at least 2**(mantissa bits + 1): the integer is converted to its precision first."""
-    array = numpy.asarray(value)
-    if array.dtype.kind not in "fc" or array.size == 0:
-        return False
-    parts = (
-        numpy.concatenate([array.real.ravel(), array.imag.ravel()])
-        if array.dtype.kind == "c"
-        else array.ravel()
-    )
-    finite = parts[numpy.isfinite(parts)]
-    if finite.size == 0:
-        return False
-    bound = 2.0 ** (numpy.finfo(array.dtype).nmant + 1)
-    return bool((numpy.abs(finite) >= bound).any())
 
 
 def _domain_kind(domain: Any) -> str | None:
@@ -734,81 +736,365 @@ def _domain_kind(domain: Any) -> str | None:
         if getattr(domain, "is_FiniteField", False):
             return "modular"
         if getattr(domain, "is_RealField", False) or getattr(domain, "is_ComplexField", False):
-            return "rounded"
-        if not (getattr(domain, "is_PolynomialRing", False) or getattr(domain, "is_FractionField", False)):
-            return None
-        domain = domain.domain
-    return None
+            return "floating-point"
+        if getattr(domain, "is_PolynomialRing", False) or getattr(domain, "is_FractionField", False):
+            domain = domain.domain
+            continue
+        exact = ("is_ZZ", "is_QQ", "is_ZZ_I", "is_QQ_I", "is_GaussianRing", "is_GaussianField")
+        return None if any(getattr(domain, flag, False) for flag in exact) else "unrecognised"
+    return "unrecognised"
 
 
-def _inexact_kind(value: Any) -> str | None:
+def _sympy_leaf_kind(value: Any, sympy: Any) -> str | None:
+    """A sympy object without args: exact only when it is on this list."""
+    from sympy.core.numbers import (
+        ComplexInfinity,
+        ImaginaryUnit,
+        Infinity,
+        NaN,
+        NegativeInfinity,
+        NumberSymbol,
+    )
+
+    if isinstance(value, sympy.Float):
+        return "floating-point"
+    exact = (
+        sympy.Rational,  # Integer too
+        NumberSymbol,  # pi, E, EulerGamma, Catalan, GoldenRatio, TribonacciConstant
+        ImaginaryUnit,
+        Infinity,
+        NegativeInfinity,
+        ComplexInfinity,
+        NaN,
+        sympy.Symbol,  # Dummy too
+        sympy.logic.boolalg.BooleanAtom,
+    )
+    if isinstance(value, exact):
+        return None
+    singletons = ("EmptySet", "UniversalSet", "Naturals", "Naturals0", "Integers", "Rationals", "Reals")
+    if any(value is getattr(sympy.S, name) for name in (*singletons, "Complexes", "IdentityFunction")):
+        return None
+    return "unrecognised"
+
+
+def _classify(value: Any) -> tuple[str | None, list[Any]]:
+    """(the value's own inexact kind or None, the parts it holds that are walked in turn)."""
+    kind = type(value)
+    if kind in (bool, int, str, bytes, type(None), range, Fraction):
+        return None, []
+    if kind in (float, complex):
+        return "floating-point", []
+    if kind in (list, tuple, set, frozenset):
+        return None, list(value)
+    if kind is dict:
+        return None, [part for item in value.items() for part in item]
+    decimal = sys.modules.get("decimal")
+    if decimal is not None and kind is decimal.Decimal:
+        return "floating-point", []
+    galois = sys.modules.get("galois")
+    if galois is not None and isinstance(value, galois.FieldArray):
+        return "modular", []
+    numpy = sys.modules.get("numpy")
+    if numpy is not None and isinstance(value, numpy.ndarray | numpy.generic):
+        dtype_kind = value.dtype.kind
+        if dtype_kind == "O":
+            return None, list(value.flat)
+        if dtype_kind in "biu":
+            return None, []
+        return ("floating-point" if dtype_kind in "fc" else "unrecognised"), []
     sympy = sys.modules.get("sympy")
     if sympy is not None:
         from sympy.polys.domains.modularinteger import ModularInteger
 
         if isinstance(value, ModularInteger):
-            return "modular"
+            return "modular", []
         if isinstance(value, sympy.Poly):
-            return _domain_kind(value.domain)
-    pyadic = sys.modules.get("pyadic")
-    if pyadic is not None:
-        if isinstance(value, pyadic.ModP):
-            return "modular"
-        if isinstance(value, pyadic.PAdic):
-            return "p-adic"
-    numpy = sys.modules.get("numpy")
-    if numpy is not None and isinstance(value, (numpy.ndarray, numpy.generic)):
-        if getattr(value, "dtype", None) is not None and value.dtype.kind == "O":
-            return None
-        return "rounded" if _numpy_rounds(value, numpy) else None
-    return None
-
-
-def _parts(value: Any) -> list[Any]:
-    """What a value holds that could itself be inexact (containers, object arrays, sympy trees)."""
-    if isinstance(value, (list, tuple, set, frozenset)):
-        return list(value)
-    if isinstance(value, dict):
-        return [part for item in value.items() for part in item]
-    numpy = sys.modules.get("numpy")
-    if numpy is not None and isinstance(value, numpy.ndarray) and value.dtype.kind == "O":
-        return list(value.flat)
-    sympy = sys.modules.get("sympy")
-    if sympy is not None:
-        if isinstance(value, sympy.Poly):
-            return []
+            return _domain_kind(value.domain), list(value.gens)
         if isinstance(value, sympy.MatrixBase):
             # Its non-zero entries only: a sparse matrix may be 10**6 x 10**6 with one entry, and
             # a zero entry is an exact Integer.
-            return list(value.values())
+            return None, list(value.values())
         if isinstance(value, sympy.Basic):
-            return list(value.args)
-    return []
+            return (None, list(value.args)) if value.args else (_sympy_leaf_kind(value, sympy), [])
+    mpmath = sys.modules.get("mpmath")
+    if mpmath is not None and isinstance(value, mpmath.mpf | mpmath.mpc | mpmath.matrix):
+        return "floating-point", []
+    gmpy2 = sys.modules.get("gmpy2")
+    if gmpy2 is not None:
+        if kind in (type(gmpy2.mpz(0)), type(gmpy2.mpq(0, 1))):
+            return None, []
+        if kind in (type(gmpy2.mpfr(0)), type(gmpy2.mpc(0))):
+            return "floating-point", []
+    pyadic = sys.modules.get("pyadic")
+    if pyadic is not None:
+        if isinstance(value, pyadic.ModP):
+            return "modular", []
+        if isinstance(value, pyadic.PAdic):
+            return "p-adic", []
+        if kind is pyadic.GaussianRational:
+            return None, [value.real, value.imag]
+    return "unrecognised", []
 
 
 def inexact_kinds(value: Any) -> list[str]:
-    """The kinds of inexact equality anywhere in ``value`` (see _INEXACT_KINDS), sorted."""
+    """The kinds of inexact value anywhere in ``value`` (see _INEXACT_KINDS), sorted."""
     found: set[str] = set()
     pending, seen, visited = [value], set(), 0
-    while pending and visited < _INEXACT_WALK_LIMIT:
+    while pending:
+        if visited >= _INEXACT_WALK_LIMIT:  # more than the codec carries: not examined, not credited
+            found.add("unrecognised")
+            break
         item = pending.pop()
         if id(item) in seen:
             continue
         seen.add(id(item))
         visited += 1
-        kind = _inexact_kind(item)
+        kind, parts = _classify(item)
         if kind is not None:
             found.add(kind)
-        pending.extend(_parts(item))
+        pending.extend(parts)
     return sorted(found)
 
 
-def unasked_inexact_kinds(value: Any, answer_type: str) -> list[str]:
-    """The inexact kinds in ``value`` that the task's answer_type does not ask for."""
+def asks_for_approximation(answer_type: str, tolerance: float | None = None) -> bool:
+    """Whether a task accepts floating point: its answer type names such a value, or it has a tolerance."""
     wanted = answer_type.casefold() + " "
-    return [
-        kind for kind in inexact_kinds(value) if not any(word in wanted for word in _INEXACT_KINDS[kind][1])
-    ]
+    return tolerance is not None or any(word in wanted for word in FLOATING_POINT_WORDS)
+
+
+def unasked_inexact_kinds(value: Any, answer_type: str, tolerance: float | None = None) -> list[str]:
+    """The inexact kinds in ``value`` that the task's answer_type (or tolerance) does not ask for."""
+    wanted = answer_type.casefold() + " "
+
+    def asked(kind: str) -> bool:
+        if kind == "floating-point":
+            return asks_for_approximation(answer_type, tolerance)
+        return any(word in wanted for word in _INEXACT_KINDS[kind][1])
+
+    return [kind for kind in inexact_kinds(value) if not asked(kind)]
+
+
+def exactness_refusal(value: Any, answer_type: str, tolerance: float | None = None) -> str | None:
+    """Why the value is refused before verify()/the comparison sees it, or None."""
+    unasked = unasked_inexact_kinds(value, answer_type, tolerance)
+    if not unasked:
+        return None
+    reasons = "; ".join(f"a {kind} value {_INEXACT_KINDS[kind][0]}" for kind in unasked)
+    return (
+        f"not given to verify(): {reasons}, and the answer type "
+        f"({short_repr(answer_type, 100)}) does not ask for one"
+    )
+
+
+# -- evaluated form: answer() does the work ---------------------------------------------------
+#
+# A value is its evaluated form. An application that evaluation would change (built with
+# evaluate=False, UnevaluatedExpr, Integral/Sum/..., a factorial or primenu of a number) would have
+# the verifier compute it: ``simplify`` computed ``factorial(200000, evaluate=False)``, and an
+# unevaluated ``primenu`` of a 38-digit semiprime had the verifier factor it. Each sympy node is
+# rebuilt from its args with evaluation on; a node that comes back different is unevaluated.
+# Cheap structural rules decide first where the answer is known without computing (numbers
+# combined by Add/Mul/Pow always evaluate; Pow(3, 10**12) must never be computed). The
+# re-evaluation runs in a forked child, each node under its own timer, the whole under a budget
+# no larger than answer()'s limit, enforced by the parent with SIGKILL (a C-level big-number
+# operation does not see a timer) and a memory cap: a node whose evaluation does not finish in
+# time counts as unevaluated.
+EVALUATION_NODE_S = 0.25
+EVALUATION_CHILD_BYTES = 256 * 1024 * 1024  # address space the child may add to what it inherits
+_HELD = ("Integral", "Sum", "Product", "Limit", "Derivative", "UnevaluatedExpr")
+
+
+def _held_classes(sympy: Any) -> tuple[Any, ...]:
+    return tuple(getattr(sympy, name) for name in _HELD)
+
+
+def _sympy_nodes(value: Any) -> list[Any]:
+    """The sympy nodes with args in ``value``, children before parents (matrices and Polys opened)."""
+    sympy = sys.modules.get("sympy")
+    if sympy is None:
+        return []
+    order: list[Any] = []
+    seen: set[int] = set()
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, done = stack.pop()
+        if done:
+            order.append(item)
+            continue
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        _, parts = _classify(item)
+        if isinstance(item, sympy.Poly):
+            parts = parts + list(item.coeffs())
+        own = isinstance(item, sympy.Basic) and not isinstance(item, sympy.Poly | sympy.MatrixBase)
+        if own and item.args:
+            stack.append((item, True))
+        stack.extend((part, False) for part in parts)
+    return order
+
+
+def _structurally_unevaluated(node: Any, sympy: Any, allowed: frozenset[str]) -> bool | None:
+    """True/False when the node's form decides it without computing; None when it must be rebuilt."""
+    name = type(node).__name__
+    if isinstance(node, _held_classes(sympy)):
+        return name not in allowed
+    numbers = [isinstance(arg, sympy.Rational) for arg in node.args]
+    if isinstance(node, sympy.Add | sympy.Mul) and sum(numbers) > 1:
+        return True  # two numbers are always combined
+    if isinstance(node, sympy.Pow) and numbers[0] and numbers[1]:
+        base, exponent = node.args
+        # An integer exponent, or a root with a whole part (2**(3/2) is 2*sqrt(2)), is computed.
+        if exponent.is_Integer or abs(exponent.p) > exponent.q or base in (0, 1, -1):
+            return True
+    return None
+
+
+def _same_node(node: Any, rebuilt: Any) -> bool:
+    if type(rebuilt) is not type(node):
+        return False
+    if rebuilt.args == node.args:
+        return True
+    # Evaluation orders the terms of a commutative sum or product; another order is the same form.
+    if node.is_commutative and type(node).__name__ in ("Add", "Mul"):
+        from collections import Counter
+
+        return Counter(rebuilt.args) == Counter(node.args)
+    return False
+
+
+def _unevaluated_node(nodes: list[Any], allowed: frozenset[str], per_node_s: float) -> str | None:
+    """The first node (children first) that evaluation would change, described; or None."""
+    import sympy
+
+    for node in nodes:
+        structural = _structurally_unevaluated(node, sympy, allowed)
+        if structural is True:
+            return f"{short_repr(node)} is changed by evaluation"
+        if structural is False or type(node).__name__ in allowed:
+            continue
+        signal.signal(signal.SIGALRM, _raise_time_limit)
+        signal.setitimer(signal.ITIMER_REAL, per_node_s)
+        try:
+            rebuilt = node.func(*node.args)
+        except TimeLimitReached:
+            return f"{short_repr(node)} did not evaluate within {per_node_s:g} s"
+        except Exception:
+            continue  # a form sympy cannot rebuild is not one it would compute
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        if not _same_node(node, rebuilt):
+            return f"{short_repr(node)} is changed by evaluation"
+    return None
+
+
+def _reference_forms(reference: Any) -> frozenset[str]:
+    """The node classes the reference itself holds unevaluated: a value may use the same forms."""
+    sympy = sys.modules.get("sympy")
+    if sympy is None:
+        return frozenset()
+    forms = set()
+    for node in _sympy_nodes(reference):
+        if isinstance(node, _held_classes(sympy)) or _structurally_unevaluated(node, sympy, frozenset()):
+            forms.add(type(node).__name__)
+    return frozenset(forms)
+
+
+def unevaluated_refusal(value: Any, budget_s: float, allowed: frozenset[str] = frozenset()) -> str | None:
+    """Why the value is not in evaluated form, or None; the check's time is bounded by budget_s."""
+    nodes = _sympy_nodes(value)
+    if not nodes:
+        return None
+    import resource
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: examine, write one line, never return into the caller
+        try:
+            os.close(read_end)
+            with open("/proc/self/statm", encoding="ascii") as statm:
+                inherited = int(statm.read().split()[0]) * resource.getpagesize()
+            cap = inherited + EVALUATION_CHILD_BYTES
+            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+            found = _unevaluated_node(nodes, allowed, min(EVALUATION_NODE_S, budget_s))
+            os.write(write_end, ("unevaluated " + found if found else "evaluated").encode("utf-8", "replace"))
+        except BaseException:
+            pass
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    deadline = time.monotonic() + budget_s
+    chunks: list[bytes] = []
+    try:
+        import select
+
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([read_end], [], [], left)[0]:
+                os.kill(pid, signal.SIGKILL)
+                return f"the value's evaluated form could not be confirmed within {budget_s:g} s"
+            chunk = os.read(read_end, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(read_end)
+        os.waitpid(pid, 0)
+    reply = b"".join(chunks).decode("utf-8", "replace")
+    if reply == "evaluated":
+        return None
+    if reply.startswith("unevaluated "):
+        return (
+            f"the value is unevaluated, not in evaluated form: {reply[len('unevaluated ') :]}; "
+            "answer() must return the result, not work for the verifier"
+        )
+    return "examining the value's evaluated form failed (out of memory?): it is not credited"
+
+
+def candidate_refusal(
+    value: Any,
+    answer_type: str,
+    tolerance: float | None,
+    budget_s: float,
+    reference: Any = None,
+) -> str | None:
+    """The one gate before verify()/compare: exactness by answer type, then evaluated form."""
+    refusal = exactness_refusal(value, answer_type, tolerance)
+    if refusal is None:
+        refusal = unevaluated_refusal(value, budget_s, _reference_forms(reference))
+    return refusal
+
+
+def _evaluation_budget(request: dict[str, Any]) -> float:
+    """The evaluated-form check's time: no more than answer() had, and half the verifier's limit."""
+
+    def limit(key: str, default: float) -> float:
+        value = request.get(key)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return default
+        seconds = float(value)
+        return seconds if seconds > 0 else default
+
+    return min(limit("answer_time_limit_s", 30.0), limit("verify_time_limit_s", 60.0) / 2)
+
+
+def _refuse_candidate(
+    request: dict[str, Any], candidate: Any, reference: Any = None
+) -> dict[str, Any] | None:
+    """The verdict "incorrect" with its reason when the gate refuses the value, else None."""
+    try:
+        refusal = candidate_refusal(
+            candidate,
+            str(request.get("answer_type") or ""),
+            request.get("tolerance"),
+            _evaluation_budget(request),
+            reference,
+        )
+    except Exception as exc:
+        return {"status": "candidate_error", "error": "examining the value failed:\n" + _error_text(exc)}
+    if refusal is None:
+        return None
+    return {"status": "ok", "verdict": False, "detail": refusal, **_candidate_summary(candidate)}
 
 
 def run_verify(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
@@ -825,19 +1111,9 @@ def run_verify(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     candidate, failure = _decode_candidate(request)
     if failure is not None:
         return failure
-    try:
-        unasked = unasked_inexact_kinds(candidate, str(request.get("answer_type") or ""))
-    except Exception as exc:
-        return {"status": "candidate_error", "error": "examining the value failed:\n" + _error_text(exc)}
-    if unasked:
-        reasons = "; ".join(f"a {kind} value {_INEXACT_KINDS[kind][0]}" for kind in unasked)
-        return {
-            "status": "ok",
-            "verdict": False,
-            "detail": f"not given to verify(): {reasons}, and the answer type "
-            f"({short_repr(request.get('answer_type'), 100)}) does not ask for one",
-            **_candidate_summary(candidate),
-        }
+    refused = _refuse_candidate(request, candidate)
+    if refused is not None:
+        return refused
     try:
         verdict = verify(candidate)
     except BaseException as exc:
@@ -880,6 +1156,9 @@ def run_compare(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     candidate, failure = _decode_candidate(request)
     if failure is not None:
         return failure
+    refused = _refuse_candidate(request, candidate, expected)
+    if refused is not None:
+        return {**refused, "expected_type": codec.type_label(expected), "reference_inexact": inexact}
     try:
         same, why = compare(candidate, expected, request.get("tolerance"))
     except BaseException as exc:

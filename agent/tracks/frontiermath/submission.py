@@ -256,15 +256,17 @@ class SubmissionRunner:
     ) -> SubmissionResult:
         limit = self.config.verify_timeout_s
         request: dict[str, Any]
+        # Inexact values reach verify()/the comparison only when the answer type asks for them, and
+        # a value must be in evaluated form, checked within no more time than answer() had.
+        gate = {
+            "answer_type": task.answer_type,
+            "answer_time_limit_s": self.config.answer_timeout_s,
+            "verify_time_limit_s": limit,
+        }
         if task.verification_code is not None:
-            request = {
-                "mode": "verify",
-                "verification_code": task.verification_code,
-                # Values whose == is not exact reach verify() only when the answer type asks for them.
-                "answer_type": task.answer_type,
-            }
+            request = {"mode": "verify", "verification_code": task.verification_code, **gate}
         else:
-            request = {"mode": "compare", "expected": task.answer, "tolerance": task.tolerance}
+            request = {"mode": "compare", "expected": task.answer, "tolerance": task.tolerance, **gate}
         result, nonce = await self._call_driver(request, limit, encoded)
         record.verify_exec = _exec_summary(result)
         reached_value = MARK_REFERENCE_READY in progress_marks(result.stdout, nonce)

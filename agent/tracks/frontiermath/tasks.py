@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from proctor.agent.inputs.tasks import load_task_models
 from proctor.agent.tracks.frontiermath.checks import UnparseableCode, parse_bounded
+from proctor.agent.tracks.frontiermath.sandbox_driver import asks_for_approximation
 
 
 class FrontierMathTask(BaseModel):
@@ -82,13 +83,8 @@ class FrontierMathTask(BaseModel):
 
     @property
     def exact_answer_type(self) -> bool:
-        """Whether the answer type promises an exact value (no float, decimal or approximation)."""
-        words = self.answer_type.lower()
-        return not any(word in words for word in INEXACT_TYPE_WORDS)
-
-
-# Words in ``answer_type`` that admit an inexact reference value.
-INEXACT_TYPE_WORDS = ("float", "decimal", "real number", "approx", "numeric", "mpf", "mpfr")
+        """Whether the answer type promises an exact value: the same words the verifier's gate reads."""
+        return not asks_for_approximation(self.answer_type)
 
 
 def _parse(source: str, mode: str, what: str) -> ast.AST:
