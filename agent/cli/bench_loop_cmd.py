@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import cProfile
 import json
+import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -75,13 +78,26 @@ def bench_loop_command(
         int, typer.Option(help="Model connection limit shared by the samples in flight.")
     ] = DEFAULT_CONNECTIONS,
     as_json: Annotated[bool, typer.Option("--json", help="Print the results as one JSON object.")] = False,
+    profile: Annotated[
+        Path | None,
+        typer.Option(
+            help="Also write a cProfile of this process, on the CPU-time clock, to this file "
+            "(read it with python -m pstats); the profiler slows every call, so the times are "
+            "then not the harness's own."
+        ),
+    ] = None,
 ) -> None:
     """Harness overhead per turn: runner + store + FrontierMath loop + openai client, no model latency."""
-    results = asyncio.run(
-        run_benchmark(
-            concurrencies=tuple(concurrency or (1, 200)), turns=turns, long_conversation=long_conversation
-        )
+    benchmark = run_benchmark(
+        concurrencies=tuple(concurrency or (1, 200)), turns=turns, long_conversation=long_conversation
     )
+    if profile is None:
+        results = asyncio.run(benchmark)
+    else:
+        # CPU time, not wall time: waiting on the model server is not the harness's cost.
+        profiler = cProfile.Profile(time.process_time)
+        results = profiler.runcall(asyncio.run, benchmark)
+        profiler.dump_stats(profile)
     if as_json:
         print(json.dumps(results_as_json(results, connections), indent=2))
         return

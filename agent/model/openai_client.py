@@ -8,8 +8,8 @@ from typing import Any, Literal
 from openai.types.chat import ChatCompletion
 
 from proctor.agent.inputs.config import ModelConfig
-from proctor.agent.model import tokens
-from proctor.agent.model.base import ChatResponse, ToolCall, Usage, record_message
+from proctor.agent.model import history, tokens
+from proctor.agent.model.base import ChatResponse, ToolCall, Usage
 from proctor.agent.model.endpoint import api_model_name, is_local_model
 from proctor.agent.model.reply_shapes import (
     RawCall,
@@ -77,7 +77,8 @@ def reply_usage(
         *reported,
         estimate_input=lambda: tokens.estimate_prompt_tokens(messages, tools),
         estimate_output=lambda: tokens.estimate_output_tokens(content, calls, reasoning),
-        floor_input=lambda: tokens.prompt_tokens_floor(messages),
+        # Incremental for a conversation's history: the walk over it grew with every turn.
+        floor_input=lambda: history.prompt_tokens_floor(messages),
         floor_output=lambda: tokens.output_tokens_floor(content, calls, reasoning),
     )
 
@@ -114,7 +115,7 @@ class OpenAIChatClient(SdkClient):
     ) -> dict[str, Any]:
         # Chat Completions has no field for Responses reasoning items: a message never carries
         # them here (a history is one API's), and if one did they would stay behind.
-        sent = [record_message(m) for m in messages]
+        sent = history.sent_messages(messages)
         request: dict[str, Any] = {"model": api_model_name(self.cfg.name), "messages": sent}
         if tools:
             request["tools"] = tools
@@ -133,6 +134,19 @@ class OpenAIChatClient(SdkClient):
         # Provider-specific fields ride along verbatim (e.g. {"top_k": 20} for vLLM).
         request.update(self.cfg.extra_body)
         return request
+
+    def _encoded(self, request: dict[str, Any], messages: list[dict[str, Any]]) -> bytes | None:
+        # A conversation's history encodes only its new messages; the rest of the request is
+        # small. Keys other than strings (from extra_body) are left to the SDK's encoder.
+        if not isinstance(messages, history.MessageHistory) or "messages" in self.cfg.extra_body:
+            return None
+        parts = []
+        for key, value in request.items():
+            if not isinstance(key, str):
+                return None
+            encoded = messages.encoded_sent_messages() if key == "messages" else history.dumps(value)
+            parts.append(history.dumps(key) + b":" + encoded)
+        return b"{" + b",".join(parts) + b"}"
 
     def _to_response(
         self,

@@ -91,6 +91,10 @@ class SdkClient(ABC):
         self, reply: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, retries: int
     ) -> ChatResponse: ...
 
+    def _encoded(self, request: dict[str, Any], messages: list[dict[str, Any]]) -> bytes | None:
+        """``request`` as the SDK would encode it, built faster; None leaves it to the SDK."""
+        return None
+
     async def complete(
         self,
         messages: list[dict[str, Any]],
@@ -103,6 +107,13 @@ class SdkClient(ABC):
         semaphore = self.endpoint.semaphore()
 
         body = request
+        # The same bytes the SDK would send, from the history's cached encodings. Any body
+        # that does not encode cleanly (a lone surrogate, a value JSON cannot hold) goes to
+        # the SDK as before, which fails or recovers in the same way as without this.
+        try:
+            encoded = self._encoded(request, messages)
+        except Exception:  # an optimisation only: whatever it cannot encode, the SDK does
+            encoded = None
 
         async def attempt() -> Any:
             try:
@@ -131,7 +142,7 @@ class SdkClient(ABC):
                 # create() methods, minus their per-field request transform, which costs ~0.5 ms
                 # per message and would grow each turn with the conversation.
                 try:
-                    return await self._post_within_deadline(body)
+                    return await self._post_within_deadline(body, encoded)
                 except UnicodeEncodeError:
                     # The history holds text UTF-8 cannot carry (a lone surrogate a model sent,
                     # now quoted back). Raised before anything is sent; the text goes out with
@@ -153,7 +164,7 @@ class SdkClient(ABC):
             raise ProviderRefusal(self.shown_url, verdict)
         return response
 
-    async def _post_within_deadline(self, body: dict[str, Any]) -> Any:
+    async def _post_within_deadline(self, body: dict[str, Any], encoded: bytes | None = None) -> Any:
         """The SDK's post, bounded as a whole by the request timeout.
 
         The HTTP library's timeout bounds each read, so a server that sends its reply a byte
@@ -162,6 +173,8 @@ class SdkClient(ABC):
         """
         try:
             async with asyncio.timeout(self.endpoint.timeout_s):
+                if encoded is not None:
+                    return await self._sdk.post(self.path, cast_to=self.reply_type, content=encoded)
                 return await self._sdk.post(self.path, cast_to=self.reply_type, body=body)
         except TimeoutError:
             raise FailedReply("timeout", f"no whole reply within {self.endpoint.timeout_s:g} s") from None

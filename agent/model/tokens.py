@@ -125,12 +125,25 @@ def estimate_tools_tokens(tools: list[dict[str, Any]] | None) -> int:
 MAX_CHARS_PER_TOKEN = 256
 
 
-def _chars_floor(chars: int) -> int:
+def chars_floor(chars: int) -> int:
+    """The fewest tokens ``chars`` characters of text can be."""
     return -(-chars // MAX_CHARS_PER_TOKEN)
 
 
+_chars_floor = chars_floor
+
+
+def message_text_chars(message: dict[str, Any]) -> int:
+    """Characters of one message's text, as :func:`prompt_tokens_floor` counts them."""
+    return sum(len(text) for text in _message_texts(message))
+
+
 def prompt_tokens_floor(messages: list[dict[str, Any]]) -> int:
-    """The fewest tokens the messages' text can be, whatever tokenizer the provider uses."""
+    """The fewest tokens the messages' text can be, whatever tokenizer the provider uses.
+
+    From scratch; ``proctor.agent.model.history.prompt_tokens_floor`` gives the same count
+    incrementally for a conversation's history.
+    """
     return _chars_floor(sum(len(text) for message in messages for text in _message_texts(message)))
 
 

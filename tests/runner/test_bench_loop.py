@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from proctor.agent.bench.loop import SANDBOX_DOUBLE_LABEL, UsageScript, results_as_json, run_scenario
 from proctor.agent.inputs.config import BudgetConfig
 
@@ -40,3 +42,22 @@ async def test_forcing_threshold_ends_the_conversation_on_the_forced_turn(tmp_pa
     # 3 turns reach 3,000 tokens; turn 4 is forced and answered without a tool call.
     assert result.turns == 4 and result.outcomes == {"no_submission": 1}
     assert result.harness_gap_ms_median is not None
+
+
+@pytest.mark.slow
+def test_profile_option_writes_a_cpu_profile_of_the_harness(tmp_path: Path):
+    """`--profile` is how the README's profile tables were made: it must hold the loop's calls."""
+    import pstats
+
+    from typer.testing import CliRunner
+
+    from proctor.agent.cli import commands_registry  # noqa: F401  (registers every command)
+    from proctor.agent.cli.app import app
+
+    out = tmp_path / "loop.prof"
+    result = CliRunner().invoke(
+        app, ["bench", "loop", "--concurrency", "1", "--turns", "3", "--no-long", "--profile", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    functions = {name for _, _, name in pstats.Stats(str(out)).stats}  # type: ignore[attr-defined]
+    assert {"run", "_post_within_deadline", "prompt_tokens_floor"} <= functions

@@ -21,6 +21,7 @@ from typing import Any
 
 from proctor.agent.model.base import ChatResponse, ModelError, record_message, reply_notes
 from proctor.agent.model.budget import RequestPlan, TokenBudget
+from proctor.agent.model.history import MessageHistory
 from proctor.agent.model.tokens import estimate_message_tokens, estimate_tools_tokens
 from proctor.agent.results.records import Outcome, ProviderRefusalRecord, SubmissionRecord, ToolCallRecord
 from proctor.agent.tracks.base import SampleContext, model_failure
@@ -97,7 +98,8 @@ class Conversation:
             fixed_prompt_tokens=estimate_tools_tokens(self.tools),
         )
         self.submissions = SubmissionRunner(self.sandbox, sandbox_config, ctx.events)
-        self.messages: list[dict[str, Any]] = []
+        # Measures and encodes each message once, not the whole history every turn.
+        self.messages: list[dict[str, Any]] = MessageHistory()
         self.transcript: list[dict[str, Any]] = []
         self.tool_records: list[ToolCallRecord] = []
         self.retries = 0
