@@ -25,7 +25,16 @@ import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from proctor.sandbox import labels
-from proctor.sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
+from proctor.sandbox.api import (
+    DOCKER_PATH,
+    FRESH,
+    PER_SAMPLE,
+    ExecResult,
+    InvalidProgram,
+    Limits,
+    SandboxError,
+    SandboxUnavailable,
+)
 from proctor.sandbox.containers import (
     ContainerGone,
     RawRun,
@@ -127,9 +136,11 @@ class DockerSandbox:
         engine: dict[str, Any] | None = None,
         cpus: int | None = None,
         recycle: bool = False,
+        engine_path: str = DOCKER_PATH,
     ) -> None:
         self.client = client
         self.runtime = runtime
+        self.engine_path = engine_path
         # Where the containers run: runtime, engine socket, runtime version (sandbox/runtimes.py).
         self.engine = engine or {"runtime": runtime, "engine": default_engine_url(), "runtime_version": None}
         self.api: docker.APIClient = client.api
@@ -210,6 +221,10 @@ class DockerSandbox:
             "user": self.user,
             "pool_size": self.pool.size,
             "pool_recycles": self.pool.recycling,
+            # sandbox.isolation as it really is: per-sample is never honoured under runsc.
+            "call_isolation": PER_SAMPLE if self.pool.recycling else FRESH,
+            # sandbox.engine_path: who starts each container (docs/sandbox.md, "Engine paths").
+            "engine_path": self.engine_path,
             "isolation": "container",
             "isolates_less": False,
             **self.engine,
@@ -462,7 +477,8 @@ async def open_docker_sandbox(
     default_limits: Limits | None = None,
     runtime: str = RUNC,
     docker_host: str | None = None,
-    recycle_containers: bool = False,
+    isolation: str = FRESH,
+    engine_path: str = DOCKER_PATH,
 ) -> DockerSandbox:
     """Connect to an engine offering ``runtime``, find the image, start the pool.
 
@@ -490,7 +506,7 @@ async def open_docker_sandbox(
         runtime=runtime,
         engine=await asyncio.to_thread(engine.describe),
         cpus=cpus,
-        recycle=recycle_containers,
+        recycle=isolation == PER_SAMPLE,
     )
     sandbox.start()
     return sandbox

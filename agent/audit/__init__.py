@@ -75,7 +75,18 @@ async def audit_sandbox(
     runtime = described.get("runtime") or runtime
     checks = select_checks(sandbox.backend, quick, only)
     targets = audit_targets(sandbox)
-    kept = ("backend", "image", "image_id", "user", "isolation", "runtime", "engine", "runtime_version")
+    kept = (
+        "backend",
+        "image",
+        "image_id",
+        "user",
+        "isolation",
+        "call_isolation",
+        "engine_path",
+        "runtime",
+        "engine",
+        "runtime_version",
+    )
     report = AuditReport(
         backend=sandbox.backend,
         runtime=runtime,

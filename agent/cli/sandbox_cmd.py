@@ -24,6 +24,7 @@ from proctor.sandbox import (
     check_program_text,
     open_sandbox,
 )
+from proctor.sandbox.api import ISOLATIONS
 from proctor.sandbox.factory import BACKENDS
 from proctor.sandbox.runtimes import RUNTIMES
 from proctor.sandbox.sizes import parse_size
@@ -402,13 +403,13 @@ def bench_sandbox(
             help="With --concurrency: the pool's execution slots (default: the engine's CPUs, as in a run).",
         ),
     ] = None,
-    recycle_containers: Annotated[
-        bool,
+    isolation: Annotated[
+        str,
         typer.Option(
-            "--recycle-containers",
-            help="With --concurrency: let the pool reuse containers it proved clean (opt-in, as in a run).",
+            "--isolation",
+            help="With --concurrency: fresh (default) or per-sample, the pool's sandbox.isolation.",
         ),
-    ] = False,
+    ] = "fresh",
     backend: Annotated[
         str, typer.Option(help="docker (every local way) or ray (overhead and throughput by nodes).")
     ] = "docker",
@@ -429,9 +430,7 @@ def bench_sandbox(
         _bench_runtimes(runtimes_text, runtime, int(calls), image, as_json)
         return
     if concurrency_text is not None:
-        _bench_concurrency(
-            concurrency_text, rounds_text, slots_text, int(calls), image, as_json, recycle_containers
-        )
+        _bench_concurrency(concurrency_text, rounds_text, slots_text, int(calls), image, as_json, isolation)
         return
     try:
         report = asyncio.run(run_benchmark(calls=int(calls), image=image))
@@ -486,10 +485,12 @@ def _bench_concurrency(
     calls: int,
     image: str | None,
     as_json: bool,
-    recycle_containers: bool = False,
+    isolation: str = "fresh",
 ) -> None:
     from proctor.sandbox.bench.concurrency import print_concurrency_table, run_concurrency_benchmark
 
+    if isolation not in ISOLATIONS:
+        raise UserError(f"--isolation: {isolation!r} is not one of {', '.join(ISOLATIONS)}")
     try:
         concurrencies = [int(part) for part in concurrency_text.split(",")]
     except ValueError:
@@ -517,7 +518,7 @@ def _bench_concurrency(
                 rounds=int(rounds),
                 image=image,
                 max_concurrent_executions=slots,
-                recycle_containers=recycle_containers,
+                isolation=isolation,
             )
         )
     except SandboxUnavailable as exc:

@@ -127,6 +127,11 @@ def _header(run: RunData) -> str:
         sandbox_text = f"{backend} (isolates less) · python {sandbox.get('python_version') or '?'}"
     else:
         sandbox_text = f"{backend} · image {image}"
+    if backend:
+        # sandbox.isolation as the backend honoured it; runs recorded before it had none: fresh.
+        sandbox_text += f" · isolation {sandbox.get('call_isolation') or 'fresh'}"
+        if sandbox.get("engine_path"):
+            sandbox_text += f" · engine path {sandbox['engine_path']}"
     versions = run.header.get("versions")
     version_text = ", ".join(f"{k} {v}" for k, v in versions.items()) if isinstance(versions, dict) else "—"
     force_at, cap = run.budget

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from proctor.sandbox.api import Limits, SandboxError
+from proctor.sandbox.api import FRESH, Limits, SandboxError
 from proctor.sandbox.bench.calls import percentile
 from proctor.sandbox.factory import open_sandbox
 from proctor.sandbox.slots import execution_caller
@@ -107,7 +107,7 @@ async def run_concurrency_benchmark(
     rounds: int = 2,
     image: str | None = None,
     max_concurrent_executions: int | None = None,
-    recycle_containers: bool = False,
+    isolation: str = FRESH,
 ) -> dict[str, Any]:
     """Measure every contender at every concurrency; SandboxUnavailable without docker or image."""
     rss_before = controller_rss_mib()
@@ -117,7 +117,7 @@ async def run_concurrency_benchmark(
         pool_size=2,
         probe_libraries=False,
         max_concurrent_executions=max_concurrent_executions,
-        recycle_containers=recycle_containers,
+        isolation=isolation,
     )
     description = pool.describe()
     limits = Limits()
