@@ -24,7 +24,7 @@ from proctor.sandbox import (
     check_program_text,
     open_sandbox,
 )
-from proctor.sandbox.api import ISOLATIONS
+from proctor.sandbox.api import DOCKER_PATH, ENGINE_PATHS, ISOLATIONS
 from proctor.sandbox.factory import BACKENDS
 from proctor.sandbox.runtimes import RUNTIMES
 from proctor.sandbox.sizes import parse_size
@@ -109,6 +109,7 @@ async def _run_once(
     docker_host: str | None = None,
     ray_address: str | None = None,
     ray_allow_unauthenticated: bool = False,
+    engine_path: str = DOCKER_PATH,
 ) -> ExecResult:
     # One call: a warm pool would only start containers nobody uses.
     try:
@@ -122,6 +123,7 @@ async def _run_once(
             docker_host=docker_host,
             ray_address=ray_address,
             ray_allow_unauthenticated=ray_allow_unauthenticated,
+            engine_path=engine_path,
         )
     except SandboxUnavailable as exc:
         raise UserError(f"--backend {backend}: {exc}") from None
@@ -196,6 +198,9 @@ def exec_program(
         str | None, typer.Option(help="Docker engine socket (default: the environment's).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the ExecResult as one JSON object.")] = False,
+    engine_path: Annotated[
+        str, typer.Option(help="docker (default) or runc-direct: who starts the container.")
+    ] = DOCKER_PATH,
 ) -> None:
     """Run one Python program in a fresh sandbox and print what it did.
 
@@ -207,6 +212,10 @@ def exec_program(
     if not 0 < timeout <= 24 * 3600:
         raise UserError(f"--timeout: {timeout} must be a positive number of seconds (at most a day)")
     check_runtime_flags(backend, runtime, docker_host)
+    if engine_path not in ENGINE_PATHS:
+        raise UserError(f"--engine-path: {engine_path!r} is not one of {', '.join(ENGINE_PATHS)}")
+    if engine_path != DOCKER_PATH and backend not in ("auto", "docker"):
+        raise UserError("--engine-path: applies to the docker backend only")
     limits = parse_exec_limits(memory, cpus)
     code = read_program(file)
     try:
@@ -221,6 +230,7 @@ def exec_program(
                 docker_host,
                 ray_address,
                 ray_allow_unauthenticated,
+                engine_path,
             )
         )
     except InvalidProgram as exc:
@@ -250,6 +260,7 @@ def cleanup(
     from proctor.sandbox.cleanup import (
         background_sweep_result,
         cleanup_containers,
+        cleanup_direct,
         cleanup_local_cgroups,
         cleanup_other_engines,
     )
@@ -270,7 +281,12 @@ def cleanup(
             report.failed += extra.failed
         removed = swept + [cid for cid in report.removed if cid not in swept]
         outcome.update(removed=removed, kept_live=report.kept_live, failed=report.failed)
-    outcome["cgroups_removed"] = cleanup_local_cgroups(everything=everything)
+    # Containers runc-direct started itself (sandbox/oci_direct.py): no engine lists them.
+    direct = cleanup_direct(everything=everything)
+    outcome["removed"] = outcome.get("removed", []) + direct.removed
+    outcome["kept_live"] = outcome.get("kept_live", []) + direct.kept_live
+    outcome["failed"] = outcome.get("failed", []) + direct.failed
+    outcome["cgroups_removed"] = cleanup_local_cgroups(everything=everything) + direct.cgroups_removed
     if as_json:
         print(json.dumps(outcome, sort_keys=True))
     elif not outcome["engine"]:
