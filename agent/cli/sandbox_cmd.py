@@ -24,7 +24,7 @@ from proctor.sandbox import (
     check_program_text,
     open_sandbox,
 )
-from proctor.sandbox.api import DOCKER_PATH, ENGINE_PATHS, ISOLATIONS
+from proctor.sandbox.api import DOCKER_PATH, ENGINE_PATHS
 from proctor.sandbox.factory import BACKENDS
 from proctor.sandbox.runtimes import RUNTIMES
 from proctor.sandbox.sizes import parse_size
@@ -419,13 +419,13 @@ def bench_sandbox(
             help="With --concurrency: the pool's execution slots (default: the engine's CPUs, as in a run).",
         ),
     ] = None,
-    isolation: Annotated[
+    engine_paths_text: Annotated[
         str,
         typer.Option(
-            "--isolation",
-            help="With --concurrency: fresh (default) or per-sample, the pool's sandbox.isolation.",
+            "--engine-paths",
+            help="With --concurrency: the pool's engine paths to measure (docker,runc-direct).",
         ),
-    ] = "fresh",
+    ] = "docker,runc-direct",
     backend: Annotated[
         str, typer.Option(help="docker (every local way) or ray (overhead and throughput by nodes).")
     ] = "docker",
@@ -446,7 +446,9 @@ def bench_sandbox(
         _bench_runtimes(runtimes_text, runtime, int(calls), image, as_json)
         return
     if concurrency_text is not None:
-        _bench_concurrency(concurrency_text, rounds_text, slots_text, int(calls), image, as_json, isolation)
+        _bench_concurrency(
+            concurrency_text, rounds_text, slots_text, int(calls), image, as_json, engine_paths_text
+        )
         return
     try:
         report = asyncio.run(run_benchmark(calls=int(calls), image=image))
@@ -501,12 +503,15 @@ def _bench_concurrency(
     calls: int,
     image: str | None,
     as_json: bool,
-    isolation: str = "fresh",
+    engine_paths_text: str = "docker,runc-direct",
 ) -> None:
     from proctor.sandbox.bench.concurrency import print_concurrency_table, run_concurrency_benchmark
 
-    if isolation not in ISOLATIONS:
-        raise UserError(f"--isolation: {isolation!r} is not one of {', '.join(ISOLATIONS)}")
+    engine_paths = tuple(dict.fromkeys(part.strip() for part in engine_paths_text.split(",") if part.strip()))
+    if not engine_paths or not set(engine_paths) <= set(ENGINE_PATHS):
+        raise UserError(f"--engine-paths: {engine_paths_text!r}: name some of {', '.join(ENGINE_PATHS)}")
+    if DOCKER_PATH not in engine_paths:
+        raise UserError("--engine-paths: docker is always measured (per-sample and the reference)")
     try:
         concurrencies = [int(part) for part in concurrency_text.split(",")]
     except ValueError:
@@ -534,7 +539,7 @@ def _bench_concurrency(
                 rounds=int(rounds),
                 image=image,
                 max_concurrent_executions=slots,
-                isolation=isolation,
+                engine_paths=engine_paths,
             )
         )
     except SandboxUnavailable as exc:
