@@ -610,13 +610,20 @@ def create_started_direct(
 ) -> StartedContainer:
     """The runc-direct twin of :func:`create_started_container`: one fresh container started by
     the OCI runtime from the engine's spec (sandbox/oci_direct.py); returned once its launcher
-    waits. Socket buffers are bounded by the spec itself (runc writes the limit on creation)."""
+    waits, its socket buffers bounded (cgroup v1) before any program runs."""
     name, host = oci_direct.start(template, run_id, container_uid())
     if on_created is not None:
         on_created(name)
     started = StartedContainer(name, host, None)
     try:
         _wait_until_ready(started)
+        group = oci_direct.memory_group(name)
+        if group is not None:
+            # As _bound_socket_buffers does on the docker path: before any program runs.
+            try:
+                socket_memory.limit_group(group)
+            except OSError as exc:
+                raise SandboxError(f"container {name}: cannot bound its socket buffers: {exc}") from None
     except BaseException:
         started.close()
         oci_direct.remove(name)

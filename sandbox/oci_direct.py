@@ -15,8 +15,10 @@ and nothing else:
 - the hostname, and the ``/etc/hostname`` file, per container (the engine's are per container);
 - the cgroup path (``/proctor-oci/NAME`` in every hierarchy);
 - hooks removed (network ``none`` needs none; the engine's would call back into dockerd);
-- ``memory.kmem.tcp.limit_in_bytes`` set by runc when it creates the memory group, where the
-  docker path writes it after the start (sandbox/socket_memory.py): before any socket exists.
+
+and, as on the docker path, the memory group's socket-buffer bound is written once the launcher
+waits, before any program runs (sandbox/socket_memory.py): runc 1.1 ignores the spec's
+``kernelTCP``, measured by ``test_socket_buffers_are_bounded_by_the_call_not_by_the_hosts_shared_pool``.
 
 Seccomp, capabilities, masked and read-only paths, rlimits, the LXCFS binds, memory, pids and CPU
 limits are the engine's bytes. Every container, bundle, cgroup and mount is named
@@ -47,7 +49,6 @@ from typing import Any
 import docker
 
 from proctor.sandbox.api import SandboxError, SandboxUnavailable
-from proctor.sandbox.socket_memory import SOCKET_BUFFER_BYTES
 
 STATE_ROOT = Path("/run/proctor-oci")
 RUNC_ROOT = STATE_ROOT / "runc"
@@ -269,10 +270,13 @@ def call_spec(template: Template, name: str, program_uid: int, hostname_file: Pa
     spec.pop("hooks", None)
     linux = spec.setdefault("linux", {})
     linux["cgroupsPath"] = f"/{CGROUP_PARENT}/{name}"
-    if (CGROUP_ROOT / "memory").is_dir():
-        # cgroup v1: the memory group counts (and bounds) socket buffers only with this set.
-        linux.setdefault("resources", {}).setdefault("memory", {})["kernelTCP"] = SOCKET_BUFFER_BYTES
     return spec
+
+
+def memory_group(name: str) -> Path | None:
+    """The container's cgroup v1 memory group, None under cgroup v2 (sockets always charged)."""
+    group = CGROUP_ROOT / "memory" / CGROUP_PARENT / name
+    return group if group.is_dir() else None
 
 
 _LIVE: dict[str, DirectContainer] = {}
