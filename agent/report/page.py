@@ -291,6 +291,13 @@ def _totals(samples: list[SampleRecord], prices: Prices, run: RunData) -> str:
         facts.append(f"cost {_money(group['total_cost_usd'])} ({' + '.join(split)})")
     if group["sandbox_calls"] or run.is_agentic:
         facts.append(f"{group['sandbox_calls']:,} sandbox calls ({_duration(group['sandbox_seconds'])})")
+        share = group.get("sandbox_wall_share") or {}
+        if share.get("overall") is not None:
+            # Whether the sandbox or the model bounds the run: the calls' share of sample time.
+            facts.append(
+                f"sandbox {share['overall']:.0%} of the samples' wall time "
+                f"(median sample {share['median_sample']:.0%}, most {share['max_sample']:.0%})"
+            )
     if run.is_agentic:
         facts.append(
             f"{group['forced_submissions']} forced submissions, {group['cap_reached']} reached the cap"

@@ -366,3 +366,10 @@ def test_header_shows_the_sandbox_isolation_and_engine_path(
     (run_dir / "run.json").write_text(json.dumps(header))
     fact = re.search(r'data-fact="sandbox">(.*?)</span>', _render(run_dir))
     assert fact and shown in html_lib.unescape(fact.group(1))
+
+
+def test_totals_show_the_sandbox_share_of_the_samples_wall_time(small_run: Path) -> None:
+    totals = re.search(r'<p class="totals">(.*?)</p>', _render(small_run))
+    assert totals
+    text = html_lib.unescape(totals.group(1))
+    assert re.search(r"sandbox \d+% of the samples' wall time \(median sample \d+%, most \d+%\)", text), text
