@@ -198,3 +198,27 @@ def test_a_killed_controllers_container_stops_by_its_deadline_and_the_sweep_remo
     assert all(oci_direct.state(name) in (None, "stopped") for name in names)
     assert run_proctor("sandbox", "cleanup", "--json").returncode == 0
     assert _leftovers(pid) == []
+
+
+@pytest.mark.parametrize(
+    ("backend", "options", "message"),
+    [
+        ("docker", {"runtime": "runsc"}, "engine path runc-direct runs runc only, not runsc"),
+        ("local", {}, "engine path runc-direct needs the docker backend (backend is local)"),
+    ],
+)
+async def test_runc_direct_is_refused_in_one_line_where_it_cannot_serve(
+    backend: str, options: dict[str, str], message: str
+) -> None:
+    from proctor.sandbox import SandboxUnavailable
+
+    with pytest.raises(SandboxUnavailable) as refused:
+        await open_sandbox(backend, engine_path="runc-direct", probe_libraries=False, **options)
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+async def test_an_unknown_engine_path_or_isolation_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="unknown engine path 'runc'"):
+        await open_sandbox("docker", engine_path="runc")
+    with pytest.raises(ValueError, match="unknown sandbox isolation 'recycled'"):
+        await open_sandbox("docker", isolation="recycled")
