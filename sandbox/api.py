@@ -17,6 +17,20 @@ DEFAULT_MEMORY_BYTES = 4096 * MIB
 OPEN_FILES = 1024
 
 
+# How long a container lives (``sandbox.isolation``): ``fresh`` (the default and the protocol's
+# promise) gives every call a new container; ``per-sample`` lets one sample's calls reuse a
+# container its launcher emptied and proved clean, leaving counters a reset cannot undo (the
+# next PID, inode and IPC numbers) readable by that sample's next call (docs/sandbox.md).
+FRESH = "fresh"
+PER_SAMPLE = "per-sample"
+ISOLATIONS: tuple[str, ...] = (FRESH, PER_SAMPLE)
+# How the docker backend starts a container (``sandbox.engine_path``): through the engine, or
+# with the OCI runtime directly from the spec the engine generated (sandbox/oci_direct.py).
+DOCKER_PATH = "docker"
+RUNC_DIRECT = "runc-direct"
+ENGINE_PATHS: tuple[str, ...] = (DOCKER_PATH, RUNC_DIRECT)
+
+
 class SandboxError(RuntimeError):
     """A sandbox could not run the program at all (as opposed to the program failing)."""
 

@@ -1,4 +1,5 @@
-"""Remove what crashed runs left behind: labelled containers and local-backend cgroups.
+"""Remove what crashed runs left behind: labelled containers, runc-direct containers (their
+cgroups, bundles and image mounts) and local-backend cgroups.
 
 A run removes its own containers even on errors, cancellation and Ctrl-C; only a controlling
 process killed outright (SIGKILL, power loss) leaves some. By default only containers whose
@@ -21,7 +22,7 @@ from pathlib import Path
 import docker
 from docker.errors import DockerException
 
-from proctor.sandbox import labels
+from proctor.sandbox import labels, oci_direct
 from proctor.sandbox.bwrap import remove_stale_layouts
 from proctor.sandbox.containers import remove_container
 from proctor.sandbox.local_backend import CGROUP_PARENT, CGROUP_ROOT, kill_cgroup_and_remove
@@ -134,6 +135,45 @@ def sweep_stopped_orphans(client: docker.DockerClient) -> list[str]:
     return removed
 
 
+def cleanup_direct(*, everything: bool = False, only_stopped: bool = False) -> CleanupReport:
+    """runc-direct's leftovers (sandbox/oci_direct.py): containers of dead owners on this host
+    (every one with ``everything``), then groups no container holds, then the bundles and image
+    mounts of owners that are gone. ``only_stopped`` leaves running containers to their
+    launcher's backstop, as :func:`sweep_stopped_orphans` does. A live owner's image mounts stay
+    even with ``everything``: its next containers need them."""
+    report = CleanupReport()
+    names = sorted(p.name for p in oci_direct.RUNC_ROOT.glob("*") if oci_direct.is_direct(p.name))
+    for name in names:
+        if not everything and pid_alive(_direct_owner(name)):
+            report.kept_live.append(name)
+            continue
+        if only_stopped and oci_direct.state(name) == "running":
+            continue
+        oci_direct.remove(name)
+        if (oci_direct.RUNC_ROOT / name).exists():
+            report.failed.append(name)
+        else:
+            report.removed.append(name)
+    for group in oci_direct.CGROUP_ROOT.glob(f"*/{oci_direct.CGROUP_PARENT}/*"):
+        name = group.name
+        if not oci_direct.is_direct(name) or (oci_direct.RUNC_ROOT / name).exists():
+            continue
+        if not everything and pid_alive(_direct_owner(name)):
+            continue
+        if kill_cgroup_and_remove(group, time.monotonic() + 5.0):
+            report.cgroups_removed += 1
+    for directory in oci_direct.STATE_ROOT.glob("*"):
+        match = oci_direct.OWNER_DIR.fullmatch(directory.name)
+        if match is not None and not pid_alive(int(match.group(1))):
+            oci_direct.release_directory(directory)
+    return report
+
+
+def _direct_owner(name: str) -> int:
+    match = oci_direct.NAME.fullmatch(name)
+    return int(match.group(1)) if match is not None else 0
+
+
 class BackgroundSweep:
     """``sweep_stopped_orphans`` on a daemon thread, silent when no engine answers."""
 
@@ -146,6 +186,9 @@ class BackgroundSweep:
         return self
 
     def _run(self) -> None:
+        if oci_direct.RUNC_ROOT.is_dir():
+            with contextlib.suppress(Exception):  # best effort: not root, a slow runc
+                self.removed += cleanup_direct(only_stopped=True).removed
         # Every engine a sandbox may have used: the default one and gVisor's (sandbox/runtimes.py).
         for client_for in engine_clients():
             try:

@@ -27,7 +27,7 @@ import docker
 from docker.errors import APIError, NotFound
 from docker.types import Ulimit
 
-from proctor.sandbox import socket_memory
+from proctor.sandbox import oci_direct, socket_memory
 from proctor.sandbox.api import OPEN_FILES, Limits, SandboxError
 from proctor.sandbox.host_counters import engine_is_local, lxcfs_binds
 from proctor.sandbox.output import CappedBuffer
@@ -446,30 +446,23 @@ class RawRun:
     reusable: bool = False
 
 
-def create_started_container(
+def container_settings(
     api: docker.APIClient,
-    image: str,
     limits: Limits,
     labels: dict[str, str],
     user: str,
-    on_created: Callable[[str], None] | None = None,
-    prepare: list[str] | None = None,
-    runtime: str = RUNC,
-) -> StartedContainer:
-    """Create and start one locked-down container; return it once its launcher waits.
-
-    ``user`` is the image's user, numeric ``uid`` or ``uid:gid``, never root: the program runs
-    with its group and a uid of this container's own (:func:`container_uid`), and the tmpfs
-    mounts are given to that uid (the launcher alone runs as root). ``prepare`` is the image's
-    entrypoint, run once as ``user`` before the launcher is ready. ``on_created`` learns the
-    ID as soon as the container exists, before it is started.
-    """
+    prepare: list[str] | None,
+    runtime: str,
+    program_uid: int,
+) -> dict[str, Any]:
+    """Every setting of one sandbox container: ``create_container``'s arguments but the image.
+    The runc-direct path (sandbox/oci_direct.py) has the engine turn exactly these into a spec."""
     memory = limits.memory_bytes
     image_uid, _, gid = user.partition(":")
     if not image_uid.isdigit() or int(image_uid) == 0 or not (gid or image_uid).isdigit():
         raise ValueError(f"the sandbox user must be a numeric, non-root uid[:gid], not {user!r}")
     gid = gid or image_uid
-    uid = str(container_uid())
+    uid = str(program_uid)
     # Under runsc the program's processes are bounded inside gVisor's kernel (sandbox/runtimes.py).
     nproc = program_process_limit(runtime, limits) or 0
     launcher_config = json.dumps(
@@ -532,8 +525,7 @@ def create_started_container(
         runtime=runtime,
     )
     threads = str(max(1, int(limits.cpus)))
-    created = api.create_container(
-        image,
+    return dict(
         # The launcher replaces the image's entrypoint (it would run as root); it runs that
         # entrypoint itself, as the sandbox user. -S: a root process imports only the stdlib.
         entrypoint=["python3", "-I", "-S", "-c", LAUNCHER, launcher_config],
@@ -566,6 +558,29 @@ def create_started_container(
         network_disabled=True,
         host_config=host_config,
     )
+
+
+def create_started_container(
+    api: docker.APIClient,
+    image: str,
+    limits: Limits,
+    labels: dict[str, str],
+    user: str,
+    on_created: Callable[[str], None] | None = None,
+    prepare: list[str] | None = None,
+    runtime: str = RUNC,
+) -> StartedContainer:
+    """Create and start one locked-down container; return it once its launcher waits.
+
+    ``user`` is the image's user, numeric ``uid`` or ``uid:gid``, never root: the program runs
+    with its group and a uid of this container's own (:func:`container_uid`), and the tmpfs
+    mounts are given to that uid (the launcher alone runs as root). ``prepare`` is the image's
+    entrypoint, run once as ``user`` before the launcher is ready. ``on_created`` learns the
+    ID as soon as the container exists, before it is started.
+    """
+    created = api.create_container(
+        image, **container_settings(api, limits, labels, user, prepare, runtime, container_uid())
+    )
     container_id: str = created["Id"]
     if on_created is not None:
         on_created(container_id)
@@ -584,6 +599,34 @@ def create_started_container(
             raise
     except BaseException:
         remove_container(api, container_id)
+        raise
+    return started
+
+
+def create_started_direct(
+    template: oci_direct.Template,
+    run_id: str,
+    on_created: Callable[[str], None] | None = None,
+) -> StartedContainer:
+    """The runc-direct twin of :func:`create_started_container`: one fresh container started by
+    the OCI runtime from the engine's spec (sandbox/oci_direct.py); returned once its launcher
+    waits, its socket buffers bounded (cgroup v1) before any program runs."""
+    name, host = oci_direct.start(template, run_id, container_uid())
+    if on_created is not None:
+        on_created(name)
+    started = StartedContainer(name, host, None)
+    try:
+        _wait_until_ready(started)
+        group = oci_direct.memory_group(name)
+        if group is not None:
+            # As _bound_socket_buffers does on the docker path: before any program runs.
+            try:
+                socket_memory.limit_group(group)
+            except OSError as exc:
+                raise SandboxError(f"container {name}: cannot bound its socket buffers: {exc}") from None
+    except BaseException:
+        started.close()
+        oci_direct.remove(name)
         raise
     return started
 
@@ -628,6 +671,9 @@ _REMOVE_ATTEMPTS = 5
 
 def remove_container(api: docker.APIClient, container_id: str) -> None:
     """Kill and remove; a container that is already gone counts as removed."""
+    if oci_direct.is_direct(container_id):
+        oci_direct.remove(container_id)
+        return
     for attempt in range(1, _REMOVE_ATTEMPTS + 1):
         try:
             api.remove_container(container_id, force=True, v=True)
@@ -645,6 +691,9 @@ def remove_container(api: docker.APIClient, container_id: str) -> None:
 
 
 def kill_container(api: docker.APIClient, container_id: str) -> None:
+    if oci_direct.is_direct(container_id):
+        oci_direct.kill(container_id)
+        return
     with contextlib.suppress(NotFound, APIError):
         api.kill(container_id)
 
@@ -711,9 +760,16 @@ def run_program(
     else:
         # No report: the deadline struck, or the launcher itself died (OOM, or the program
         # killed it). The engine's view of the stopped container is then the truth.
-        status = api.wait(container.id, timeout=int(_KILL_GRACE_S) + 5)
-        exit_code = int(status.get("StatusCode", -1))
-        oom_killed = bool(api.inspect_container(container.id).get("State", {}).get("OOMKilled"))
+        direct = oci_direct.live(container.id)
+        if direct is not None:
+            # runc-direct: runc's exit status, and the memory group's own OOM count (read before
+            # the container is deleted); the engine reads the same two things.
+            exit_code = direct.wait(timeout=_KILL_GRACE_S + 5)
+            oom_killed = direct.oom_killed()
+        else:
+            status = api.wait(container.id, timeout=int(_KILL_GRACE_S) + 5)
+            exit_code = int(status.get("StatusCode", -1))
+            oom_killed = bool(api.inspect_container(container.id).get("State", {}).get("OOMKilled"))
         if container.runtime == RUNSC and not timed_out and not oom_killed and exit_code == _SIGKILLED:
             # Under runsc the host's OOM killer kills the sentry (the memory limit covers it and
             # the program alike), and the engine does not always flag it; nothing else SIGKILLs

@@ -19,18 +19,32 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, TypeVar
 
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
-from proctor.sandbox import labels
-from proctor.sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
+from proctor.sandbox import labels, oci_direct
+from proctor.sandbox.api import (
+    DOCKER_PATH,
+    FRESH,
+    PER_SAMPLE,
+    RUNC_DIRECT,
+    ExecResult,
+    InvalidProgram,
+    Limits,
+    SandboxError,
+    SandboxUnavailable,
+)
 from proctor.sandbox.containers import (
     ContainerGone,
     RawRun,
     StartedContainer,
+    container_settings,
+    container_uid,
     create_started_container,
+    create_started_direct,
     recycle_container,
     remove_container,
     run_program,
@@ -127,9 +141,15 @@ class DockerSandbox:
         engine: dict[str, Any] | None = None,
         cpus: int | None = None,
         recycle: bool = False,
+        engine_path: str = DOCKER_PATH,
     ) -> None:
         self.client = client
         self.runtime = runtime
+        self.engine_path = engine_path
+        # runc-direct: the engine's spec per limits, and the image's root (sandbox/oci_direct.py).
+        self._templates: dict[Limits, oci_direct.Template] = {}
+        self._template_lock = threading.Lock()
+        self._rootfs: Path | None = None
         # Where the containers run: runtime, engine socket, runtime version (sandbox/runtimes.py).
         self.engine = engine or {"runtime": runtime, "engine": default_engine_url(), "runtime_version": None}
         self.api: docker.APIClient = client.api
@@ -183,6 +203,8 @@ class DockerSandbox:
         # A container still being created on a worker thread registers itself when done.
         await asyncio.to_thread(self._executor.shutdown, wait=True)
         await asyncio.to_thread(self.remove_all_live)
+        if self.engine_path == RUNC_DIRECT:
+            await asyncio.to_thread(oci_direct.release_owner, self.run_id)
 
     async def settle(self, timeout: float = 60.0) -> bool:
         """Wait until the pool is full and no removal is pending: an idle, warm sandbox."""
@@ -210,6 +232,10 @@ class DockerSandbox:
             "user": self.user,
             "pool_size": self.pool.size,
             "pool_recycles": self.pool.recycling,
+            # sandbox.isolation as it really is: per-sample is never honoured under runsc.
+            "call_isolation": PER_SAMPLE if self.pool.recycling else FRESH,
+            # sandbox.engine_path: who starts each container (docs/sandbox.md, "Engine paths").
+            "engine_path": self.engine_path,
             "isolation": "container",
             "isolates_less": False,
             **self.engine,
@@ -406,6 +432,8 @@ class DockerSandbox:
             raise SandboxError(f"could not start a sandbox container: {exc}") from exc
 
     def _create_blocking(self, limits: Limits, role: str) -> StartedContainer:
+        if self.engine_path == RUNC_DIRECT:
+            return create_started_direct(self._template_for(limits), self.run_id, on_created=self._track)
         return create_started_container(
             self.api,
             self.image_id,
@@ -416,6 +444,32 @@ class DockerSandbox:
             prepare=self.entrypoint,
             runtime=self.runtime,
         )
+
+    def _template_for(self, limits: Limits) -> oci_direct.Template:
+        """The engine's spec for these limits, taken once (sandbox/oci_direct.py), and the
+        image's read-only root, mounted once."""
+        with self._template_lock:
+            template = self._templates.get(limits)
+            if template is not None:
+                return template
+            uid = container_uid()
+            settings = container_settings(
+                self.api,
+                limits,
+                labels.container_labels(self.run_id, "template"),
+                self.user,
+                self.entrypoint,
+                RUNC,
+                uid,
+            )
+            spec = oci_direct.capture_spec(self.api, self.image_id, settings)
+            if self._rootfs is None:
+                self._rootfs = oci_direct.mount_rootfs(
+                    self.api, self.image_id, spec, oci_direct.image_directory(self.run_id, self.image_id)
+                )
+            template = oci_direct.Template(spec, uid, self._rootfs)
+            self._templates[limits] = template
+            return template
 
     def _track(self, container_id: str) -> None:
         # Tracked from the moment it exists, so even a half-started container is removed.
@@ -462,7 +516,8 @@ async def open_docker_sandbox(
     default_limits: Limits | None = None,
     runtime: str = RUNC,
     docker_host: str | None = None,
-    recycle_containers: bool = False,
+    isolation: str = FRESH,
+    engine_path: str = DOCKER_PATH,
 ) -> DockerSandbox:
     """Connect to an engine offering ``runtime``, find the image, start the pool.
 
@@ -479,7 +534,18 @@ async def open_docker_sandbox(
             engine.client.close()
             raise
 
+    if engine_path == RUNC_DIRECT:
+        if runtime != RUNC:
+            raise SandboxUnavailable(f"engine path runc-direct runs runc only, not {runtime}")
+        reason = oci_direct.available()
+        if reason is not None:
+            raise SandboxUnavailable(f"{reason}; or use engine_path docker")
     engine, reference, image_id, user, cpus = await asyncio.to_thread(connect)
+    if engine_path == RUNC_DIRECT and not engine_is_local(engine.client.api):
+        engine.client.close()
+        raise SandboxUnavailable(
+            "engine path runc-direct needs the engine on this host; or use engine_path docker"
+        )
     sandbox = DockerSandbox(
         engine.client,
         reference,
@@ -490,7 +556,8 @@ async def open_docker_sandbox(
         runtime=runtime,
         engine=await asyncio.to_thread(engine.describe),
         cpus=cpus,
-        recycle=recycle_containers,
+        recycle=isolation == PER_SAMPLE,
+        engine_path=engine_path,
     )
     sandbox.start()
     return sandbox

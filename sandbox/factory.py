@@ -7,7 +7,15 @@ CLI prints and run.json and the summary record.
 
 from __future__ import annotations
 
-from proctor.sandbox.api import Limits, Sandbox, SandboxUnavailable
+from proctor.sandbox.api import (
+    DOCKER_PATH,
+    ENGINE_PATHS,
+    FRESH,
+    ISOLATIONS,
+    Limits,
+    Sandbox,
+    SandboxUnavailable,
+)
 from proctor.sandbox.registry import BackendOptions, backend_names, opener_for
 from proctor.sandbox.runtimes import RUNC, check_runtime_name
 
@@ -26,7 +34,8 @@ async def open_sandbox(
     probe_libraries: bool = True,
     runtime: str | None = None,
     docker_host: str | None = None,
-    recycle_containers: bool = False,
+    isolation: str = FRESH,
+    engine_path: str = DOCKER_PATH,
     ray_address: str | None = None,
     ray_allow_unauthenticated: bool = False,
 ) -> Sandbox:
@@ -39,8 +48,11 @@ async def open_sandbox(
     them (a ray worker uses its own node's engine). ``ray_address`` is only for ray, and so is
     ``ray_allow_unauthenticated``: without it a cluster that serves clients holding no token is
     refused (sandbox/ray_auth.py).
-    ``recycle_containers`` lets the docker pool reuse a container after its launcher has emptied
-    and re-checked it (off: a fresh container for every call).
+    ``isolation`` (sandbox/api.py ISOLATIONS) is ``fresh`` (a new container for every call) or
+    ``per-sample``: the docker pool may reuse a container for the same sample's next call after
+    its launcher has emptied and re-checked it. ``engine_path`` (docker only) is ``docker`` or
+    ``runc-direct``: start each container with the OCI runtime from the engine's own spec
+    (sandbox/oci_direct.py).
     """
     from proctor.sandbox.slots import limit_sandbox
 
@@ -52,7 +64,8 @@ async def open_sandbox(
         probe_libraries=probe_libraries,
         runtime=runtime,
         docker_host=docker_host,
-        recycle_containers=recycle_containers,
+        isolation=isolation,
+        engine_path=engine_path,
         ray_address=ray_address,
         ray_allow_unauthenticated=ray_allow_unauthenticated,
     )
@@ -68,7 +81,8 @@ async def _open_backend(
     probe_libraries: bool = True,
     runtime: str | None = None,
     docker_host: str | None = None,
-    recycle_containers: bool = False,
+    isolation: str = FRESH,
+    engine_path: str = DOCKER_PATH,
     ray_address: str | None = None,
     ray_allow_unauthenticated: bool = False,
 ) -> Sandbox:
@@ -82,6 +96,10 @@ async def _open_backend(
     if backend not in BACKENDS:
         raise ValueError(f"unknown sandbox backend {backend!r}: choose one of {', '.join(BACKENDS)}")
     check_runtime_name(runtime or RUNC)
+    if isolation not in ISOLATIONS:
+        raise ValueError(f"unknown sandbox isolation {isolation!r}: choose one of {', '.join(ISOLATIONS)}")
+    if engine_path not in ENGINE_PATHS:
+        raise ValueError(f"unknown engine path {engine_path!r}: choose one of {', '.join(ENGINE_PATHS)}")
     options = BackendOptions(
         image=image,
         pool_size=pool_size,
@@ -89,11 +107,12 @@ async def _open_backend(
         probe_libraries=probe_libraries,
         runtime=runtime,
         docker_host=docker_host,
-        recycle_containers=recycle_containers,
+        isolation=isolation,
+        engine_path=engine_path,
         ray_address=ray_address,
         ray_allow_unauthenticated=ray_allow_unauthenticated,
     )
-    if backend != "auto" or runtime not in (None, RUNC) or docker_host:
+    if backend != "auto" or runtime not in (None, RUNC) or docker_host or engine_path != DOCKER_PATH:
         # Asked for by name: no fall back to another engine, runtime or backend, even from auto.
         return await opener_for("docker" if backend == "auto" else backend)(options)
     try:

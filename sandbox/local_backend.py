@@ -281,6 +281,8 @@ class LocalSandbox:
             "python": self.python,
             "python_version": sys.version.split()[0],
             "isolation": "reduced",
+            # sandbox.isolation: every call a new sandbox (per-sample is docker's only).
+            "call_isolation": "fresh",
             "isolates_less": True,
             "warning": LOCAL_WARNING,
             "sandbox_tool": "bubblewrap",

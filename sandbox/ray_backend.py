@@ -181,6 +181,8 @@ class RaySandbox:
             # open cluster (--ray-allow-unauthenticated): sandbox/ray_auth.py.
             "ray_auth": self.auth,
             "isolation": "container",
+            # sandbox.isolation: every call a new sandbox (per-sample is docker's only).
+            "call_isolation": "fresh",
             "isolates_less": False,
             "runtime": runtimes.pop() if len(runtimes) == 1 else None,
             "notes": [

@@ -79,7 +79,8 @@ async def audit_sandbox(
     checks = select_checks(sandbox.backend, quick, only)
     targets = audit_targets(sandbox)
     kept = (
-        *("backend", "image", "image_id", "user", "isolation", "runtime", "engine", "runtime_version"),
+        *("backend", "image", "image_id", "user", "isolation", "call_isolation", "engine_path"),
+        *("runtime", "engine", "runtime_version"),
         *("command", "label", "program_via"),
     )
     report = AuditReport(

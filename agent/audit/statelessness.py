@@ -10,7 +10,16 @@ from __future__ import annotations
 import asyncio
 import secrets
 
-from proctor.agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text, no_reply, run_probe
+from proctor.agent.audit.model import (
+    AuditContext,
+    Check,
+    CheckFunc,
+    Finding,
+    Verdict,
+    escape_text,
+    no_reply,
+    run_probe,
+)
 
 KLASS = "statelessness"
 
@@ -227,6 +236,78 @@ async def per_uid_quota(ctx: AuditContext) -> Finding:
     return Finding(Verdict.HELD, "the calls beside it kept their own quota", evidence)
 
 
+# What a reset container cannot undo (sandbox.isolation per-sample, docs/sandbox.md): counters
+# the kernel keeps per namespace or per mount. A call reads where each stands, then moves each
+# on by ADVANCE (the most a signalling call would do); the next call reads them again. Carried
+# over, the second reading is at least ADVANCE past the first: the channel is open.
+ADVANCE = 64
+_COUNTERS = """\
+import ctypes, os, sys, tempfile
+libc = ctypes.CDLL(None, use_errno=True)
+def counters():
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    os.waitpid(child, 0)
+    fd, path = tempfile.mkstemp(dir="/tmp")
+    inode = os.fstat(fd).st_ino
+    os.close(fd)
+    os.unlink(path)
+    # IPC_PRIVATE, then IPC_RMID: where this IPC namespace's next identifier stands.
+    ident = libc.shmget(0, 4096, 0o600)
+    if ident >= 0:
+        libc.shmctl(ident, 0, None)
+    return {"next_pid": child, "inode": inode, "ipc_id": ident}
+first = counters()
+for _ in range(int(sys.stdin.read() or 0)):
+    counters()
+report(**first)
+"""
+_CHANNELS = {"next_pid": "next PID", "inode": "inode numbers", "ipc_id": "System V IPC ids"}
+
+
+def _call_isolation(ctx: AuditContext) -> str:
+    return str(ctx.sandbox.describe().get("call_isolation") or "fresh")
+
+
+def _counter_check(name: str) -> CheckFunc:
+    async def check(ctx: AuditContext) -> Finding:
+        isolation = _call_isolation(ctx)
+        seen: list[int] = []
+        # One after the other, as one sample's calls are: the second is the first's "next call".
+        for advance in (ADVANCE, 0):
+            result, reply = await run_probe(ctx, _COUNTERS, stdin=str(advance), timeout=20)
+            if reply is None:
+                return no_reply(result)
+            seen.append(int(reply[name]))
+        carried = seen[0] >= 0 and seen[1] >= seen[0] + ADVANCE
+        label = _CHANNELS[name]
+        evidence = escape_text(
+            f"isolation {isolation}; {label}: the first call read {seen[0]} and moved it on "
+            f"{ADVANCE} times, the next call read {seen[1]}"
+        )
+        if isolation != "fresh":
+            # Weak by design: whether or not this pair met in one container, a sample's calls may.
+            said = "it did here" if carried else "not shown in this pair"
+            return Finding(
+                Verdict.WEAK,
+                f"isolation {isolation}: a sample's next call can read where its previous call "
+                f"left the {label} ({said})",
+                evidence,
+            )
+        if carried:
+            return Finding(
+                Verdict.BROKEN, f"the next call read the {label} the previous call moved", evidence
+            )
+        return Finding(
+            Verdict.HELD,
+            f"the next call's reading of the {label} owes nothing to the previous call",
+            evidence,
+        )
+
+    return check
+
+
 CHECKS = [
     Check(
         "state.across_calls",
@@ -252,5 +333,16 @@ CHECKS = [
         "the second call is never refused",
         per_uid_quota,
         timeout_s=45,
+    ),
+    *(
+        Check(
+            f"state.{name}",
+            KLASS,
+            f"read where the {label} stand, move them on {ADVANCE} times, read them in the next call",
+            "the next call's reading owes nothing to the first's (a fresh container); under "
+            "isolation per-sample a weak row by design",
+            _counter_check(name),
+        )
+        for name, label in _CHANNELS.items()
     ),
 ]

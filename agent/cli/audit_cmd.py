@@ -24,6 +24,7 @@ from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import SandboxConfig
 from proctor.agent.inputs.run_config_loader import format_validation_error, parse_size, read_config_file
 from proctor.sandbox import Limits, Sandbox, SandboxUnavailable, open_sandbox
+from proctor.sandbox.api import DOCKER_PATH, ENGINE_PATHS, FRESH, ISOLATIONS
 from proctor.sandbox.runtimes import RUNTIMES
 
 AUDIT_BACKENDS = ("auto", "docker", "local", "ray")
@@ -66,6 +67,22 @@ def check_runtime(
         raise UserError("--ray-address: applies to the ray backend only")
 
 
+def _docker_options(backend: str, isolation: str | None, engine_path: str | None) -> dict[str, str]:
+    """The docker backend's isolation and engine path when they are not the defaults."""
+    options: dict[str, str] = {}
+    if isolation not in (None, FRESH):
+        if isolation not in ISOLATIONS:
+            raise UserError(f"--isolation: {isolation!r} is not one of {', '.join(ISOLATIONS)}")
+        options["isolation"] = isolation
+    if engine_path not in (None, DOCKER_PATH):
+        if engine_path not in ENGINE_PATHS:
+            raise UserError(f"--engine-path: {engine_path!r} is not one of {', '.join(ENGINE_PATHS)}")
+        options["engine_path"] = engine_path
+    if options and backend not in ("auto", "docker"):
+        raise UserError(f"--{'-'.join(next(iter(options)).split('_'))}: applies to the docker backend only")
+    return options
+
+
 async def open_audited_sandbox(
     backend: str,
     image: str | None,
@@ -75,8 +92,10 @@ async def open_audited_sandbox(
     docker_host: str | None = None,
     ray_address: str | None = None,
     ray_allow_unauthenticated: bool = False,
+    docker_options: dict[str, str] | None = None,
 ) -> Sandbox:
-    """The sandbox under audit, opened as an eval opens it. Tests swap this for weakened ones."""
+    """The sandbox under audit, opened as an eval opens it. Tests swap this for weakened ones.
+    ``docker_options``: the docker backend's isolation and engine_path, when not the defaults."""
     if ray_allow_unauthenticated:
         return await open_sandbox(
             backend,
@@ -94,6 +113,7 @@ async def open_audited_sandbox(
         runtime=runtime,
         docker_host=docker_host,
         ray_address=ray_address,
+        **(docker_options or {}),  # type: ignore[arg-type]
     )
 
 
@@ -113,9 +133,14 @@ async def _audit(
     docker_host: str | None = None,
     ray_address: str | None = None,
     ray_allow_unauthenticated: bool = False,
+    docker_options: dict[str, str] | None = None,
 ) -> AuditReport:
     try:
-        if ray_allow_unauthenticated:
+        if docker_options:
+            sandbox = await open_audited_sandbox(
+                backend, image, pool_size, limits, runtime, docker_host, docker_options=docker_options
+            )
+        elif ray_allow_unauthenticated:
             sandbox = await open_audited_sandbox(
                 backend, image, pool_size, limits, ray_address=ray_address, ray_allow_unauthenticated=True
             )
@@ -207,6 +232,12 @@ def audit_command(
     only: Annotated[
         list[str] | None, typer.Option("--only", hidden=True, help="Run only these check IDs.")
     ] = None,
+    isolation: Annotated[
+        str | None, typer.Option(help="docker: fresh (default) or per-sample, as sandbox.isolation.")
+    ] = None,
+    engine_path: Annotated[
+        str | None, typer.Option(help="docker: docker (default) or runc-direct, as sandbox.engine_path.")
+    ] = None,
 ) -> None:
     """Probe and attack the sandbox through the path evals use; exit 1 when anything is broken."""
     if backend not in AUDIT_BACKENDS:
@@ -238,10 +269,13 @@ def audit_command(
         if config.runtime != "runc" and runtime is None:
             runtime = config.runtime
         docker_host = docker_host or config.docker_host
+        isolation = isolation or config.isolation
+        engine_path = engine_path or config.engine_path
         if backend == "ray":
             ray_address = ray_address or config.ray_address
             ray_allow_unauthenticated = ray_allow_unauthenticated or config.ray_allow_unauthenticated
     check_runtime(runtime, backend, docker_host, ray_address)
+    docker_options = _docker_options(backend, isolation, engine_path)
     for flag, path in (("--json", json_file), ("--html", html_file)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{flag}: {path.parent} is not a directory")
@@ -272,6 +306,7 @@ def audit_command(
                 docker_host,
                 ray_address,
                 ray_allow_unauthenticated,
+                docker_options,
             )
         )
     print_table(report, console)

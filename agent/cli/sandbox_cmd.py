@@ -24,6 +24,7 @@ from proctor.sandbox import (
     check_program_text,
     open_sandbox,
 )
+from proctor.sandbox.api import DOCKER_PATH, ENGINE_PATHS
 from proctor.sandbox.factory import BACKENDS
 from proctor.sandbox.runtimes import RUNTIMES
 from proctor.sandbox.sizes import parse_size
@@ -108,6 +109,7 @@ async def _run_once(
     docker_host: str | None = None,
     ray_address: str | None = None,
     ray_allow_unauthenticated: bool = False,
+    engine_path: str = DOCKER_PATH,
 ) -> ExecResult:
     # One call: a warm pool would only start containers nobody uses.
     try:
@@ -121,6 +123,7 @@ async def _run_once(
             docker_host=docker_host,
             ray_address=ray_address,
             ray_allow_unauthenticated=ray_allow_unauthenticated,
+            engine_path=engine_path,
         )
     except SandboxUnavailable as exc:
         raise UserError(f"--backend {backend}: {exc}") from None
@@ -195,6 +198,9 @@ def exec_program(
         str | None, typer.Option(help="Docker engine socket (default: the environment's).")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the ExecResult as one JSON object.")] = False,
+    engine_path: Annotated[
+        str, typer.Option(help="docker (default) or runc-direct: who starts the container.")
+    ] = DOCKER_PATH,
 ) -> None:
     """Run one Python program in a fresh sandbox and print what it did.
 
@@ -206,6 +212,10 @@ def exec_program(
     if not 0 < timeout <= 24 * 3600:
         raise UserError(f"--timeout: {timeout} must be a positive number of seconds (at most a day)")
     check_runtime_flags(backend, runtime, docker_host)
+    if engine_path not in ENGINE_PATHS:
+        raise UserError(f"--engine-path: {engine_path!r} is not one of {', '.join(ENGINE_PATHS)}")
+    if engine_path != DOCKER_PATH and backend not in ("auto", "docker"):
+        raise UserError("--engine-path: applies to the docker backend only")
     limits = parse_exec_limits(memory, cpus)
     code = read_program(file)
     try:
@@ -220,6 +230,7 @@ def exec_program(
                 docker_host,
                 ray_address,
                 ray_allow_unauthenticated,
+                engine_path,
             )
         )
     except InvalidProgram as exc:
@@ -249,6 +260,7 @@ def cleanup(
     from proctor.sandbox.cleanup import (
         background_sweep_result,
         cleanup_containers,
+        cleanup_direct,
         cleanup_local_cgroups,
         cleanup_other_engines,
     )
@@ -269,7 +281,12 @@ def cleanup(
             report.failed += extra.failed
         removed = swept + [cid for cid in report.removed if cid not in swept]
         outcome.update(removed=removed, kept_live=report.kept_live, failed=report.failed)
-    outcome["cgroups_removed"] = cleanup_local_cgroups(everything=everything)
+    # Containers runc-direct started itself (sandbox/oci_direct.py): no engine lists them.
+    direct = cleanup_direct(everything=everything)
+    outcome["removed"] = outcome.get("removed", []) + direct.removed
+    outcome["kept_live"] = outcome.get("kept_live", []) + direct.kept_live
+    outcome["failed"] = outcome.get("failed", []) + direct.failed
+    outcome["cgroups_removed"] = cleanup_local_cgroups(everything=everything) + direct.cgroups_removed
     if as_json:
         print(json.dumps(outcome, sort_keys=True))
     elif not outcome["engine"]:
@@ -402,13 +419,13 @@ def bench_sandbox(
             help="With --concurrency: the pool's execution slots (default: the engine's CPUs, as in a run).",
         ),
     ] = None,
-    recycle_containers: Annotated[
-        bool,
+    engine_paths_text: Annotated[
+        str,
         typer.Option(
-            "--recycle-containers",
-            help="With --concurrency: let the pool reuse containers it proved clean (opt-in, as in a run).",
+            "--engine-paths",
+            help="With --concurrency: the pool's engine paths to measure (docker,runc-direct).",
         ),
-    ] = False,
+    ] = "docker,runc-direct",
     backend: Annotated[
         str, typer.Option(help="docker (every local way) or ray (overhead and throughput by nodes).")
     ] = "docker",
@@ -430,7 +447,7 @@ def bench_sandbox(
         return
     if concurrency_text is not None:
         _bench_concurrency(
-            concurrency_text, rounds_text, slots_text, int(calls), image, as_json, recycle_containers
+            concurrency_text, rounds_text, slots_text, int(calls), image, as_json, engine_paths_text
         )
         return
     try:
@@ -486,10 +503,15 @@ def _bench_concurrency(
     calls: int,
     image: str | None,
     as_json: bool,
-    recycle_containers: bool = False,
+    engine_paths_text: str = "docker,runc-direct",
 ) -> None:
     from proctor.sandbox.bench.concurrency import print_concurrency_table, run_concurrency_benchmark
 
+    engine_paths = tuple(dict.fromkeys(part.strip() for part in engine_paths_text.split(",") if part.strip()))
+    if not engine_paths or not set(engine_paths) <= set(ENGINE_PATHS):
+        raise UserError(f"--engine-paths: {engine_paths_text!r}: name some of {', '.join(ENGINE_PATHS)}")
+    if DOCKER_PATH not in engine_paths:
+        raise UserError("--engine-paths: docker is always measured (per-sample and the reference)")
     try:
         concurrencies = [int(part) for part in concurrency_text.split(",")]
     except ValueError:
@@ -517,7 +539,7 @@ def _bench_concurrency(
                 rounds=int(rounds),
                 image=image,
                 max_concurrent_executions=slots,
-                recycle_containers=recycle_containers,
+                engine_paths=engine_paths,
             )
         )
     except SandboxUnavailable as exc:

@@ -67,10 +67,15 @@ class SandboxConfig(BaseModel):
     # engine .ci/setup-gvisor.sh starts when the default one lacks it).
     runtime: Literal["runc", "runsc"] = "runc"
     docker_host: str | None = None
-    # Reuse a warm container after the launcher has emptied and re-checked it (docs/sandbox.md,
-    # "Recycled containers"). Off by default: the protocol promises a fresh container per call,
-    # and a reset cannot undo counters (next PID, inode numbers) a call could read.
-    recycle_containers: bool = False
+    # How long a container lives (docs/sandbox.md, "Isolation: fresh or per-sample"): fresh, a
+    # new container for every call (the protocol's promise and the default), or per-sample, where
+    # one sample's calls reuse a container the launcher emptied and re-checked, leaving counters
+    # a reset cannot undo (next PID, inode and IPC numbers) to that sample's next call.
+    isolation: Literal["fresh", "per-sample"] = "fresh"
+    # How the docker backend starts a container (docs/sandbox.md, "Engine paths"): through the
+    # engine (docker), or with the OCI runtime directly from the spec the engine generated
+    # (runc-direct, opt-in; needs root on the engine's host).
+    engine_path: Literal["docker", "runc-direct"] = "docker"
     image: str | None = None
     pool_size: int = Field(default=2, ge=0)
     timeout_s: float = Field(default=30.0, gt=0)
@@ -89,12 +94,21 @@ class SandboxConfig(BaseModel):
     # record it in run.json (agent/run/hardware.py), so runs on different machines compare.
     calibrate: bool = True
 
+    @model_validator(mode="before")
+    @classmethod
+    def _renamed_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "recycle_containers" in data:
+            raise ValueError("'recycle_containers' was renamed: write 'isolation: per-sample' (or 'fresh')")
+        return data
+
     @model_validator(mode="after")
     def _runtime_needs_docker(self) -> SandboxConfig:
         if self.backend == "local" and (self.runtime != "runc" or self.docker_host is not None):
             raise ValueError("runtime and docker_host apply to the docker backend only (backend is local)")
-        if self.backend == "local" and self.recycle_containers:
-            raise ValueError("recycle_containers applies to the docker backend only (backend is local)")
+        if self.backend in ("local", "ray") and self.isolation != "fresh":
+            raise ValueError(f"isolation per-sample needs the docker backend (backend is {self.backend})")
+        if self.backend in ("local", "ray") and self.engine_path != "docker":
+            raise ValueError(f"engine_path applies to the docker backend only (backend is {self.backend})")
         return self
 
 

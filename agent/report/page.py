@@ -142,6 +142,11 @@ def _header(run: RunData) -> str:
         sandbox_text = f"{backend} (isolates less) · python {sandbox.get('python_version') or '?'}"
     else:
         sandbox_text = f"{backend} · image {image}"
+    if backend:
+        # sandbox.isolation as the backend honoured it; runs recorded before it had none: fresh.
+        sandbox_text += f" · isolation {sandbox.get('call_isolation') or 'fresh'}"
+        if sandbox.get("engine_path"):
+            sandbox_text += f" · engine path {sandbox['engine_path']}"
     versions = run.header.get("versions")
     version_text = ", ".join(f"{k} {v}" for k, v in versions.items()) if isinstance(versions, dict) else "—"
     force_at, cap = run.budget
@@ -313,6 +318,13 @@ def _totals(samples: list[SampleRecord], prices: Prices, run: RunData) -> str:
         facts.append(f"cost {_money(group['total_cost_usd'])} ({' + '.join(split)})")
     if group["sandbox_calls"] or run.is_agentic:
         facts.append(f"{group['sandbox_calls']:,} sandbox calls ({_duration(group['sandbox_seconds'])})")
+        share = group.get("sandbox_wall_share") or {}
+        if share.get("overall") is not None:
+            # Whether the sandbox or the model bounds the run: the calls' share of sample time.
+            facts.append(
+                f"sandbox {share['overall']:.0%} of the samples' wall time "
+                f"(median sample {share['median_sample']:.0%}, most {share['max_sample']:.0%})"
+            )
     if run.is_agentic:
         facts.append(
             f"{group['forced_submissions']} forced submissions, {group['cap_reached']} reached the cap"

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -111,6 +112,26 @@ def _sandbox_calls(record: SampleRecord) -> tuple[int, float]:
                 calls += 1
                 seconds += _seconds(exec_result.get("duration_s"))
     return calls, seconds
+
+
+def _sandbox_share(records: Sequence[SampleRecord], sandbox_seconds: Sequence[float]) -> dict[str, Any]:
+    """How much of the samples' wall time their sandbox calls took: whether the sandbox or the
+    model bounds a run. Each sample's share is its calls' seconds over its own duration (at most
+    1: an edited record cannot claim more); ``overall`` weighs samples by their duration."""
+    timed = [
+        # A non-finite or negative figure (an edited record) claims the whole sample or none.
+        (record.duration_s, min(record.duration_s, seconds) if math.isfinite(seconds) else record.duration_s)
+        for record, seconds in zip(records, sandbox_seconds, strict=True)
+        if record.duration_s > 0 and math.isfinite(record.duration_s)
+    ]
+    shares = [max(0.0, used) / wall for wall, used in timed]
+    wall = total(wall for wall, _ in timed)
+    used = total(max(0.0, used) for _, used in timed)
+    return {
+        "overall": used / wall if wall > 0 else None,
+        "median_sample": statistics.median(shares) if shares else None,
+        "max_sample": max(shares) if shares else None,
+    }
 
 
 def _seconds(value: Any) -> float:
@@ -213,6 +234,7 @@ def summarize_group(
         "judge": _judge_usage(records, judge_prices),
         "pass_at_k": pass_at_k_summary(task_grid(records)),
     }
+    group["sandbox_wall_share"] = _sandbox_share(records, [seconds for _, seconds in sandbox])
     cost = _total_cost(group["cost_usd"], group["judge"]["cost_usd"])
     group["total_cost_usd"], group["cost_priced"] = cost["total_cost_usd"], cost["priced"]
     with_points = [r for r in scored if r.judge is not None and r.judge.points is not None]

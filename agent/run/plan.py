@@ -210,7 +210,9 @@ def build_plan(config: RunConfig) -> list[tuple[str, str]]:
         calls = box.max_concurrent_executions or "the engine's CPUs"
         sandbox = (
             f"{box.backend} (image {box.image or 'pinned default'}), {box.cpus} CPU, {box.memory} memory, "
-            f"{box.timeout_s:g} s a call, pool {box.pool_size}, calls at once: {calls}"
+            f"{box.timeout_s:g} s a call, pool {box.pool_size}, calls at once: {calls}, "
+            f"isolation {box.isolation}"
+            + (f", engine path {box.engine_path}" if box.backend in ("auto", "docker") else "")
         )
     else:
         sandbox = "none (this track runs no code)"

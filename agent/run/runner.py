@@ -615,8 +615,10 @@ class Runner:
         # Likewise the runtime and engine, which only the docker backend has.
         if box.runtime != "runc" or box.docker_host is not None:
             bound.update(runtime=box.runtime, docker_host=box.docker_host)
-        if box.recycle_containers:
-            bound.update(recycle_containers=True)
+        if box.isolation != "fresh":
+            bound.update(isolation=box.isolation)
+        if box.engine_path != "docker":
+            bound.update(engine_path=box.engine_path)
         sandbox = await self.sandbox_opener(
             box.backend,
             image=box.image,

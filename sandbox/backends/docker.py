@@ -19,5 +19,6 @@ async def open_docker(options: BackendOptions) -> Sandbox:
         default_limits=options.default_limits,
         runtime=options.runtime or RUNC,
         docker_host=options.docker_host,
-        recycle_containers=options.recycle_containers,
+        isolation=options.isolation,
+        engine_path=options.engine_path,
     )

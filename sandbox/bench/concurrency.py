@@ -1,18 +1,27 @@
-"""`proctor bench sandbox --concurrency 1,4,16`: the warm pool against `docker run` and `docker exec`.
+"""`proctor bench sandbox --concurrency 1,4,16`: the pool on each engine path against the engine.
 
 C callers each make ``calls`` back-to-back calls of the same program; every contender uses the
-same image and the same lock-down flags. The three contenders take turns within each round
-(their order rotates between rounds), so a burst of load from elsewhere on the machine is
-spread over all of them, and each figure is reported with its spread over the rounds.
+same image and the same limits. The contenders take turns within each round (their order
+rotates between rounds), so a burst of load from elsewhere on the machine is spread over all of
+them, and each figure is reported with its spread over the rounds. Machine CPU per call is the
+whole machine's busy time (/proc/stat) over the round divided by its calls: on a shared
+machine it includes others' work, so compare ways within one run only.
 
-- pool: the sandbox an agent run uses (``open_sandbox("docker")``, warm pool, the process-wide
-  execution slots at their default), every caller its own :func:`execution_caller`; stateless.
+- pool (docker): the sandbox an agent run uses (``open_sandbox("docker")``, warm pool, fresh
+  container per call, the process-wide execution slots), every caller its own
+  :func:`execution_caller`; stateless.
+- pool (runc-direct): the same, each container started by runc from the engine's own spec
+  (sandbox/oci_direct.py); stateless. Measured only where it can run (root, runc).
+- per-sample: the docker pool with ``isolation: per-sample``: each caller reuses its own reset
+  container (residual counters, docs/sandbox.md).
+- engine floor: a bare docker-SDK client, create, start, wait, logs, remove per call, with the
+  pool's limits and nothing of Proctor's; stateless.
 - docker run: ``docker run --rm -i`` per call, a new container each time; stateless.
 - docker exec: ``docker exec -i`` into one long-lived container per caller, the way Inspect
   AI's docker sandbox runs; stateful (files and processes persist between calls).
 
-Per-caller set-up is outside the timing for both: the exec way's long-lived containers, and
-one warm-up call per caller through the pool (which, with recycling, makes its own container).
+Per-caller set-up is outside the timing: the exec way's long-lived containers, and one warm-up
+call per caller through each pool (per-sample's own containers, runc-direct's spec and root).
 """
 
 from __future__ import annotations
@@ -29,13 +38,20 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from proctor.sandbox.api import Limits, SandboxError
+import docker
+
+from proctor.sandbox.api import DOCKER_PATH, FRESH, PER_SAMPLE, RUNC_DIRECT, Limits, SandboxError
 from proctor.sandbox.bench.calls import percentile
 from proctor.sandbox.factory import open_sandbox
 from proctor.sandbox.slots import execution_caller
 
 PROGRAMS = {"print(1)": "1\n", "print(sum(range(10**7)))": "49999995000000\n"}
-CONTENDERS = ("pool", "docker exec", "docker run")
+POOL_DOCKER = "pool (docker)"
+POOL_DIRECT = "pool (runc-direct)"
+PER_SAMPLE_WAY = "per-sample"
+ENGINE_FLOOR = "engine floor"
+POOL_WAYS = (POOL_DOCKER, POOL_DIRECT, PER_SAMPLE_WAY)
+CONTENDERS = (*POOL_WAYS, ENGINE_FLOOR, "docker exec", "docker run")
 
 
 def controller_rss_mib() -> float:
@@ -107,19 +123,30 @@ async def run_concurrency_benchmark(
     rounds: int = 2,
     image: str | None = None,
     max_concurrent_executions: int | None = None,
-    recycle_containers: bool = False,
+    engine_paths: tuple[str, ...] = (DOCKER_PATH, RUNC_DIRECT),
 ) -> dict[str, Any]:
-    """Measure every contender at every concurrency; SandboxUnavailable without docker or image."""
+    """Measure every contender at every concurrency; SandboxUnavailable without docker or image.
+    ``engine_paths``: the pool's paths to measure (runc-direct needs root on the engine's host)."""
     rss_before = controller_rss_mib()
-    pool = await open_sandbox(
-        "docker",
-        image=image,
-        pool_size=2,
-        probe_libraries=False,
-        max_concurrent_executions=max_concurrent_executions,
-        recycle_containers=recycle_containers,
-    )
-    description = pool.describe()
+    pools: dict[str, Any] = {}
+    for way, path, isolation in (
+        (POOL_DOCKER, DOCKER_PATH, FRESH),
+        (POOL_DIRECT, RUNC_DIRECT, FRESH),
+        (PER_SAMPLE_WAY, DOCKER_PATH, PER_SAMPLE),
+    ):
+        if path not in engine_paths:
+            continue
+        pools[way] = await open_sandbox(
+            "docker",
+            image=image,
+            pool_size=2,
+            probe_libraries=False,
+            max_concurrent_executions=max_concurrent_executions,
+            isolation=isolation,
+            engine_path=path,
+        )
+    contenders = tuple(way for way in CONTENDERS if way in pools or way not in POOL_WAYS)
+    description = next(iter(pools.values())).describe()
     limits = Limits()
     user = description["user"]
     image_ref = description["image_id"]
@@ -128,6 +155,7 @@ async def run_concurrency_benchmark(
     long_lived: list[str] = []
     results: list[dict[str, Any]] = []
     rss_peak = controller_rss_mib()
+    floor = docker.APIClient(timeout=300)
     try:
         for concurrency in concurrencies:
             while len(long_lived) < concurrency:
@@ -137,11 +165,9 @@ async def run_concurrency_benchmark(
                 )  # fmt: skip
                 long_lived.append(out.strip())
             for program, expected in PROGRAMS.items():
-
-                async def pooled(index: int, program: str = program) -> str:
-                    with execution_caller(("bench", index)):
-                        result = await pool.exec(program, timeout=120)
-                    return result.stdout
+                ways: dict[str, Callable[[int], Awaitable[str]]] = {
+                    way: _pooled(box, program) for way, box in pools.items()
+                }
 
                 async def run(index: int, program: str = program) -> str:
                     return (
@@ -154,30 +180,37 @@ async def run_concurrency_benchmark(
                     argv = ["exec", "-i", f"--user={user}", long_lived[index], "python3", "-I", "-c", program]
                     return (await _docker_cli(*argv))[1]
 
-                ways: dict[str, Callable[[int], Awaitable[str]]] = {
-                    "pool": pooled,
-                    "docker exec": exec_,
-                    "docker run": run,
-                }
-                rates: dict[str, list[float]] = {way: [] for way in CONTENDERS}
-                latencies: dict[str, list[float]] = {way: [] for way in CONTENDERS}
-                # Warm-up, one call per caller: the page cache, the first connection, and (with
-                # recycling) each caller's own container, as the exec way's long-lived container
-                # per caller is made before its timing too.
-                await asyncio.gather(*(pooled(index) for index in range(concurrency)))
+                async def engine_floor(index: int, program: str = program) -> str:
+                    return await asyncio.to_thread(_floor_call, floor, image_ref, limits, user, program)
+
+                ways.update({ENGINE_FLOOR: engine_floor, "docker exec": exec_, "docker run": run})
+                rates: dict[str, list[float]] = {way: [] for way in contenders}
+                latencies: dict[str, list[float]] = {way: [] for way in contenders}
+                cpu: dict[str, list[float]] = {way: [] for way in contenders}
+                # Warm-up, one call per caller and pool: the page cache, the first connection,
+                # the runc-direct spec and root, and each caller's own per-sample container, as
+                # the exec way's long-lived container per caller is made before its timing too.
+                for way in pools:
+                    await asyncio.gather(*(ways[way](index) for index in range(concurrency)))
                 for round_index in range(rounds):
-                    order = CONTENDERS[round_index % 3 :] + CONTENDERS[: round_index % 3]
+                    shift = round_index % len(contenders)
+                    order = contenders[shift:] + contenders[:shift]
                     for way in order:
-                        await pool.settle()  # type: ignore[attr-defined]  # the docker backend's, through the slots
+                        for box in pools.values():
+                            await box.settle()
+                        busy_before = machine_busy_s()
                         rate, samples = await _run_round(concurrency, calls, ways[way], expected)
+                        cpu[way].append((machine_busy_s() - busy_before) / (concurrency * calls))
                         rates[way].append(rate)
                         latencies[way].extend(samples)
                         rss_peak = max(rss_peak, controller_rss_mib())
-                results.append(_summarize(program, concurrency, rates, latencies))
+                results.append(_summarize(program, concurrency, contenders, rates, latencies, cpu))
                 # Progress on stderr: a long run on a shared machine shows what it has so far.
                 print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     finally:
-        await pool.aclose()
+        floor.close()
+        for box in pools.values():
+            await box.aclose()
         for container_id in long_lived:
             with contextlib.suppress(SandboxError):
                 await _docker_cli("rm", "-f", container_id)
@@ -185,8 +218,8 @@ async def run_concurrency_benchmark(
         "image": description["image"],
         "calls_per_caller": calls,
         "rounds": rounds,
+        "contenders": list(contenders),
         "max_concurrent_executions": description.get("max_concurrent_executions"),
-        "pool_recycles": description.get("pool_recycles"),
         "controller_rss_mib": {
             "before": round(rss_before, 1),
             "peak": round(rss_peak, 1),
@@ -197,8 +230,66 @@ async def run_concurrency_benchmark(
     }
 
 
+def _pooled(box: Any, program: str) -> Callable[[int], Awaitable[str]]:
+    async def call(index: int) -> str:
+        # Every caller is a sample of its own: per-sample keeps one container per caller.
+        with execution_caller(("bench", index)):
+            result = await box.exec(program, timeout=120)
+        return str(result.stdout)
+
+    return call
+
+
+def machine_busy_s() -> float:
+    """Seconds of CPU the whole machine spent busy (every state of /proc/stat's first line but
+    idle and iowait): other processes' work included, so figures compare within one run."""
+    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    values = [int(value) for value in fields[:8]]
+    busy = sum(values) - values[3] - values[4]
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _floor_call(api: docker.APIClient, image: str, limits: Limits, user: str, program: str) -> str:
+    """The engine's floor: one container through the bare SDK (create, start, wait, logs,
+    remove) with the pool's limits, and nothing of Proctor's."""
+    tmpfs = f"rw,nosuid,nodev,size={limits.tmpfs_bytes},mode=1777"
+    host_config = api.create_host_config(
+        network_mode="none",
+        read_only=True,
+        tmpfs={"/tmp": tmpfs, "/work": tmpfs},
+        cap_drop=["ALL"],
+        security_opt=["no-new-privileges"],
+        init=True,
+        pids_limit=limits.pids,
+        mem_limit=limits.memory_bytes,
+        memswap_limit=limits.memory_bytes,
+        nano_cpus=int(limits.cpus * 1e9),
+        ipc_mode="private",
+    )
+    created = api.create_container(
+        image,
+        ["python3", "-I", "-c", program],
+        user=user,
+        working_dir="/work",
+        labels={"proctor.bench": "1"},
+        host_config=host_config,
+        network_disabled=True,
+    )
+    try:
+        api.start(created["Id"])
+        api.wait(created["Id"], timeout=120)
+        return str(api.logs(created["Id"], stdout=True, stderr=False).decode("utf-8", "replace"))
+    finally:
+        api.remove_container(created["Id"], force=True)
+
+
 def _summarize(
-    program: str, concurrency: int, rates: dict[str, list[float]], latencies: dict[str, list[float]]
+    program: str,
+    concurrency: int,
+    contenders: tuple[str, ...],
+    rates: dict[str, list[float]],
+    latencies: dict[str, list[float]],
+    cpu: dict[str, list[float]],
 ) -> dict[str, Any]:
     ways: dict[str, dict[str, Any]] = {
         way: {
@@ -206,19 +297,21 @@ def _summarize(
             "calls_per_s_range": [round(min(rates[way]), 2), round(max(rates[way]), 2)],
             "p50_ms": round(percentile(latencies[way], 0.5) * 1000, 1),
             "p95_ms": round(percentile(latencies[way], 0.95) * 1000, 1),
+            "machine_cpu_ms_per_call": round(statistics.median(cpu[way]) * 1000, 1),
         }
-        for way in CONTENDERS
+        for way in contenders
     }
-    pool, exec_, run = ways["pool"], ways["docker exec"], ways["docker run"]
-    per_round = [p / e for p, e in zip(rates["pool"], rates["docker exec"], strict=True)]
+    exec_ = rates["docker exec"]
     return {
         "program": program,
         "concurrency": concurrency,
         "ways": ways,
-        "pool_vs_exec_calls_per_s": round(pool["calls_per_s"] / exec_["calls_per_s"], 2),
-        "pool_vs_exec_calls_per_s_per_round": [round(ratio, 2) for ratio in per_round],
-        "pool_vs_run_calls_per_s": round(pool["calls_per_s"] / run["calls_per_s"], 2),
-        "pool_vs_exec_p95": round(pool["p95_ms"] / exec_["p95_ms"], 2),
+        # Each pool way against docker exec, round by round (the same load in each pair).
+        "vs_exec_calls_per_s_per_round": {
+            way: [round(r / e, 2) for r, e in zip(rates[way], exec_, strict=True)]
+            for way in contenders
+            if way in POOL_WAYS
+        },
     }
 
 
@@ -229,32 +322,37 @@ def print_concurrency_table(report: dict[str, Any]) -> None:
     table = Table(
         title=(
             f"proctor bench sandbox --concurrency ({report['calls_per_caller']} calls per caller, "
-            f"{report['rounds']} rounds; image {report['image']}; "
-            f"pool {'recycling' if report.get('pool_recycles') else 'fresh container per call'})"
+            f"{report['rounds']} interleaved rounds; image {report['image']})"
         )
     )
-    columns = ["program", "callers"]
-    for way in CONTENDERS:
-        columns += [f"{way} calls/s", f"{way} p50/p95 ms"]
-    columns += ["pool/exec calls/s", "pool/exec p95"]
-    for column in columns:
-        table.add_column(column, justify="left" if column == "program" else "right")
+    for column in (
+        "program",
+        "callers",
+        "way",
+        "calls/s (range)",
+        "p50/p95 ms",
+        "machine CPU ms/call",
+        "vs exec",
+    ):
+        table.add_column(column, justify="left" if column in ("program", "way") else "right")
     for row in report["results"]:
-        cells = [row["program"], str(row["concurrency"])]
-        for way in CONTENDERS:
-            figures = row["ways"][way]
+        exec_rate = row["ways"]["docker exec"]["calls_per_s"]
+        for way, figures in row["ways"].items():
             low, high = figures["calls_per_s_range"]
-            cells += [
+            per_round = row["vs_exec_calls_per_s_per_round"].get(way)
+            ratio = f"{figures['calls_per_s'] / exec_rate:.2f}x" if exec_rate else "-"
+            if per_round:
+                ratio += f" ({', '.join(f'{r:.2f}' for r in per_round)})"
+            table.add_row(
+                row["program"],
+                str(row["concurrency"]),
+                way,
                 f"{figures['calls_per_s']:.1f} ({low:.1f}-{high:.1f})",
                 f"{figures['p50_ms']:.0f}/{figures['p95_ms']:.0f}",
-            ]
-        per_round = ", ".join(f"{ratio:.2f}" for ratio in row["pool_vs_exec_calls_per_s_per_round"])
-        cells += [
-            f"{row['pool_vs_exec_calls_per_s']:.2f}x ({per_round})",
-            f"{row['pool_vs_exec_p95']:.2f}x",
-        ]
-        table.add_row(*cells)
-    console = Console(width=220)
+                f"{figures['machine_cpu_ms_per_call']:.0f}",
+                ratio,
+            )
+    console = Console(width=200)
     console.print(table)
     rss = report["controller_rss_mib"]
     console.print(

@@ -406,3 +406,32 @@ def test_local_backend_reports_honestly(tmp_path: Path) -> None:
     # What this backend shares with the host is shown, whatever the verdict.
     assert rows["priv.non_root"]["evidence"].startswith("uid ")
     assert rows["net.interfaces"]["verdict"] == "held"
+
+
+# -- sandbox.isolation: per-sample's residual channels are weak rows, fresh holds them ------------
+
+COUNTER_ROWS = ("state.next_pid", "state.inode", "state.ipc_id")
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@pytest.mark.parametrize(("isolation", "verdict"), [("fresh", "held"), ("per-sample", "weak")])
+def test_counters_a_reset_cannot_undo_are_weak_rows_under_per_sample(
+    isolation: str, verdict: str, tmp_path: Path
+) -> None:
+    report = tmp_path / "audit.json"
+    args = ["sandbox", "audit", "--isolation", isolation, "--json", str(report)]
+    for name in COUNTER_ROWS:
+        args += ["--only", name]
+    result = proctor(*args, timeout=180)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = rows_of(report)
+    assert json.loads(report.read_text())["sandbox"]["call_isolation"] == isolation
+    for name in COUNTER_ROWS:
+        assert rows[name]["verdict"] == verdict, rows[name]
+        assert f"isolation {isolation}" in rows[name]["evidence"]
+
+
+def test_counter_rows_run_on_every_backend() -> None:
+    for backend in ("docker", "local", "ray"):
+        assert set(COUNTER_ROWS) <= {check.id for check in select_checks(backend, quick=False)}

@@ -236,7 +236,7 @@ async def test_with_recycling_on_the_verdict_runs_in_containers_no_call_used() -
     verdict."""
     from proctor.sandbox import execution_caller, open_sandbox
 
-    sandbox = await open_sandbox("docker", pool_size=1, recycle_containers=True)
+    sandbox = await open_sandbox("docker", pool_size=1, isolation="per-sample")
     try:
         with execution_caller("one-sample"):
             used = set()

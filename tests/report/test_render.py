@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import html as html_lib
 import json
 import random
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -341,3 +343,33 @@ def test_a_run_without_judge_retries_says_nothing_of_them(tmp_path: Path) -> Non
     html = _render(retries_run(tmp_path, judge_retries=[0, 0], model_retries=[2, 0]))
     totals = re.search(r'<p class="totals">(.*?)</p>', html)
     assert totals and "2 model retries" in totals.group(1) and "judge retries" not in totals.group(1)
+
+
+@pytest.mark.parametrize(
+    ("recorded", "shown"),
+    [
+        ({}, "isolation fresh"),  # a run recorded before sandbox.isolation existed was fresh
+        ({"call_isolation": "fresh", "engine_path": "docker"}, "isolation fresh · engine path docker"),
+        (
+            {"call_isolation": "per-sample", "engine_path": "runc-direct"},
+            "isolation per-sample · engine path runc-direct",
+        ),
+    ],
+)
+def test_header_shows_the_sandbox_isolation_and_engine_path(
+    small_run: Path, tmp_path: Path, recorded: dict[str, str], shown: str
+) -> None:
+    run_dir = tmp_path / "copy"
+    shutil.copytree(small_run, run_dir)
+    header = json.loads((run_dir / "run.json").read_text())
+    header["sandbox"].update(recorded)
+    (run_dir / "run.json").write_text(json.dumps(header))
+    fact = re.search(r'data-fact="sandbox">(.*?)</span>', _render(run_dir))
+    assert fact and shown in html_lib.unescape(fact.group(1))
+
+
+def test_totals_show_the_sandbox_share_of_the_samples_wall_time(small_run: Path) -> None:
+    totals = re.search(r'<p class="totals">(.*?)</p>', _render(small_run))
+    assert totals
+    text = html_lib.unescape(totals.group(1))
+    assert re.search(r"sandbox \d+% of the samples' wall time \(median sample \d+%, most \d+%\)", text), text

@@ -103,6 +103,27 @@ def test_flags_override_the_file(tmp_path: Path, tasks: Path):
             "run.yaml: field 'protocol': 'inspect-example' applies to the frontiermath track only",
         ),
         ("tasks: {tasks}\nmodels: [openai/a]\nprotocol: [methodology]\n", "run.yaml: field 'protocol'"),
+        # sandbox.isolation replaced recycle_containers: the old key names the new one, either value.
+        (
+            "tasks: {tasks}\nmodels: [openai/a]\nsandbox: {{recycle_containers: true}}\n",
+            "run.yaml: field 'sandbox': 'recycle_containers' was renamed: write 'isolation: per-sample'",
+        ),
+        (
+            "tasks: {tasks}\nmodels: [openai/a]\nsandbox: {{recycle_containers: false, isolation: fresh}}\n",
+            "run.yaml: field 'sandbox': 'recycle_containers' was renamed",
+        ),
+        (
+            "tasks: {tasks}\nmodels: [openai/a]\nsandbox: {{isolation: recycled}}\n",
+            "run.yaml: field 'sandbox.isolation': Input should be 'fresh' or 'per-sample'",
+        ),
+        (
+            "tasks: {tasks}\nmodels: [openai/a]\nsandbox: {{backend: local, isolation: per-sample}}\n",
+            "run.yaml: field 'sandbox': isolation per-sample needs the docker backend (backend is local)",
+        ),
+        (
+            "tasks: {tasks}\nmodels: [openai/a]\nsandbox: {{engine_path: runc}}\n",
+            "run.yaml: field 'sandbox.engine_path': Input should be 'docker' or 'runc-direct'",
+        ),
         ("tasks: {tasks}\nmodels: [openai/a\n", "run.yaml: line 3: not valid YAML"),
         ("- just\n- a list\n", "run.yaml: expected a mapping"),
     ],

@@ -173,3 +173,36 @@ async def test_calibration_can_be_switched_off_and_sandboxless_runs_record_the_h
     assert recorded["host"]["cpu_model"] == host_cpu_model()
     assert recorded["sandbox"] is None and recorded["calibration"] is None
     assert math.isfinite(recorded["host"]["logical_cpus"])
+
+
+@pytest.mark.parametrize(
+    ("box", "passed"),
+    [
+        (SandboxConfig(calibrate=False), {}),  # the defaults are the opener's own: nothing passed
+        (
+            SandboxConfig(calibrate=False, isolation="per-sample", engine_path="runc-direct"),
+            {"isolation": "per-sample", "engine_path": "runc-direct"},
+        ),
+    ],
+)
+async def test_a_run_opens_its_sandbox_with_the_configured_isolation_and_engine_path(
+    tmp_path: Path, echo_server: ScriptedServer, box: SandboxConfig, passed: dict[str, str]
+) -> None:
+    asked: dict[str, Any] = {}
+
+    async def recording_opener(backend: str, **options: Any) -> Any:
+        asked.update(options)
+        return await open_double(backend, **{k: v for k, v in options.items() if k not in passed})
+
+    config = make_config(
+        write_tasks(tmp_path / "t.jsonl", 1),
+        tmp_path / "run",
+        echo_server.base_url,
+        track="echo-sandbox",
+        sandbox=box,
+    )
+    result = await execute_run(
+        config, progress=quiet_progress(), handle_signals=False, sandbox_opener=recording_opener
+    )
+    assert result.status == "finished"
+    assert {k: asked[k] for k in ("isolation", "engine_path") if k in asked} == passed

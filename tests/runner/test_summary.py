@@ -7,7 +7,7 @@ import math
 import pytest
 
 from proctor.agent.results import task_stats as stats
-from proctor.agent.results.records import EEDRecord, JudgeRecord, Outcome, SampleRecord
+from proctor.agent.results.records import EEDRecord, JudgeRecord, Outcome, SampleRecord, ToolCallRecord
 from proctor.agent.results.summary import summarize, summarize_group
 from proctor.agent.results.task_stats import bootstrap_ci, clustered_estimate, percentile, standard_error
 
@@ -164,3 +164,43 @@ def test_research_points_eed_tokens_and_cost():
 def test_empty_run_summarises_without_dividing_by_zero():
     summary = summarize([])
     assert summary["overall"]["samples"] == 0 and summary["overall"]["accuracy"] is None
+
+
+def _with_sandbox(record: SampleRecord, duration_s: float, call_seconds: list[float]) -> SampleRecord:
+    calls = [
+        ToolCallRecord(
+            turn=i, call_id=f"c{i}", name="python", raw_arguments="{}", duration_s=s, sandbox={"exit_code": 0}
+        )
+        for i, s in enumerate(call_seconds)
+    ]
+    return record.model_copy(update={"duration_s": duration_s, "tool_calls": calls})
+
+
+def test_the_sandbox_share_of_each_samples_wall_time_is_summarised() -> None:
+    records = [
+        _with_sandbox(rec("A", 0, "correct"), 10.0, [1.0, 2.0]),  # 30 %
+        _with_sandbox(rec("B", 0, "correct"), 30.0, [3.0]),  # 10 %
+        _with_sandbox(rec("C", 0, "correct"), 4.0, []),  # 0 %
+    ]
+    share = summarize_group(records)["sandbox_wall_share"]
+    assert share["overall"] == pytest.approx(6.0 / 44.0)
+    assert share["median_sample"] == pytest.approx(0.1)
+    assert share["max_sample"] == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("claimed", [1e9, math.inf, math.nan, -5.0])
+def test_an_edited_record_cannot_push_the_sandbox_share_outside_zero_to_one(claimed: float) -> None:
+    records = [
+        _with_sandbox(rec("A", 0, "correct"), 10.0, [claimed]),
+        _with_sandbox(rec("B", 0, "correct"), 0.0, [1.0]),
+    ]
+    share = summarize_group(records)["sandbox_wall_share"]
+    assert 0.0 <= share["overall"] <= 1.0 and 0.0 <= share["max_sample"] <= 1.0
+
+
+def test_a_run_without_timed_samples_has_no_sandbox_share() -> None:
+    assert summarize([])["overall"]["sandbox_wall_share"] == {
+        "overall": None,
+        "median_sample": None,
+        "max_sample": None,
+    }

@@ -48,29 +48,41 @@ DOCKER_RUNTIMES = [pytest.param("runc", marks=pytest.mark.docker), pytest.param(
     scope="session",
     params=[
         pytest.param(("docker", "runc"), marks=pytest.mark.docker, id="docker"),
+        # The same backend and runtime, each container started by runc from the engine's spec
+        # (sandbox.engine_path runc-direct, sandbox/oci_direct.py): every case must agree.
+        pytest.param(("docker", "runc", "runc-direct"), marks=pytest.mark.docker, id="docker-runc-direct"),
         pytest.param(("docker", "runsc"), marks=runsc, id="docker-runsc"),
         pytest.param(("local", None), id="local"),
     ],
 )
-def backend_spec(request: pytest.FixtureRequest) -> tuple[str, str | None]:
-    backend, runtime = request.param
-    return str(backend), runtime
+def backend_spec(request: pytest.FixtureRequest) -> tuple[str, str | None, str]:
+    backend, runtime, *path = request.param
+    return str(backend), runtime, (path[0] if path else "docker")
 
 
 @pytest.fixture(scope="session")
-def backend_name(backend_spec: tuple[str, str | None]) -> str:
+def backend_name(backend_spec: tuple[str, str | None, str]) -> str:
     return backend_spec[0]
 
 
 @pytest.fixture(scope="session")
-def sandbox_runtime(backend_spec: tuple[str, str | None]) -> str | None:
+def sandbox_runtime(backend_spec: tuple[str, str | None, str]) -> str | None:
     """The container runtime of the docker cases (runc or runsc); None for the local backend."""
     return backend_spec[1]
 
 
+@pytest.fixture(scope="session")
+def sandbox_engine_path(backend_spec: tuple[str, str | None, str]) -> str:
+    """Who starts the docker cases' containers: the engine (docker) or runc (runc-direct)."""
+    return backend_spec[2]
+
+
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def sandbox(
-    backend_name: str, sandbox_runtime: str | None, request: pytest.FixtureRequest
+    backend_name: str,
+    sandbox_runtime: str | None,
+    sandbox_engine_path: str,
+    request: pytest.FixtureRequest,
 ) -> AsyncIterator[Sandbox]:
     image = request.getfixturevalue("sandbox_image") if backend_name == "docker" else None
     # The conformance cases never read describe()["libraries"]: skip the local import probe.
@@ -81,9 +93,11 @@ async def sandbox(
         default_limits=TEST_LIMITS,
         probe_libraries=False,
         runtime=sandbox_runtime,
+        engine_path=sandbox_engine_path,
     )
     assert opened.backend == backend_name
     assert opened.describe().get("runtime") == sandbox_runtime
+    assert opened.describe().get("engine_path", "docker") == sandbox_engine_path
     try:
         yield opened
     finally:

@@ -131,6 +131,25 @@ async def test_no_state_survives_between_calls(sandbox: Sandbox) -> None:
     assert await run_json(sandbox, check, timeout=10) == [False, False, False]
 
 
+async def test_nothing_is_pre_imported_into_the_programs_process(sandbox: Sandbox, backend_name: str) -> None:
+    """The methodology's tool "retains no state at all, and nothing is pre-imported": the
+    program's interpreter holds only the standard library's start-up modules, whatever path
+    (short or long program, either engine path) started it."""
+    if backend_name == "local":
+        # Known: the local backend runs the host's interpreter, whose site hooks (.pth files:
+        # an editable install's finder, certifi) import before the program. Named, not hidden.
+        pytest.xfail("local backend: the host interpreter's .pth hooks import before the program")
+    probe = (
+        "import json, sys\n"
+        "top = sorted({name.split('.')[0] for name in sys.modules})\n"
+        "extra = [name for name in top if name not in sys.stdlib_module_names and name != '__main__']\n"
+        "print(json.dumps(extra))\n"
+    )
+    assert await run_json(sandbox, probe, timeout=20) == []
+    # A program long enough to travel on a descriptor (sandbox/program.py) is no different.
+    assert await run_json(sandbox, probe + "#" * 200_000 + "\n", timeout=20) == []
+
+
 async def test_runs_without_capabilities(sandbox: Sandbox, sandbox_runtime: str | None) -> None:
     # no_new_privs as the kernel enforces it (PR_GET_NO_NEW_PRIVS), and the status line where
     # there is one: gVisor's /proc/self/status has no NoNewPrivs line.

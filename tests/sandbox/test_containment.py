@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from proctor.sandbox import Sandbox, open_sandbox
+from proctor.sandbox import Sandbox, oci_direct, open_sandbox
 from proctor.sandbox import labels as sandbox_labels
 from proctor.sandbox.containers import BACKSTOP_GRACE_S, CONTAINER_UID_BASE, CONTAINER_UID_SPAN
 from tests.sandbox.conftest import (
@@ -99,7 +99,17 @@ print(json.dumps(found))
 """
 
 
-@pytest.fixture(scope="module", params=DOCKER_RUNTIMES)
+# Every runtime, and runc with each container started by runc from the engine's spec
+# (sandbox.engine_path runc-direct, sandbox/oci_direct.py): "runc-direct" here.
+RUNC_DIRECT = "runc-direct"
+DOCKER_WAYS = [*DOCKER_RUNTIMES, pytest.param(RUNC_DIRECT, marks=pytest.mark.docker)]
+
+
+def _open_args(runtime: str) -> dict[str, str]:
+    return {"runtime": "runc", "engine_path": RUNC_DIRECT} if runtime == RUNC_DIRECT else {"runtime": runtime}
+
+
+@pytest.fixture(scope="module", params=DOCKER_WAYS)
 def runtime(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
@@ -107,7 +117,7 @@ def runtime(request: pytest.FixtureRequest) -> str:
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def docker_sandbox(sandbox_image: str, runtime: str) -> AsyncIterator[Sandbox]:
     opened = await open_sandbox(
-        "docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, runtime=runtime
+        "docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, **_open_args(runtime)
     )
     try:
         yield opened
@@ -333,6 +343,11 @@ TIMEOUT_S = 2
 def _container_of(owner_pid: int, runtime: str = "runc") -> list[dict[str, object]]:
     from proctor.sandbox.runtimes import connect_engine_for
 
+    if runtime == RUNC_DIRECT:
+        # No engine knows them: runc's own state, under Proctor's runc root, by owner in the name.
+        names = [p.name for p in oci_direct.RUNC_ROOT.glob(f"{oci_direct.NAME_PREFIX}{owner_pid}-*")]
+        return [{"Id": name, "State": oci_direct.state(name)} for name in names]
+
     engine = connect_engine_for(runtime)
     try:
         return list(
@@ -388,7 +403,7 @@ HOSTILE_PROGRAMS = {
 }
 
 
-@pytest.mark.parametrize("runtime", DOCKER_RUNTIMES)
+@pytest.mark.parametrize("runtime", DOCKER_WAYS)
 @pytest.mark.parametrize("name", sorted(HOSTILE_PROGRAMS))
 def test_killed_controller_container_stops_by_its_deadline_and_is_swept(
     name: str, runtime: str, sandbox_image: str, tmp_path: Path
@@ -399,7 +414,12 @@ def test_killed_controller_container_stops_by_its_deadline_and_is_swept(
     controller = subprocess.Popen(
         [
             *("proctor", "sandbox", "exec", "--backend", "docker", "--image", sandbox_image),
-            *("--runtime", runtime, "--timeout", str(TIMEOUT_S), "--memory", "256m", str(program)),
+            *(
+                ("--runtime", "runc", "--engine-path", RUNC_DIRECT)
+                if runtime == RUNC_DIRECT
+                else ("--runtime", runtime)
+            ),
+            *("--timeout", str(TIMEOUT_S), "--memory", "256m", str(program)),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

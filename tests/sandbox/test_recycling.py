@@ -153,7 +153,7 @@ print(json.dumps({'ipc': [shm, sem, msg], 'queue': queue, 'container': container
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def recycling(sandbox_image: str) -> AsyncIterator[DockerSandbox]:
     opened = await open_docker_sandbox(
-        image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, recycle_containers=True
+        image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, isolation="per-sample"
     )
     assert opened.pool.recycling
     try:

@@ -1,0 +1,459 @@
+"""runc-direct: each fresh container started by the OCI runtime itself, from the engine's own spec.
+
+Docker keeps the images and still generates the spec: once per image and configuration a
+container with Proctor's exact settings (sandbox/containers.py ``container_settings``) is
+created and started, the OCI spec the engine wrote into its bundle directory
+(``config.json``) is read, and that container is removed. Every call then gets, from that
+spec: a fresh container name, a fresh cgroup path, fresh namespaces (the spec names none to
+join) and fresh tmpfs mounts (the spec's own), started by ``runc run``. What changes per call,
+and nothing else:
+
+- the program's uid (a fresh one per container, as on the docker path) in the launcher's
+  configuration and in the tmpfs mounts' ``uid=`` options;
+- the root: the image's layers, mounted read-only once per image (an overlay of the layers the
+  engine keeps, under a layer of Proctor's own holding only the mount points the spec needs);
+- the hostname, and the ``/etc/hostname`` file, per container (the engine's are per container);
+- the cgroup path (``/proctor-oci/NAME`` in every hierarchy);
+- hooks removed (network ``none`` needs none; the engine's would call back into dockerd);
+
+and, as on the docker path, the memory group's socket-buffer bound is written once the launcher
+waits, before any program runs (sandbox/socket_memory.py): runc 1.1 ignores the spec's
+``kernelTCP``, measured by ``test_socket_buffers_are_bounded_by_the_call_not_by_the_hosts_shared_pool``.
+
+Seccomp, capabilities, masked and read-only paths, rlimits, the LXCFS binds, memory, pids and CPU
+limits are the engine's bytes. Every container, bundle, cgroup and mount is named
+``proctor-oci-OWNERPID-RUNID-TOKEN`` or lives under ``/run/proctor-oci/OWNERPID-RUNID``, so
+``proctor sandbox cleanup`` and each command's sweep find what a killed controller left
+(sandbox/cleanup.py). runc's own state lives under its own root (``/run/proctor-oci/runc``),
+never the engine's.
+
+All functions here block; callers run them in worker threads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import docker
+
+from proctor.sandbox.api import SandboxError, SandboxUnavailable
+
+STATE_ROOT = Path("/run/proctor-oci")
+RUNC_ROOT = STATE_ROOT / "runc"
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+CGROUP_PARENT = "proctor-oci"
+NAME_PREFIX = "proctor-oci-"
+NAME = re.compile(r"proctor-oci-(\d+)-([0-9a-f]{16})-([0-9a-f]{12})")
+OWNER_DIR = re.compile(r"(\d+)-([0-9a-f]{16})")
+# Where an engine keeps its running containers' bundles: dockerd's own containerd, then a
+# system containerd (namespace moby either way).
+BUNDLE_DIRS = (
+    Path("/run/docker/containerd/daemon/io.containerd.runtime.v2.task/moby"),
+    Path("/run/containerd/io.containerd.runtime.v2.task/moby"),
+)
+# Mount destinations inside file systems runc mounts itself: their mount points exist there.
+_RUNTIME_TREES = ("/proc", "/sys", "/dev")
+_RUNC_TIMEOUT_S = 30.0
+_STREAM_STDOUT, _STREAM_STDERR = 1, 2
+
+
+def runc_binary() -> str | None:
+    return shutil.which("runc")
+
+
+def available() -> str | None:
+    """Why this path cannot serve here, or None when it can (root, runc, cgroup v1 or v2)."""
+    if os.geteuid() != 0:
+        return "runc-direct needs root on the engine's host (it starts containers itself)"
+    if runc_binary() is None:
+        return "runc-direct needs the runc binary on PATH"
+    return None
+
+
+# -- the spec, once per image and configuration ----------------------------------------------------
+
+
+def capture_spec(api: docker.APIClient, image_id: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """Create and start one container with ``settings`` and return the OCI spec the engine wrote
+    for it; the container is removed whatever happens."""
+    from proctor.sandbox.containers import remove_container
+
+    created = api.create_container(image_id, **settings)
+    container_id: str = created["Id"]
+    try:
+        api.start(container_id)
+        for base in BUNDLE_DIRS:
+            path = base / container_id / "config.json"
+            if path.is_file():
+                spec: dict[str, Any] = json.loads(path.read_text())
+                return spec
+        raise SandboxUnavailable(
+            "runc-direct: the engine's bundle directory was not found (looked under "
+            + ", ".join(str(b) for b in BUNDLE_DIRS)
+            + "); the engine is not local, or keeps its bundles elsewhere"
+        )
+    finally:
+        remove_container(api, container_id)
+
+
+def rewrite_uid(spec: dict[str, Any], old: int, new: int) -> None:
+    """Give a spec generated for program uid ``old`` to ``new``: the launcher's configuration
+    (its last argument, JSON) and the ``uid=`` option of every tmpfs mount; nothing else."""
+    args = spec["process"]["args"]
+    config = json.loads(args[-1])
+    if config.get("uid") != old:
+        raise SandboxError("runc-direct: the spec's launcher configuration is not the one generated")
+    config["uid"] = new
+    args[-1] = json.dumps(config)
+    for mount in spec.get("mounts", []):
+        if mount.get("type") == "tmpfs":
+            options = mount.get("options", [])
+            mount["options"] = [f"uid={new}" if opt == f"uid={old}" else opt for opt in options]
+
+
+# -- the root file system, once per image ------------------------------------------------------
+
+
+def _overlay_lowers(api: docker.APIClient, image_id: str) -> tuple[Path, list[str]]:
+    """The image's layer directories, top first, as short names relative to the returned
+    directory (the engine's own ``l/`` links keep the mount options under a page)."""
+    driver = api.inspect_image(image_id).get("GraphDriver") or {}
+    if driver.get("Name") != "overlay2":
+        raise SandboxUnavailable(f"runc-direct needs the overlay2 storage driver, not {driver.get('Name')!r}")
+    data = driver.get("Data") or {}
+    layers = [data.get("UpperDir") or "", *(data.get("LowerDir") or "").split(":")]
+    dirs = [Path(layer) for layer in layers if layer]
+    if not dirs:
+        raise SandboxUnavailable("runc-direct: the image has no layers the engine names")
+    base = dirs[0].parent.parent
+    short = []
+    for layer in dirs:
+        link = layer.parent / "link"
+        short.append(f"l/{link.read_text().strip()}" if link.is_file() else str(layer))
+    return base, short
+
+
+def _mount_overlay(target: Path, lowers: list[str], cwd: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    if len(lowers) == 1:
+        lowers = [*lowers, lowers[0]]  # a read-only overlay needs two lower layers
+    options = "ro,lowerdir=" + ":".join(lowers)
+    subprocess.run(
+        ["mount", "-t", "overlay", "overlay", "-o", options, str(target)],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        timeout=_RUNC_TIMEOUT_S,
+    )
+
+
+def unmount(target: Path) -> None:
+    subprocess.run(["umount", "-l", str(target)], capture_output=True, timeout=_RUNC_TIMEOUT_S, check=False)
+
+
+def mount_rootfs(api: docker.APIClient, image_id: str, spec: dict[str, Any], directory: Path) -> Path:
+    """Mount the image read-only at ``directory/rootfs`` with a top layer of Proctor's own that
+    holds every mount point the spec needs and the image lacks (the engine's init layer did)."""
+    base, lowers = _overlay_lowers(api, image_id)
+    view = directory / "view"
+    layer = directory / "mountpoints"
+    rootfs = directory / "rootfs"
+    layer.mkdir(parents=True, exist_ok=True)
+    _mount_overlay(view, lowers, base)
+    try:
+        for mount in spec.get("mounts", []):
+            destination = str(mount.get("destination", ""))
+            if any(destination == tree or destination.startswith(tree + "/") for tree in _RUNTIME_TREES):
+                continue
+            if destination in ("/proc", "/sys", "/dev"):
+                continue
+            relative = destination.lstrip("/")
+            if not relative or (view / relative).exists():
+                continue
+            _copy_parents(view, layer, Path(relative).parent)
+            source = Path(str(mount.get("source", "")))
+            if mount.get("type") == "bind" and source.exists() and not source.is_dir():
+                (layer / relative).touch(mode=0o644)
+            else:
+                (layer / relative).mkdir(mode=0o755, exist_ok=True)
+        # /etc/hostname is the engine's per container: its mount point is always there.
+        _copy_parents(view, layer, Path("etc"))
+        (layer / "etc" / "hostname").touch(mode=0o644)
+    finally:
+        unmount(view)
+    _mount_overlay(rootfs, [str(layer), *lowers], base)
+    return rootfs
+
+
+def _copy_parents(view: Path, layer: Path, relative: Path) -> None:
+    """Create ``relative``'s directories in ``layer`` with the image's own mode and owner, so the
+    merged view shows the image's directories unchanged."""
+    current = Path()
+    for part in relative.parts:
+        current = current / part
+        made = layer / current
+        if made.exists():
+            continue
+        made.mkdir()
+        original = view / current
+        if original.is_dir():
+            stat = original.stat()
+            os.chown(made, stat.st_uid, stat.st_gid)
+            os.chmod(made, stat.st_mode & 0o7777)
+
+
+# -- one container per call ----------------------------------------------------------------------
+
+
+@dataclass
+class Template:
+    """One image and configuration's spec, and where its root is mounted."""
+
+    spec: dict[str, Any]
+    uid: int
+    rootfs: Path
+
+
+def owner_directory(run_id: str) -> Path:
+    return STATE_ROOT / f"{os.getpid()}-{run_id}"
+
+
+def new_name(run_id: str) -> str:
+    return f"{NAME_PREFIX}{os.getpid()}-{run_id}-{secrets.token_hex(6)}"
+
+
+@dataclass
+class DirectContainer:
+    """A container ``runc run`` started for one call, and the thread relaying its output."""
+
+    name: str
+    bundle: Path
+    process: subprocess.Popen[bytes]
+    relay: threading.Thread
+    _removed: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def kill(self) -> None:
+        _runc("kill", self.name, "KILL")
+
+    def wait(self, timeout: float) -> int:
+        """The container's exit status as runc reports it (128 + signal when killed)."""
+        return self.process.wait(timeout=timeout)
+
+    def oom_killed(self) -> bool:
+        """The kernel's OOM killer ended a process of this container's memory group."""
+        return oom_kills(self.name) > 0
+
+
+def call_spec(template: Template, name: str, program_uid: int, hostname_file: Path) -> dict[str, Any]:
+    """The spec of one call's container: the engine's, with exactly what the module docstring
+    lists changed (tests/sandbox/test_oci_direct.py holds every other byte equal)."""
+    spec = copy.deepcopy(template.spec)
+    rewrite_uid(spec, template.uid, program_uid)
+    spec["hostname"] = name[-12:]
+    for mount in spec.get("mounts", []):
+        if mount.get("destination") == "/etc/hostname":
+            mount["source"] = str(hostname_file)
+    spec["root"] = {"path": str(template.rootfs), "readonly": True}
+    spec.pop("hooks", None)
+    linux = spec.setdefault("linux", {})
+    linux["cgroupsPath"] = f"/{CGROUP_PARENT}/{name}"
+    return spec
+
+
+def memory_group(name: str) -> Path | None:
+    """The container's cgroup v1 memory group, None under cgroup v2 (sockets always charged)."""
+    group = CGROUP_ROOT / "memory" / CGROUP_PARENT / name
+    return group if group.is_dir() else None
+
+
+_LIVE: dict[str, DirectContainer] = {}
+_LIVE_LOCK = threading.Lock()
+
+
+def start(template: Template, run_id: str, program_uid: int) -> tuple[str, socket.socket]:
+    """Start one fresh container from ``template``; return its name and the host's end of a
+    socket that carries its stdin and, framed as the engine's attach stream, its output."""
+    runc = runc_binary()
+    if runc is None:
+        raise SandboxUnavailable("runc-direct needs the runc binary on PATH")
+    name = new_name(run_id)
+    bundle = owner_directory(run_id) / "bundles" / name
+    bundle.mkdir(parents=True)
+    hostname = name[-12:]
+    (bundle / "hostname").write_text(hostname + "\n")
+    spec = call_spec(template, name, program_uid, bundle / "hostname")
+    (bundle / "config.json").write_text(json.dumps(spec))
+    host, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        process = subprocess.Popen(
+            [
+                runc,
+                "--root",
+                str(RUNC_ROOT),
+                "--log",
+                str(bundle / "runc.log"),
+                "run",
+                "--keep",
+                "--bundle",
+                str(bundle),
+                name,
+            ],
+            stdin=peer.fileno(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            close_fds=True,
+            start_new_session=True,
+        )
+    except BaseException:
+        host.close()
+        peer.close()
+        shutil.rmtree(bundle, ignore_errors=True)
+        raise
+    relay = threading.Thread(
+        target=_relay, args=(process, peer), name=f"sandbox-relay-{name[-12:]}", daemon=True
+    )
+    container = DirectContainer(name, bundle, process, relay)
+    with _LIVE_LOCK:
+        _LIVE[name] = container
+    relay.start()
+    return name, host
+
+
+def _relay(process: subprocess.Popen[bytes], peer: socket.socket) -> None:
+    """Frame the container's stdout and stderr into ``peer`` as the engine's attach stream does
+    (stream id, three zero bytes, big-endian length, payload), until both end."""
+    import selectors
+
+    assert process.stdout is not None and process.stderr is not None
+    streams = {process.stdout.fileno(): _STREAM_STDOUT, process.stderr.fileno(): _STREAM_STDERR}
+    selector = selectors.DefaultSelector()
+    for fd in streams:
+        selector.register(fd, selectors.EVENT_READ)
+    try:
+        while streams:
+            for key, _ in selector.select():
+                fd = int(key.fd)
+                data = os.read(fd, 65536)
+                if not data:
+                    selector.unregister(fd)
+                    del streams[fd]
+                    continue
+                header = bytes([streams[fd], 0, 0, 0]) + len(data).to_bytes(4, "big")
+                try:
+                    peer.sendall(header + data)
+                except OSError:
+                    return  # the host let go of the container: stop relaying, it is being removed
+    finally:
+        selector.close()
+        with contextlib.suppress(OSError):
+            peer.shutdown(socket.SHUT_WR)
+        peer.close()
+        process.stdout.close()
+        process.stderr.close()
+
+
+def live(name: str) -> DirectContainer | None:
+    with _LIVE_LOCK:
+        return _LIVE.get(name)
+
+
+def is_direct(container_id: str) -> bool:
+    return NAME.fullmatch(container_id) is not None
+
+
+def _runc(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [runc_binary() or "runc", "--root", str(RUNC_ROOT), *args],
+        capture_output=True,
+        timeout=_RUNC_TIMEOUT_S,
+        check=False,
+    )
+
+
+def state(name: str) -> str | None:
+    """runc's status of the container (``running``, ``stopped``, ...), None when it has none."""
+    done = _runc("state", name)
+    if done.returncode != 0:
+        return None
+    with contextlib.suppress(ValueError):
+        return str(json.loads(done.stdout).get("status"))
+    return None
+
+
+def kill(name: str) -> None:
+    _runc("kill", name, "KILL")
+
+
+def oom_kills(name: str) -> int:
+    """``oom_kill`` of the container's memory group (cgroup v1 ``memory.oom_control``, or v2
+    ``memory.events``); read before the container is deleted, which removes the group."""
+    for path in (
+        CGROUP_ROOT / "memory" / CGROUP_PARENT / name / "memory.oom_control",
+        CGROUP_ROOT / CGROUP_PARENT / name / "memory.events",
+    ):
+        with contextlib.suppress(OSError, ValueError):
+            for line in path.read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+    return 0
+
+
+def remove(name: str) -> None:
+    """Kill and delete the container, its cgroups and its bundle; an absent one counts as removed."""
+    container = live(name)
+    _runc("delete", "--force", name)
+    if container is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            container.process.wait(timeout=_RUNC_TIMEOUT_S)
+        if container.process.poll() is None:
+            container.process.kill()
+            container.process.wait()
+        container.relay.join(timeout=5)
+        shutil.rmtree(container.bundle, ignore_errors=True)
+        with _LIVE_LOCK:
+            _LIVE.pop(name, None)
+    remove_cgroups(name)
+    match = NAME.fullmatch(name)
+    if match is not None:
+        owner = STATE_ROOT / f"{match.group(1)}-{match.group(2)}"
+        shutil.rmtree(owner / "bundles" / name, ignore_errors=True)
+
+
+def remove_cgroups(name: str) -> None:
+    """rmdir the container's groups runc left (an empty group only; runc removes them itself)."""
+    for group in CGROUP_ROOT.glob(f"*/{CGROUP_PARENT}/{name}"):
+        with contextlib.suppress(OSError):
+            group.rmdir()
+    with contextlib.suppress(OSError):
+        (CGROUP_ROOT / CGROUP_PARENT / name).rmdir()
+
+
+def release_owner(run_id: str) -> None:
+    """Unmount this controller's image roots and remove its directory (after its containers)."""
+    release_directory(owner_directory(run_id))
+
+
+def release_directory(directory: Path) -> None:
+    for image_dir in sorted(directory.glob("images/*")):
+        unmount(image_dir / "rootfs")
+        unmount(image_dir / "view")
+    shutil.rmtree(directory, ignore_errors=True)
+
+
+def image_directory(run_id: str, image_id: str) -> Path:
+    key = image_id.split(":")[-1][:16]
+    return owner_directory(run_id) / "images" / key

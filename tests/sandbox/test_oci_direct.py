@@ -1,0 +1,224 @@
+"""runc-direct (sandbox/oci_direct.py): the engine's spec to the byte but for what is named, and
+nothing left behind: not by a closed sandbox, not by a SIGKILLed controller after cleanup, not
+by a controller killed mid-call once its launcher's backstop has run and the next sweep came.
+
+The conformance suite runs every case on this path too (tests/sandbox/conftest.py,
+``docker-runc-direct``)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from proctor.sandbox import oci_direct, open_sandbox
+from tests.sandbox.conftest import TEST_LIMITS, run_proctor
+
+ROOT_AND_RUNC = pytest.mark.skipif(oci_direct.available() is not None, reason=str(oci_direct.available()))
+
+
+def _spec(uid: int) -> dict[str, Any]:
+    """The shape of a spec the engine generates (the fields call_spec may touch, and others)."""
+    return {
+        "process": {
+            "args": ["/sbin/docker-init", "--", "python3", "-c", "L", json.dumps({"uid": uid, "gid": 1})],
+            "capabilities": {"bounding": ["CAP_KILL"]},
+            "rlimits": [{"type": "RLIMIT_NOFILE", "hard": 1024, "soft": 1024}],
+        },
+        "root": {"path": "/var/lib/docker/overlay2/x/merged", "readonly": True},
+        "hostname": "abcdef123456",
+        "hooks": {"prestart": [{"path": "/proc/1/exe", "args": ["libnetwork-setkey"]}]},
+        "mounts": [
+            {"destination": "/tmp", "type": "tmpfs", "options": ["rw", f"uid={uid}", "gid=1", f"uid={uid}x"]},
+            {
+                "destination": "/etc/hostname",
+                "type": "bind",
+                "source": "/var/lib/docker/containers/x/hostname",
+            },
+            {"destination": "/proc/meminfo", "type": "bind", "source": "/var/lib/lxcfs/proc/meminfo"},
+        ],
+        "linux": {
+            "cgroupsPath": "/docker/x",
+            "seccomp": {"defaultAction": "SCMP_ACT_ERRNO", "syscalls": [{"names": ["read"]}]},
+            "maskedPaths": ["/proc/kcore"],
+            "resources": {"memory": {"limit": 1 << 30}, "pids": {"limit": 256}},
+            "namespaces": [{"type": "pid"}, {"type": "ipc"}, {"type": "network"}],
+        },
+    }
+
+
+@given(old=st.integers(1, 2**31 - 1), new=st.integers(1, 2**31 - 1))
+def test_a_call_spec_changes_only_what_is_named(old: int, new: int) -> None:
+    template = oci_direct.Template(_spec(old), old, Path("/run/proctor-oci/1-x/images/y/rootfs"))
+    name = "proctor-oci-1-0123456789abcdef-0123456789ab"
+    spec = oci_direct.call_spec(template, name, new, Path("/b/hostname"))
+    assert template.spec == _spec(old), "the template itself was changed"
+    assert json.loads(spec["process"]["args"][-1])["uid"] == new
+    assert spec["mounts"][0]["options"] == ["rw", f"uid={new}", "gid=1", f"uid={old}x"]
+    assert spec["mounts"][1]["source"] == "/b/hostname"
+    assert spec["root"] == {"path": str(template.rootfs), "readonly": True}
+    assert "hooks" not in spec and spec["hostname"] == name[-12:]
+    assert spec["linux"]["cgroupsPath"] == f"/{oci_direct.CGROUP_PARENT}/{name}"
+    # Put back what is named: every other byte is the engine's.
+    expected = copy.deepcopy(template.spec)
+    restored = copy.deepcopy(spec)
+    restored["process"]["args"][-1] = expected["process"]["args"][-1]
+    restored["mounts"][0]["options"] = expected["mounts"][0]["options"]
+    restored["mounts"][1]["source"] = expected["mounts"][1]["source"]
+    for key in ("root", "hostname"):
+        restored[key] = expected[key]
+    restored["hooks"] = expected["hooks"]
+    restored["linux"]["cgroupsPath"] = expected["linux"]["cgroupsPath"]
+    assert restored == expected
+
+
+def test_a_spec_for_another_launcher_is_refused() -> None:
+    spec = _spec(5)
+    with pytest.raises(Exception, match="not the one generated"):
+        oci_direct.rewrite_uid(spec, 6, 7)
+
+
+def _leftovers(owner_pid: int, run_id: str = "") -> list[str]:
+    """Everything runc-direct could leave of one controller (of one of its sandboxes, with
+    ``run_id``): runc state, cgroups, its state directory, mounts."""
+    owner = f"{owner_pid}-{run_id}"
+    prefix = f"{oci_direct.NAME_PREFIX}{owner}"
+    found = [str(p) for p in oci_direct.RUNC_ROOT.glob(f"{prefix}*")]
+    found += [str(p) for p in oci_direct.CGROUP_ROOT.glob(f"*/{oci_direct.CGROUP_PARENT}/{prefix}*")]
+    found += [str(p) for p in oci_direct.STATE_ROOT.glob(f"{owner}*")]
+    found += [line for line in Path("/proc/self/mounts").read_text().splitlines() if f"/{owner}" in line]
+    return found
+
+
+@pytest.mark.docker
+@ROOT_AND_RUNC
+async def test_a_closed_sandbox_leaves_no_container_cgroup_bundle_or_mount(sandbox_image: str) -> None:
+    box = await open_sandbox(
+        "docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, engine_path="runc-direct"
+    )
+    try:
+        results = await asyncio.gather(*(box.exec(f"print({n})", timeout=30) for n in range(3)))
+        assert [r.stdout for r in results] == ["0\n", "1\n", "2\n"]
+        names = {r.extra["container_id"] for r in results}
+        assert len(names) == 3 and all(oci_direct.is_direct(n) for n in names)
+        assert box.describe()["engine_path"] == "runc-direct"
+        run_id = str(box.describe()["run_id"])
+        assert _leftovers(os.getpid(), run_id), "nothing to leave: the test proves nothing"
+    finally:
+        await box.aclose()
+    # Other sandboxes of this test process (the conformance fixture) are not this one's.
+    assert _leftovers(os.getpid(), run_id) == []
+
+
+def _processes_with(token: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if token.encode() in (entry / "cmdline").read_bytes():
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+def _wait_for(predicate: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _killed_controller(tmp_path: Path, sandbox_image: str, timeout_s: int) -> tuple[int, str]:
+    """A `proctor sandbox exec --engine-path runc-direct` SIGKILLed while its program sleeps."""
+    token = f"sleeper-{uuid.uuid4().hex}"
+    program = tmp_path / "sleeper.py"
+    program.write_text(f"# {token}\nimport time\nprint('asleep', flush=True)\ntime.sleep(600)\n")
+    controller = subprocess.Popen(
+        [
+            "proctor",
+            "sandbox",
+            "exec",
+            "--engine-path",
+            "runc-direct",
+            "--image",
+            sandbox_image,
+            "--timeout",
+            str(timeout_s),
+            str(program),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert _wait_for(lambda: _processes_with(token), 90), "the sandboxed program never started"
+    finally:
+        os.kill(controller.pid, signal.SIGKILL)
+        controller.wait()
+    return controller.pid, token
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@ROOT_AND_RUNC
+def test_sigkill_of_a_runc_direct_controller_then_cleanup_leaves_nothing(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    pid, token = _killed_controller(tmp_path, sandbox_image, 600)
+    assert _leftovers(pid), "nothing to clean: the test proves nothing"
+    completed = run_proctor("sandbox", "cleanup", "--json")
+    assert completed.returncode == 0, completed.stderr
+    assert _wait_for(lambda: not _processes_with(token), 10)
+    assert _leftovers(pid) == []
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@ROOT_AND_RUNC
+def test_a_killed_controllers_container_stops_by_its_deadline_and_the_sweep_removes_it(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    pid, token = _killed_controller(tmp_path, sandbox_image, 3)
+    # The launcher's own alarm (deadline + grace) ends the program with nobody watching.
+    assert _wait_for(lambda: not _processes_with(token), 30), "the backstop never ended the program"
+    names = [p.name for p in oci_direct.RUNC_ROOT.glob(f"{oci_direct.NAME_PREFIX}{pid}-*")]
+    assert all(oci_direct.state(name) in (None, "stopped") for name in names)
+    assert run_proctor("sandbox", "cleanup", "--json").returncode == 0
+    assert _leftovers(pid) == []
+
+
+@pytest.mark.parametrize(
+    ("backend", "options", "message"),
+    [
+        ("docker", {"runtime": "runsc"}, "engine path runc-direct runs runc only, not runsc"),
+        ("local", {}, "engine path runc-direct needs the docker backend (backend is local)"),
+    ],
+)
+async def test_runc_direct_is_refused_in_one_line_where_it_cannot_serve(
+    backend: str, options: dict[str, str], message: str
+) -> None:
+    from proctor.sandbox import SandboxUnavailable
+
+    with pytest.raises(SandboxUnavailable) as refused:
+        await open_sandbox(backend, engine_path="runc-direct", probe_libraries=False, **options)
+    assert message in str(refused.value) and "\n" not in str(refused.value)
+
+
+async def test_an_unknown_engine_path_or_isolation_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="unknown engine path 'runc'"):
+        await open_sandbox("docker", engine_path="runc")
+    with pytest.raises(ValueError, match="unknown sandbox isolation 'recycled'"):
+        await open_sandbox("docker", isolation="recycled")
