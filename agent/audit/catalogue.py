@@ -299,6 +299,23 @@ ENTRIES: dict[str, Entry] = {
         "held: nothing seen; broken: a trace seen",
         (WEAKENED,),
     ),
+    **{
+        f"state.{counter}": Entry(
+            SENSITIVE,
+            f"a call cannot read the {what} the call before it left (a channel within a sample)",
+            "held: fresh containers, nothing carried over; weak: per-sample isolation, where a reset "
+            "cannot undo the kernel's counter",
+            (
+                "tests/audit/test_audit.py::test_counters_a_reset_cannot_undo_are_weak_rows_under_per_sample",
+                "tests/audit/test_audit.py::test_counter_rows_run_on_every_backend",
+            ),
+        )
+        for counter, what in (
+            ("next_pid", "next process ID"),
+            ("inode", "next inode number"),
+            ("ipc_id", "next SysV IPC identifier"),
+        )
+    },
     "state.pool_reuse": Entry(
         FILESYSTEM,
         "the same holds for calls at once through a warm pool",
