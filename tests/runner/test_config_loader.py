@@ -141,13 +141,15 @@ def test_sizes_parse_as_docker_reads_them(text: str, expected: int):
 
 
 def test_resume_without_out_or_run_json_is_a_clear_error(tmp_path: Path, tasks: Path):
-    result = subprocess.run(
-        ["proctor", "run", "--tasks", str(tasks), "--model", "openai/a", "--resume"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 2 and "--resume: give --out DIR" in result.stderr
+    # Alone, with a task file and a model, or with a config that names no run directory.
+    config = tmp_path / "c.yaml"
+    config.write_text(f"track: olympiad\ntasks: {tasks}\nmodels: [{{name: openai/a}}]\njudge: null\n")
+    for args in ([], ["--tasks", str(tasks), "--model", "openai/a"], [str(config)]):
+        result = subprocess.run(
+            ["proctor", "run", *args, "--resume"], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert result.returncode == 2, result.stderr
+        assert result.stderr == "proctor: error: --resume needs --out DIR, the run directory to continue\n"
     result = subprocess.run(
         ["proctor", "run", "--resume", "--out", str(tmp_path / "nothing")],
         capture_output=True,
