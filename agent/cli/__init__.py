@@ -7,10 +7,11 @@ import sys
 import typer
 
 # typer vendors click; its usage errors are only importable from here (typer is pinned to 0.29.x).
-from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption, UsageError
 
 from proctor.agent.cli import commands_registry  # noqa: F401  (registers every command)
 from proctor.agent.cli.app import app
+from proctor.agent.cli.flag_hints import hint_for
 from proctor.agent.errors import UserError
 from proctor.agent.run.progress import one_line
 
@@ -28,7 +29,11 @@ def main() -> None:
         raise SystemExit(2) from None
     except UsageError as exc:
         command = exc.ctx.command_path if exc.ctx is not None else "proctor"
-        print(f"proctor: error: {exc.format_message()} (see '{command} --help')", file=sys.stderr)
+        hint = hint_for(exc.option_name) if isinstance(exc, NoSuchOption) else ""
+        # With a hint, click's spelling guesses ("--max-concurrency" for "--max-connections")
+        # would point elsewhere than the flag that does the job.
+        message = f"No such option: {exc.option_name}{hint}" if hint else exc.format_message()
+        print(f"proctor: error: {message} (see '{command} --help')", file=sys.stderr)
         raise SystemExit(2) from None
     except typer.TyperException as exc:
         print(f"proctor: error: {exc}", file=sys.stderr)
