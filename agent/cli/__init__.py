@@ -29,10 +29,11 @@ def main() -> None:
         raise SystemExit(2) from None
     except UsageError as exc:
         command = exc.ctx.command_path if exc.ctx is not None else "proctor"
-        hint = hint_for(exc.option_name) if isinstance(exc, NoSuchOption) else ""
+        option = exc.option_name if isinstance(exc, NoSuchOption) else None
+        hint = hint_for(option) if isinstance(option, str) else ""
         # With a hint, click's spelling guesses ("--max-concurrency" for "--max-connections")
         # would point elsewhere than the flag that does the job.
-        message = f"No such option: {exc.option_name}{hint}" if hint else exc.format_message()
+        message = f"No such option: {option}{hint}" if hint else exc.format_message()
         print(f"proctor: error: {message} (see '{command} --help')", file=sys.stderr)
         raise SystemExit(2) from None
     except typer.TyperException as exc:
