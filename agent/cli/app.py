@@ -7,11 +7,14 @@ from typing import Annotated
 import typer
 
 from proctor.agent.cli import help_types
+from proctor.agent.cli.commands_registry import LazyGroup
 
 help_types.install()
 
 app = typer.Typer(
     name="proctor",
+    # Commands are imported when asked for (commands_registry.py): --version and --help stay fast.
+    cls=LazyGroup,
     help="Sandboxed code-execution agent runtime for expert-level math and science evaluations.",
     no_args_is_help=True,
     add_completion=False,
