@@ -28,6 +28,7 @@ bench_app = typer.Typer(
     help="Benchmarks (not timed tests): sandbox, loop, eed, submission.", no_args_is_help=True
 )
 score_app = typer.Typer(help="Deterministic scorers.", no_args_is_help=True)
+list_app = typer.Typer(help="List tracks, and the tasks and subjects of a task file.", no_args_is_help=True)
 
 # Bounded: a slow engine never holds a command's exit for longer than this.
 SWEEP_JOIN_S = 3.0
@@ -65,3 +66,4 @@ app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(image_app, name="image")
 app.add_typer(bench_app, name="bench")
 app.add_typer(score_app, name="score")
+app.add_typer(list_app, name="list")

@@ -26,6 +26,7 @@ MODULES = (
     "bench_submission_cmd",
     "export_cmd",
     "image_cmd",
+    "list_cmd",
     "rescore_cmd",
     "run_cmd",
     "sandbox_cmd",
@@ -49,6 +50,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "image": ("image_cmd",),
     "bench": ("bench_eed_cmd", "bench_loop_cmd", "bench_submission_cmd", "sandbox_cmd"),
     "score": ("score_cmd",),
+    "list": ("list_cmd",),
 }
 _HERE = Path(__file__).resolve().parent
 
