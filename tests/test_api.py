@@ -224,3 +224,32 @@ def test_the_wheel_installs_only_the_proctor_package(tmp_path: Path) -> None:
     assert "proctor/agent/cli/__init__.py" in names and "proctor/sandbox/api.py" in names
     assert "proctor/agent/report/assets/" in "".join(names)  # package data comes along
     assert "proctor = proctor.agent.cli:main" in scripts
+
+
+def _python_blocks(page: Path) -> list[str]:
+    text = page.read_text(encoding="utf-8")
+    return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+
+
+@pytest.mark.slow
+def test_open_sandbox_is_a_coroutine_as_the_docs_show() -> None:
+    import inspect
+
+    assert inspect.iscoroutinefunction(proctor.open_sandbox)
+    assert inspect.iscoroutinefunction(proctor.Sandbox.exec)
+    # Every documented call is awaited: a call without await hands back a coroutine object.
+    for page in (REPO / "docs" / "api.md", REPO / "docs" / "sandbox.md"):
+        for block in _python_blocks(page):
+            for line in block.splitlines():
+                if "open_sandbox(" in line and not line.lstrip().startswith(("from ", "import ")):
+                    assert "await " in line.split("open_sandbox(")[0], f"{page.name}: {line}"
+    # The API page's example runs as written (on the local backend, which needs no engine).
+    [example] = [block for block in _python_blocks(REPO / "docs" / "api.md") if "open_sandbox" in block]
+    done = subprocess.run(
+        [sys.executable, "-c", example.replace('open_sandbox("auto")', 'open_sandbox("local")')],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "0 42", done.stdout + done.stderr
