@@ -33,6 +33,8 @@ ConfigLike = RunConfig | Mapping[str, Any] | str | Path
 
 # Sample fields that are whole structures (transcripts, tool calls, verdict details): the
 # DataFrame keeps one row per sample with scalar columns; the structures stay on Run.samples.
+# (input, output) USD per million tokens, either unknown.
+PricePair = tuple[float | None, float | None]
 _NESTED_FIELDS = ("transcript", "tool_calls", "turns", "submission", "judge", "eed", "unencodable_text")
 
 
@@ -68,6 +70,7 @@ class Run:
             import pandas
         except ImportError:
             raise ImportError("Run.to_dataframe needs pandas: pip install pandas") from None
+        model_prices, judge_prices = self._prices()
         rows = []
         for record in self.records():
             row = {name: value for name, value in record.items() if name not in _NESTED_FIELDS}
@@ -78,8 +81,53 @@ class Run:
                         if value is None or isinstance(value, str | int | float | bool):
                             row[f"{nested}_{name}"] = value
             row["tool_call_count"] = len(record.get("tool_calls") or [])
+            row["turns"] = len(record.get("turns") or [])
+            row["cost_usd"] = _priced(model_prices.get(str(record.get("model"))), record)
+            judge = record.get("judge")
+            # The judge's own tokens (every attempt), at the judge's prices; only when it was asked.
+            asked = isinstance(judge, dict) and judge.get("decided_by") == "judge" and judge.get("model")
+            row["judge_cost_usd"] = _priced(judge_prices, judge) if asked else None
             rows.append(row)
         return pandas.DataFrame(rows)
+
+    def _prices(self) -> tuple[dict[str, PricePair], PricePair | None]:
+        """(model label -> prices, the judge's prices) from the config run.json recorded."""
+        raw_config = self.header.get("config")
+        config: dict[str, Any] = raw_config if isinstance(raw_config, dict) else {}
+        raw_models = self.header.get("models")
+        models: list[Any] = raw_models if isinstance(raw_models, list) else []
+        raw_entries = config.get("models")
+        entries: list[Any] = raw_entries if isinstance(raw_entries, list) else []
+        prices: dict[str, PricePair] = {}
+        # run.json's "models" (labels) and config "models" (prices) are in the same order.
+        for model, entry in zip(models, entries, strict=False):
+            if isinstance(model, dict) and isinstance(entry, dict) and isinstance(model.get("label"), str):
+                pair = _price_pair(entry)
+                if pair is not None:
+                    prices[model["label"]] = pair
+        judge = config.get("judge")
+        return prices, _price_pair(judge) if isinstance(judge, dict) else None
+
+
+def _price_pair(entry: dict[str, Any]) -> PricePair | None:
+    """(input, output) USD per million tokens of a recorded model entry; None when it has neither."""
+    pair = tuple(
+        value if isinstance(value, int | float) and not isinstance(value, bool) else None
+        for value in (entry.get("input_price_per_mtok"), entry.get("output_price_per_mtok"))
+    )
+    return None if pair == (None, None) else (pair[0], pair[1])
+
+
+def _priced(prices: PricePair | None, usage: Any) -> float | None:
+    """What ``usage``'s input and output tokens cost at ``prices``; None when nothing is priced,
+    as the summary does (agent/results/summary.py)."""
+    if prices is None or not isinstance(usage, dict):
+        return None
+    total = 0.0
+    for price, tokens in zip(prices, (usage.get("input_tokens"), usage.get("output_tokens")), strict=True):
+        if price is not None and isinstance(tokens, int):
+            total += tokens * price / 1e6
+    return total
 
 
 def load_run(path: str | Path) -> Run:

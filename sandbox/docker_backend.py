@@ -53,7 +53,7 @@ from proctor.sandbox.host_counters import describe_host_counters, engine_is_loca
 from proctor.sandbox.image import image_libraries
 from proctor.sandbox.pool import Lease, WarmPool
 from proctor.sandbox.program import SOURCE_FD, Program, resolve_program
-from proctor.sandbox.runtimes import RUNC, RUNSC, Engine, connect_engine_for, default_engine_url
+from proctor.sandbox.runtimes import RUNC, RUNSC, Engine, connect_engine_for, default_engine_url, engine_down
 from proctor.sandbox.seccomp import describe_profile
 from proctor.sandbox.slots import ExecutionSlots, current_caller
 
@@ -72,8 +72,7 @@ def connect_engine() -> docker.DockerClient:
         client = docker.from_env(timeout=_API_TIMEOUT_S, max_pool_size=_MAX_THREADS)
         client.ping()
     except DockerException as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise SandboxUnavailable(f"no Docker engine answers ({reason})") from None
+        raise engine_down(None, exc) from None
     return client
 
 
@@ -81,6 +80,7 @@ def resolve_image(
     client: docker.DockerClient, image: str | None, engine_url: str | None = None
 ) -> tuple[str, str]:
     """(reference, image ID) of the sandbox image; SandboxUnavailable when it is not built."""
+    named = image is not None
     if image is None:
         from proctor.sandbox.image import find_image, image_tag
 
@@ -92,6 +92,12 @@ def resolve_image(
         except ImageNotFound:
             image_id = None
     if image_id is None:
+        if named:
+            # `proctor image build` makes the pinned image, not this one: it is the user's to get.
+            raise SandboxUnavailable(
+                f"sandbox image {image} is not in the engine at {engine_url or default_engine_url()}: "
+                "pull or build it, or leave the image unset for the pinned one"
+            )
         if engine_url is None or engine_url == default_engine_url():
             raise SandboxUnavailable(f"sandbox image {image} is not built: run `proctor image build`")
         raise SandboxUnavailable(

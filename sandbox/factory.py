@@ -122,8 +122,6 @@ async def _open_backend(
 
 
 def auto_failure_message(reason: str) -> str:
-    """One line: why docker cannot serve, then both fixes (build the image, or choose local)."""
-    fix = LOCAL_FIX
-    if "proctor image build" not in reason:  # the engine itself is missing
-        fix = f"start a Docker engine and run `proctor image build`, {LOCAL_FIX}"
-    return f"backend auto needs docker and its image: {reason}; {fix}"
+    """One line: why docker cannot serve and its own fix (``reason`` says it: start the engine,
+    or build the image, never both), then the other way out (choose local)."""
+    return f"backend auto needs docker and its image: {reason}; {LOCAL_FIX}"

@@ -27,9 +27,10 @@ import docker
 import docker.errors
 import requests
 
-from proctor.sandbox.api import SandboxError, SandboxUnavailable
+from proctor.sandbox.api import SandboxError
 from proctor.sandbox.image_base import BOOTSTRAP_BASE_IMAGE, BOOTSTRAP_RECIPE, ensure_base_image, find_local
 from proctor.sandbox.image_wheels import download_locked_wheels, wheel_cache_dir
+from proctor.sandbox.runtimes import engine_down
 
 DEFAULT_IMAGE_NAME = "proctor/frontiermath-python"
 DEFAULT_BASE_IMAGE = BOOTSTRAP_BASE_IMAGE
@@ -136,7 +137,7 @@ def docker_client(timeout: int = 60) -> docker.DockerClient:
         client = docker.from_env(timeout=timeout)
         client.ping()
     except docker.errors.DockerException as exc:
-        raise SandboxUnavailable(f"no Docker engine answers ({_one_line(exc)})") from None
+        raise engine_down(None, exc) from None
     return client
 
 

@@ -121,7 +121,8 @@ def connect_engine_for(runtime: str = RUNC, docker_host: str | None = None) -> E
         except SandboxUnavailable as exc:
             if runtime == RUNC:
                 raise  # the message every command already gives when no engine answers
-            failures.append(f"{url}: {exc}")
+            # The line names the socket already; the fix for all of them follows the list.
+            failures.append(str(exc).removesuffix(f"; {ENGINE_DOWN_FIX}"))
             continue
         runtimes = _engine_runtimes(client)
         if runtime in runtimes:
@@ -133,6 +134,20 @@ def connect_engine_for(runtime: str = RUNC, docker_host: str | None = None) -> E
     raise SandboxUnavailable(f"runtime {runtime}: no Docker engine offers it ({'; '.join(failures)}){fix}")
 
 
+# What to do about an engine that does not answer; the image is a later question (if it is
+# missing, the next attempt says so and names `proctor image build`).
+ENGINE_DOWN_FIX = "start it, or point DOCKER_HOST or --docker-host at a running one"
+
+
+def engine_down(url: str | None, exc: BaseException) -> SandboxUnavailable:
+    """One line naming the engine socket that was tried and what it said."""
+    text = str(exc).strip()
+    reason = text.splitlines()[0] if text else type(exc).__name__
+    return SandboxUnavailable(
+        f"no Docker engine answers at {url or default_engine_url()} ({reason}); {ENGINE_DOWN_FIX}"
+    )
+
+
 def _connect(url: str | None) -> docker.DockerClient:
     try:
         if url is None:
@@ -141,8 +156,7 @@ def _connect(url: str | None) -> docker.DockerClient:
             client = docker.DockerClient(base_url=url, timeout=_API_TIMEOUT_S, max_pool_size=_MAX_CONNECTIONS)
         client.ping()
     except DockerException as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise SandboxUnavailable(f"no Docker engine answers ({reason})") from None
+        raise engine_down(url, exc) from None
     return client
 
 

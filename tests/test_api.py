@@ -166,6 +166,35 @@ def test_dataframe_has_one_row_per_sample(tmp_path: Path, servers) -> None:
     assert "transcript" not in frame.columns and "outcome" in frame.columns
 
 
+def test_dataframe_has_turns_and_each_samples_cost_and_the_judges(tmp_path: Path, servers) -> None:
+    pytest.importorskip("pandas", reason="pandas is in the dev extra")
+    model_server, judge_server = servers
+    config = config_for(tmp_path, model_server.base_url, judge_server.base_url)
+    config["models"][0] |= {"input_price_per_mtok": 2.0, "output_price_per_mtok": 8.0}
+    config["judge"] |= {"input_price_per_mtok": 1.25, "output_price_per_mtok": 10.0}
+    run = proctor.run(config, out=tmp_path / "run")
+    frame = run.to_dataframe().set_index(["task_id", "trial"])
+    for sample in run.samples:
+        row = frame.loc[(sample.task_id, sample.trial)]
+        assert row["turns"] == len(sample.turns) and row["turns"] >= 1
+        assert row["cost_usd"] == pytest.approx(
+            (sample.input_tokens * 2.0 + sample.output_tokens * 8.0) / 1e6
+        )
+        assert sample.judge is not None
+        expected = (sample.judge.input_tokens * 1.25 + sample.judge.output_tokens * 10.0) / 1e6
+        assert row["judge_cost_usd"] == pytest.approx(expected)
+    # Per sample, they add up to what the summary reports for the run.
+    overall = run.summary["overall"]
+    assert frame["cost_usd"].sum() == pytest.approx(overall["cost_usd"])
+    assert frame["judge_cost_usd"].sum() == pytest.approx(overall["judge"]["cost_usd"])
+    # Without prices, cost is unknown (None), not zero.
+    unpriced = proctor.run(
+        config_for(tmp_path, model_server.base_url, judge_server.base_url), out=tmp_path / "u"
+    )
+    frame = unpriced.to_dataframe()
+    assert frame["cost_usd"].isna().all() and frame["judge_cost_usd"].isna().all()
+
+
 def test_dataframe_without_pandas_says_how_to_get_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run = proctor.Run(path=tmp_path, header={}, summary={}, samples=[])
     monkeypatch.setitem(sys.modules, "pandas", None)
@@ -224,3 +253,32 @@ def test_the_wheel_installs_only_the_proctor_package(tmp_path: Path) -> None:
     assert "proctor/agent/cli/__init__.py" in names and "proctor/sandbox/api.py" in names
     assert "proctor/agent/report/assets/" in "".join(names)  # package data comes along
     assert "proctor = proctor.agent.cli:main" in scripts
+
+
+def _python_blocks(page: Path) -> list[str]:
+    text = page.read_text(encoding="utf-8")
+    return [block.split("```", 1)[0] for block in text.split("```python\n")[1:]]
+
+
+@pytest.mark.slow
+def test_open_sandbox_is_a_coroutine_as_the_docs_show() -> None:
+    import inspect
+
+    assert inspect.iscoroutinefunction(proctor.open_sandbox)
+    assert inspect.iscoroutinefunction(proctor.Sandbox.exec)
+    # Every documented call is awaited: a call without await hands back a coroutine object.
+    for page in (REPO / "docs" / "api.md", REPO / "docs" / "sandbox.md"):
+        for block in _python_blocks(page):
+            for line in block.splitlines():
+                if "open_sandbox(" in line and not line.lstrip().startswith(("from ", "import ")):
+                    assert "await " in line.split("open_sandbox(")[0], f"{page.name}: {line}"
+    # The API page's example runs as written (on the local backend, which needs no engine).
+    [example] = [block for block in _python_blocks(REPO / "docs" / "api.md") if "open_sandbox" in block]
+    done = subprocess.run(
+        [sys.executable, "-c", example.replace('open_sandbox("auto")', 'open_sandbox("local")')],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "0 42", done.stdout + done.stderr

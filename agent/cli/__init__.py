@@ -7,12 +7,13 @@ import sys
 import typer
 
 # typer vendors click; its usage errors are only importable from here (typer is pinned to 0.29.x).
-from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from typer._click.exceptions import NoArgsIsHelpError, NoSuchOption, UsageError
 
-from proctor.agent.cli import commands_registry  # noqa: F401  (registers every command)
+# Commands register when the root group resolves them (commands_registry.py), not here:
+# importing them all would cost `proctor --version` about 2 s.
 from proctor.agent.cli.app import app
+from proctor.agent.cli.flag_hints import hint_for
 from proctor.agent.errors import UserError
-from proctor.agent.run.progress import one_line
 
 
 def main() -> None:
@@ -20,6 +21,8 @@ def main() -> None:
     try:
         result = app(standalone_mode=False)
     except UserError as exc:
+        from proctor.agent.run.progress import one_line
+
         # One line, never a terminal control: the message may quote an endpoint or a file.
         print(f"proctor: error: {one_line(str(exc))}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -28,7 +31,12 @@ def main() -> None:
         raise SystemExit(2) from None
     except UsageError as exc:
         command = exc.ctx.command_path if exc.ctx is not None else "proctor"
-        print(f"proctor: error: {exc.format_message()} (see '{command} --help')", file=sys.stderr)
+        option = exc.option_name if isinstance(exc, NoSuchOption) else None
+        hint = hint_for(option) if isinstance(option, str) else ""
+        # With a hint, click's spelling guesses ("--max-concurrency" for "--max-connections")
+        # would point elsewhere than the flag that does the job.
+        message = f"No such option: {option}{hint}" if hint else exc.format_message()
+        print(f"proctor: error: {message} (see '{command} --help')", file=sys.stderr)
         raise SystemExit(2) from None
     except typer.TyperException as exc:
         print(f"proctor: error: {exc}", file=sys.stderr)

@@ -7,11 +7,14 @@ from typing import Annotated
 import typer
 
 from proctor.agent.cli import help_types
+from proctor.agent.cli.commands_registry import LazyGroup
 
 help_types.install()
 
 app = typer.Typer(
     name="proctor",
+    # Commands are imported when asked for (commands_registry.py): --version and --help stay fast.
+    cls=LazyGroup,
     help="Sandboxed code-execution agent runtime for expert-level math and science evaluations.",
     no_args_is_help=True,
     add_completion=False,
@@ -25,6 +28,7 @@ bench_app = typer.Typer(
     help="Benchmarks (not timed tests): sandbox, loop, eed, submission.", no_args_is_help=True
 )
 score_app = typer.Typer(help="Deterministic scorers.", no_args_is_help=True)
+list_app = typer.Typer(help="List tracks, and the tasks and subjects of a task file.", no_args_is_help=True)
 
 # Bounded: a slow engine never holds a command's exit for longer than this.
 SWEEP_JOIN_S = 3.0
@@ -62,3 +66,4 @@ app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(image_app, name="image")
 app.add_typer(bench_app, name="bench")
 app.add_typer(score_app, name="score")
+app.add_typer(list_app, name="list")

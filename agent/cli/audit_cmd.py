@@ -40,9 +40,7 @@ def limits_from_config(path: Path) -> tuple[SandboxConfig, Limits]:
     try:
         config = SandboxConfig.model_validate(section)
     except ValidationError as exc:
-        raise UserError(
-            format_validation_error(f"{path}", exc).replace("field '", "field 'sandbox.", 1)
-        ) from None
+        raise UserError(format_validation_error(f"{path}", exc, SandboxConfig, prefix="sandbox.")) from None
     try:
         memory = parse_size(config.memory)
     except ValueError as exc:

@@ -41,7 +41,8 @@ def build(
     try:
         info = build_image(base, log=log)
     except SandboxUnavailable as exc:
-        raise UserError(f"{exc}; start the Docker engine (dockerd) and retry") from None
+        # The reason carries its own fix (which socket to start, or root to start dockerd).
+        raise UserError(str(exc)) from None
     except SandboxError as exc:
         raise UserError(f"image build failed: {exc}") from None
     if as_json:

@@ -12,7 +12,8 @@ from rich.console import Console
 
 from proctor.agent.cli.app import app
 from proctor.agent.errors import UserError
-from proctor.agent.run.progress import RunProgress, print_final
+from proctor.agent.results.store import SAMPLES, load_samples
+from proctor.agent.run.progress import RunProgress, one_line, print_final
 from proctor.sandbox import SandboxError
 
 EXIT_INTERRUPTED = 130
@@ -56,6 +57,7 @@ def rescore_command(
 ) -> None:
     """Grade the stored answers again (new judge, fixed endpoint, fixed verification) without
     calling the answering model; the result is a new run directory linked to RUN."""
+    from proctor.agent.rescore.changes import describe_moves, outcome_moves
     from proctor.agent.rescore.engine import Rescorer, default_out
     from proctor.agent.rescore.settings import RescoreFlags, rescore_config
     from proctor.agent.rescore.stored_run import load_stored_run
@@ -85,6 +87,14 @@ def rescore_command(
     print_final(console, result.summary, str(result.run_dir))
     header_note = f"re-scored {result.rescored_now} sample(s) of {stored.directory} into {result.run_dir}"
     console.print(header_note, markup=False, highlight=False, soft_wrap=True)
+    if (result.run_dir / SAMPLES).exists():
+        compared, moves = outcome_moves(
+            (sample.record for sample in stored.samples), load_samples(result.run_dir / SAMPLES).records
+        )
+        # Task ids come from a task file: shown, never obeyed by the terminal.
+        console.print(
+            one_line(describe_moves(compared, moves)), markup=False, highlight=False, soft_wrap=True
+        )
     stopped = result.status.startswith("stopped")
     if result.status == "interrupted" or stopped:
         # The same grading options, or --resume refuses the changed judge, tasks or options.

@@ -28,13 +28,14 @@ QUICKSTART_CONFIG = CONFIGS_DIR / "quickstart.yaml"
 
 EXIT_INTERRUPTED = 130
 EXIT_FAILED = 1
-# The run finished, but its error outcomes crossed --fail-on-error: its numbers are not to be trusted.
+# The run finished, but its error outcomes crossed --fail-on-error (default: any): it is not done.
 EXIT_TOO_MANY_ERRORS = 3
 # An endpoint refused for good (credentials, quota): the run stopped early (agent/run/guard.py).
 EXIT_STOPPED = 4
 
 
 AUDIT_MODES = ("quick", "full")
+RESUME_NEEDS_OUT = "--resume needs --out DIR, the run directory to continue"
 
 
 def run_and_report(
@@ -104,9 +105,10 @@ def run_and_report(
     if error_policy.breached(errors, finished):
         kinds = ", ".join(f"{name} {n}" for name, n in sorted(error_counts.items()) if name != "total" and n)
         console.print(
-            f"proctor: {errors} of {finished} samples ended in errors ({kinds}), "
-            f"past --fail-on-error ({error_policy.describe()}): the scores above are not to be "
-            f"trusted; after fixing the cause, {resume_hint} runs the errors again",
+            f"proctor: {errors} of {finished} samples ended in errors ({kinds}) and are left out of "
+            f"the scores above; exit {EXIT_TOO_MANY_ERRORS} because --fail-on-error fails on "
+            f"{error_policy.describe()}; after fixing the cause, {resume_hint} runs the errors again "
+            "(--fail-on-error N|F% tolerates some)",
             markup=False,
             highlight=False,
             soft_wrap=True,
@@ -244,8 +246,8 @@ def run_command(
     fail_on_error: Annotated[
         str | None,
         typer.Option(
-            help="Exit 3 when error samples reach a count (5) or pass a fraction (0.2, 20%); "
-            "default: more than half."
+            help="Exit 3 when error samples reach a count (5) or pass a fraction (0.2, 20%; "
+            "1.0 never); default: any error sample."
         ),
     ] = None,
     preflight: Annotated[
@@ -292,11 +294,15 @@ def run_command(
         model_settings=list(model_setting or []),
         judge_settings=list(judge_setting or []),
     )
+    if resume and out is None and config_file is None:
+        # Before the config is read: without a run directory there is nothing to continue, and
+        # asking for a task file first would send the user the wrong way.
+        raise UserError(RESUME_NEEDS_OUT)
     base = _resume_base(flags) if config_file is None else None
     source = str(flags.out / RUN_HEADER) if base is not None and flags.out is not None else None
     config = load_run_config(config_file, flags, base=base, source=source)
     if config.resume and config.out is None:
-        raise UserError("--resume: give --out DIR, the run directory to continue")
+        raise UserError(RESUME_NEEDS_OUT)
     if dry_run:
         print(render_plan(build_plan(config)))
         return

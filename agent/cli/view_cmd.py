@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from proctor.agent.cli.app import app
 from proctor.agent.errors import UserError
-from proctor.agent.report.compare import compare_runs
+from proctor.agent.report.compare import compare_runs, comparison_json
 from proctor.agent.report.compare_view import print_comparison, render_comparison
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import render_report
@@ -64,15 +66,30 @@ def view(
         server.server_close()
 
 
+# Wide enough for any name a run holds; a pipe is read by programs, not by a window.
+PIPE_WIDTH = 10_000
+
+
 @app.command("compare")
 def compare(
     run_dirs: Annotated[
         list[Path], typer.Argument(help="Run directories; the first model of the first is the baseline.")
     ],
     html: Annotated[Path | None, typer.Option("--html", help="Also write the comparison as a page.")] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the comparison as one JSON object instead of tables.")
+    ] = False,
 ) -> None:
     """Compare models or runs side by side, per task and per subject, with paired differences."""
     comparison = compare_runs([load_run(path) for path in run_dirs])
-    print_comparison(comparison)
+    if as_json:
+        print(json.dumps(comparison_json(comparison), ensure_ascii=False, sort_keys=False))
+    else:
+        console = Console()
+        if not console.is_terminal:
+            # A pipe has no width: rich's default 80 columns would cut task names ("frontierm…").
+            # Tables size to their content, so a wide console prints every name whole.
+            console = Console(width=PIPE_WIDTH)
+        print_comparison(comparison, console)
     if html is not None:
         typer.echo(str(_write(html, render_comparison(comparison), "--html")))

@@ -17,7 +17,9 @@ class ModelConfig(BaseModel):
 
     # "openai/NAME" talks to OPENAI_BASE_URL (or base_url); "local/gemma3-270m" starts llama.cpp.
     name: str
+    # The endpoint's base URL; None: OPENAI_BASE_URL, else OpenAI's (a resume keeps run.json's).
     base_url: str | None = None
+    # The environment variable holding the key; the key itself is never recorded.
     api_key_env: str = "OPENAI_API_KEY"
     # "auto": the Responses API for OpenAI's reasoning models on api.openai.com, Chat Completions
     # elsewhere (agent/model/api_choice.py); "chat" or "responses" forces one.
@@ -26,16 +28,22 @@ class ModelConfig(BaseModel):
     reasoning_effort: str | None = None
     # The range OpenAI's API accepts.
     temperature: float | None = Field(default=None, ge=0, le=2)
-    # Nucleus sampling and a sampling seed; sent only when set, so a provider's own
-    # defaults apply otherwise (reasoning models may refuse either).
+    # Nucleus sampling; sent only when set, so a provider's own default applies otherwise
+    # (reasoning models may refuse it).
     top_p: float | None = Field(default=None, gt=0, le=1)
+    # A sampling seed; sent only when set (reasoning models may refuse it).
     seed: int | None = None
+    # Requests open at once to this model's endpoint (base URL), shared by every client of it.
     max_connections: int = Field(default=8, ge=1)
+    # Seconds one request may take before it is retried or fails.
     request_timeout_s: float = Field(default=600.0, gt=0)
+    # Retries of a failed request (rate limits, 5xx, timeouts) with backoff (docs/models.md).
     max_retries: int = Field(default=6, ge=0)
+    # Extra JSON fields sent with every request, for provider-specific options.
     extra_body: dict[str, Any] = Field(default_factory=dict)
-    # USD per million tokens, for cost columns in reports; optional.
+    # USD per million input tokens, for cost columns in reports; optional.
     input_price_per_mtok: float | None = None
+    # USD per million output tokens, for cost columns in reports; optional.
     output_price_per_mtok: float | None = None
 
     @field_validator("reasoning_effort")
@@ -47,7 +55,9 @@ class ModelConfig(BaseModel):
 class BudgetConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
+    # Tokens (input + output, all turns) one sample may use.
     token_cap: int = Field(default=1_000_000, gt=0)
+    # From this many tokens the model is told to submit its answer now.
     force_submit_at: int = Field(default=660_000, gt=0)
     # Per-request output ceiling; the budget lowers it further near the cap.
     max_output_tokens: int | None = Field(default=None, gt=0)
@@ -56,6 +66,7 @@ class BudgetConfig(BaseModel):
 class SandboxConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
+    # Where model code runs: docker, local (cgroups), ray, or auto (docker when an engine answers).
     backend: Literal["auto", "docker", "local", "ray"] = "auto"
     # The Ray cluster for backend ray (host:port of its head); None: RAY_ADDRESS or a local one.
     ray_address: str | None = None
@@ -66,6 +77,7 @@ class SandboxConfig(BaseModel):
     # "Runtimes"); docker_host names the engine (default: the environment's, or for runsc the
     # engine .ci/setup-gvisor.sh starts when the default one lacks it).
     runtime: Literal["runc", "runsc"] = "runc"
+    # The docker engine's socket (unix:///...); None: the environment's (DOCKER_HOST or default).
     docker_host: str | None = None
     # How long a container lives (docs/sandbox.md, "Isolation: fresh or per-sample"): fresh, a
     # new container for every call (the protocol's promise and the default), or per-sample, where
@@ -76,14 +88,20 @@ class SandboxConfig(BaseModel):
     # engine (docker), or with the OCI runtime directly from the spec the engine generated
     # (runc-direct, opt-in; needs root on the engine's host).
     engine_path: Literal["docker", "runc-direct"] = "docker"
+    # Sandbox image; None: the pinned image `proctor image build` makes.
     image: str | None = None
+    # Containers kept warm, ready for the next call.
     pool_size: int = Field(default=2, ge=0)
+    # Wall-clock seconds one tool call may run.
     timeout_s: float = Field(default=30.0, gt=0)
+    # Seconds a submitted answer() may run.
     answer_timeout_s: float = Field(default=30.0, gt=0)
+    # Seconds a task's verify() may run.
     verify_timeout_s: float = Field(default=60.0, gt=0)
     # 4 GiB: what a 2025 laptop gives one process without trouble (docs/sandbox.md, "Why these
     # defaults"); a numpy sieve to 10**9 needs about 1 GB and was OOM-killed at the old 1 GiB.
     memory: str = "4g"
+    # CPUs one sandbox call may use.
     cpus: float = Field(default=1.0, gt=0)
     # Sandbox calls running at once in the whole process (queued fairly between samples);
     # None: as many as the CPUs the backend can use (the engine's for docker).
@@ -179,18 +197,28 @@ MAX_PLANNED_SAMPLES = 1_000_000
 class RunConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
+    # frontiermath, olympiad, research or phybench.
     track: str = "frontiermath"
+    # The task file (JSONL, JSON or YAML); relative to the config file.
     tasks: Path
+    # The models to evaluate (a bare "openai/NAME" is {name: ...}).
     models: list[ModelConfig]
+    # The judge model of judged tracks (olympiad, research).
     judge: ModelConfig | None = None
     # Bounded so that a typo (or an edited run.json that --resume reuses) of 10**400 trials is a
     # one-line error naming the field, not a plan that fills memory before any sample starts.
     trials: int = Field(default=1, ge=1, le=MAX_TRIALS)
+    # Samples in flight at once.
     max_concurrency: int = Field(default=4, ge=1)
+    # The run directory; None: runs/<time>-<track>-<model>.
     out: Path | None = None
+    # Continue the run in `out`: skip finished samples, re-run errors.
     resume: bool = False
+    # Token budget of each sample (section `budget`).
     budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    # Where and how model code runs (section `sandbox`).
     sandbox: SandboxConfig = Field(default_factory=SandboxConfig)
+    # A FrontierMath prompt template replacing the shipped one.
     prompt_template: Path | None = None
     # The FrontierMath conversation rules (agent/tracks/frontiermath/profiles.py); the name is
     # checked by the config loader.
@@ -204,7 +232,9 @@ class RunConfig(BaseModel):
     # the ``task_ids`` globs, then the first N (``limit_tasks: N``) or the A-th to B-th
     # (``"A-B"``, 1-based, inclusive).
     task_filter: dict[str, Any] = Field(default_factory=dict)
+    # Task id globs (* ? [..]): only matching tasks run.
     task_ids: list[str] = Field(default_factory=list)
+    # The first N selected tasks, or "A-B" (1-based, inclusive).
     limit_tasks: int | str | None = None
     # Which defaults filled a field the config left unset (the paper's, the local model's), for
     # run.json; the paper's values alone, by field path, in ``_paper_defaults``.

@@ -7,14 +7,16 @@ given as flags are relative to the working directory, as usual on a command line
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import RunConfig
@@ -79,15 +81,66 @@ class RunFlags:
     judge_settings: list[str] = field(default_factory=list)
 
 
-def format_validation_error(source: str, error: ValidationError) -> str:
-    """``source: field 'a.b': message`` for the first problem, with a count of the rest."""
+# Every problem is listed; past this many (a generated file gone wrong) the rest are counted.
+MAX_LISTED_PROBLEMS = 20
+# A key shown in a message is cut here: the file, not the message, is the place to read it whole.
+MAX_SHOWN_KEY = 80
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models a field holds: itself, or inside ``X | None``, ``list[X]``, ``dict[str, X]``."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """The field names of the model found by following ``loc`` (field names; list indexes skipped)."""
+    current = model
+    for part in loc:
+        if not isinstance(part, str):
+            continue  # a list index or dict key: the same model continues
+        info = current.model_fields.get(part)
+        inner = _models_in(info.annotation) if info is not None else []
+        if not inner:
+            return []
+        current = inner[0]
+    return list(current.model_fields)
+
+
+def did_you_mean(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> str:
+    """`` (did you mean 'trials'?)`` for an unknown key close to a real one at that place, else ''."""
+    if model is None or not loc or not isinstance(loc[-1], str):
+        return ""
+    close = difflib.get_close_matches(loc[-1], _fields_at(model, loc[:-1]), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _place(loc: tuple[Any, ...], prefix: str) -> str:
+    parts = [str(part) for part in loc]
+    if parts:
+        parts[-1] = parts[-1] if len(parts[-1]) <= MAX_SHOWN_KEY else parts[-1][:MAX_SHOWN_KEY] + "…"
+    return prefix + (".".join(parts) or "(top level)")
+
+
+def format_validation_error(
+    source: str, error: ValidationError, model: type[BaseModel] | None = None, prefix: str = ""
+) -> str:
+    """``source: field 'a.b': message; field 'c': message (did you mean 'd'?)``: every problem, one line.
+
+    ``model`` is the one validated, so an unknown key can be matched against the real ones at
+    its place; ``prefix`` names where the validated mapping sits in the file (``sandbox.``).
+    """
     problems = error.errors()
-    first = problems[0]
-    where = ".".join(str(part) for part in first.get("loc", ())) or "(top level)"
-    message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
-    line = f"{source}: field '{where}': {message}"
-    if len(problems) > 1:
-        line += f" (and {len(problems) - 1} more problem{'s' if len(problems) > 2 else ''})"
+    parts = []
+    for problem in problems[:MAX_LISTED_PROBLEMS]:
+        loc = tuple(problem.get("loc", ()))
+        message = str(problem.get("msg", "invalid")).removeprefix("Value error, ")
+        hint = did_you_mean(model, loc) if problem.get("type") == "extra_forbidden" else ""
+        parts.append(f"field '{_place(loc, prefix)}': {message}{hint}")
+    line = f"{source}: " + "; ".join(parts)
+    if len(problems) > MAX_LISTED_PROBLEMS:
+        line += f" (and {len(problems) - MAX_LISTED_PROBLEMS} more problems)"
     return line
 
 
@@ -216,7 +269,7 @@ def validate_run_config(data: dict[str, Any], source: str) -> RunConfig:
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
-        raise UserError(format_validation_error(source, exc)) from None
+        raise UserError(format_validation_error(source, exc, RunConfig)) from None
     for index, model in enumerate(config.models):
         if "/" not in model.name:
             raise UserError(

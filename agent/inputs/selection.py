@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+from collections import Counter
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
 from typing import Any
@@ -139,7 +140,7 @@ def _apply_filter(tasks: list[Any], task_filter: dict[str, Any], source: str) ->
                 f"{source}: field 'task_filter': no task has a field {key!r} "
                 f"(fields: {_known_fields(records)})"
             )
-    return [
+    kept = [
         task
         for task, record in zip(tasks, records, strict=True)
         if all(
@@ -147,6 +148,34 @@ def _apply_filter(tasks: list[Any], task_filter: dict[str, Any], source: str) ->
             for key, expected in task_filter.items()
         )
     ]
+    if not kept:
+        raise UserError(f"{source}: field 'task_filter': {_why_nothing_matched(records, task_filter)}")
+    return kept
+
+
+# A "no match" line lists at most this many values (the most common first), each cut to this length.
+MAX_LISTED_VALUES = 20
+MAX_SHOWN_VALUE = 40
+
+
+def _shown(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text if len(text) <= MAX_SHOWN_VALUE else text[:MAX_SHOWN_VALUE] + "…"
+
+
+def _why_nothing_matched(records: list[dict[str, Any]], task_filter: dict[str, Any]) -> str:
+    """The first key no task matches on its own, with the values the tasks do hold; else that
+    the keys match apart but never together."""
+    for key, expected in task_filter.items():
+        values = [field_value(record, key) for record in records]
+        present = [value for value in values if value is not _MISSING]
+        if any(value_matches(value, expected) for value in present):
+            continue
+        counts = Counter(_shown(value) for value in present)
+        listed = ", ".join(f"{value} ({n})" for value, n in counts.most_common(MAX_LISTED_VALUES))
+        more = f", and {len(counts) - MAX_LISTED_VALUES} more" if len(counts) > MAX_LISTED_VALUES else ""
+        return f"no task has {key}={_shown(expected)}; the tasks hold {listed}{more}"
+    return f"each of {', '.join(task_filter)} matches some task, but no task matches them all"
 
 
 def _apply_ids(tasks: list[Any], patterns: list[str], source: str) -> list[Any]:

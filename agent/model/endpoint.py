@@ -44,7 +44,7 @@ def is_local_model(name: str) -> bool:
     return name.startswith("local/")
 
 
-def _is_loopback(url: str) -> bool:
+def is_loopback(url: str) -> bool:
     host = urlparse(url).hostname or ""
     return host in {"127.0.0.1", "localhost", "::1"} or host.startswith("127.")
 
@@ -115,7 +115,7 @@ class Endpoint:
             named = cfg.api_key_env != DEFAULT_KEY_ENV
             # Self-hosted and local servers usually need no key; OpenAI itself always does, and
             # a variable the config names on purpose is meant to hold one.
-            keyless = is_local_model(cfg.name) or _is_loopback(base_url) or base_url_override or cfg.base_url
+            keyless = is_local_model(cfg.name) or is_loopback(base_url) or base_url_override or cfg.base_url
             if keyless and not named:
                 api_key = PLACEHOLDER_KEY
             else:

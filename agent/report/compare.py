@@ -139,3 +139,43 @@ def fmt_ci(estimate: Estimate) -> str:
     if math.isnan(estimate.ci_low):
         return "—"
     return f"[{estimate.ci_low * 100:+.1f}, {estimate.ci_high * 100:+.1f}]"
+
+
+def _estimate_json(estimate: Estimate | None) -> dict[str, float | int | None] | None:
+    if estimate is None:
+        return None
+    # NaN (undefined: one task, no samples) is null: JSON has no NaN.
+    return {
+        name: (None if isinstance(value, float) and not math.isfinite(value) else value)
+        for name, value in vars(estimate).items()
+    }
+
+
+def comparison_json(comparison: Comparison) -> dict[str, object]:
+    """Everything `proctor compare` prints, as data (`--json`): arms with their accuracy, per
+    subject and per task, and the paired differences; names exactly as the runs hold them."""
+    subjects = comparison.subjects()
+    return {
+        "baseline": comparison.baseline.label,
+        "arms": [
+            {
+                "label": arm.label,
+                "run_id": arm.run_id,
+                "model": arm.model,
+                "accuracy": _estimate_json(arm.accuracy),
+                "subjects": {s: _estimate_json(comparison.subject_accuracy(arm, s)) for s in subjects},
+                "task_means": dict(sorted(arm.task_means.items())),
+            }
+            for arm in comparison.arms
+        ],
+        "paired": [
+            {
+                "arm": paired.arm,
+                "baseline": paired.baseline,
+                "subject": paired.subject,
+                "difference": _estimate_json(paired.difference),
+            }
+            for paired in comparison.paired
+        ],
+        "tasks": [{"task_id": task, "subject": comparison.subject_of(task)} for task in comparison.tasks],
+    }

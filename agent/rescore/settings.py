@@ -127,7 +127,7 @@ def rescore_config(stored: StoredRun, config_file: Path | None, flags: RescoreFl
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
-        raise UserError(format_validation_error(source, exc)) from None
+        raise UserError(format_validation_error(source, exc, RunConfig)) from None
     if judge_from_user and stored.track not in JUDGED_TRACKS:
         raise UserError(f"--judge: the {stored.track} track has no judge (it is graded without one)")
     if not config.tasks.is_file():

@@ -199,7 +199,9 @@ class RunProgress:
             if record.judge_retries:
                 parts.append(f"judge_retries={record.judge_retries}")
             if record.error:
-                parts.append(f"error={visible(record.error.splitlines()[0][:120])}")
+                # An error outcome has no result; any other outcome's text says why it scored so.
+                key = "error" if record.outcome in ERROR_OUTCOMES else "reason"
+                parts.append(f"{key}={visible(headline(record.error)[:120])}")
             parts.append(f"acc={self.accuracy_text()}")
             self.console.print(" ".join(parts), markup=False, highlight=False, soft_wrap=True)
 
@@ -287,6 +289,28 @@ def visible(text: str) -> str:
     """``text`` safe to print on a terminal: control characters (ESC above all, which rich
     passes through) are shown as ``\\xNN`` instead of being obeyed."""
     return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+TRACEBACK_HEADER = "Traceback (most recent call last):"
+
+
+def headline(text: str) -> str:
+    """The one line of ``text`` that says what happened.
+
+    A Python traceback (an ``answer()`` that raised, say) opens with a header that says nothing;
+    the exception's own line is the first one after the last header (chained tracebacks end with
+    the exception that ended it) not indented as frames and source lines are. A message of
+    several lines is shown by its first. Any other text opens with its point.
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    headers = [index for index, line in enumerate(lines) if line.strip() == TRACEBACK_HEADER]
+    if headers:
+        own = [line for line in lines[headers[-1] + 1 :] if not line[:1].isspace()]
+        if own:
+            return own[0].strip()
+    return lines[0].strip()
 
 
 def one_line(text: str) -> str:

@@ -38,7 +38,12 @@ from proctor.agent.model.endpoint import without_secrets
 from proctor.agent.results.records import RERUN_ON_RESUME, Outcome, ReferenceRecord, SampleRecord
 from proctor.agent.results.store import RunStore, checked_header, file_sha256, resume_conflicts, sample_key
 from proctor.agent.results.summary import judge_prices_from_config, prices_from_config, summarize
-from proctor.agent.run.endpoint_record import endpoint_changes, endpoints_record, refuse_or_record
+from proctor.agent.run.endpoint_record import (
+    endpoint_changes,
+    endpoints_record,
+    pin_recorded_endpoints,
+    refuse_or_record,
+)
 from proctor.agent.run.guard import GuardedClient, RunGuard, StopReason
 from proctor.agent.run.hardware import calibrate, hardware_record, host_memory_bytes, memory_check
 from proctor.agent.run.preflight import (
@@ -437,6 +442,16 @@ class Runner:
             soft_wrap=True,
         )
 
+    @staticmethod
+    def _pinned_to_recorded_endpoints(config: RunConfig, store: RunStore) -> RunConfig:
+        """A resume talks to the endpoints run.json records, not the new shell's environment."""
+        if not store.header_path.exists():
+            return config
+        previous = store.read_header()
+        return pin_recorded_endpoints(
+            config, previous.get("endpoints"), model_labels(config.models), str(store.header_path)
+        )
+
     # -- the run -----------------------------------------------------------------------
     async def run(self) -> RunResult:
         config = self.config
@@ -446,12 +461,16 @@ class Runner:
         tasks = select_tasks(loaded_tasks, config)
         # Before the run directory is touched: nothing is written for a plan that cannot be held.
         check_plan_size(config, len(tasks))
+        run_dir = config.out or default_run_dir(config)
+        # run.json keeps the config as given; the pinned URLs are in its "endpoints".
+        given = config
+        if config.resume:
+            config = self.config = self._pinned_to_recorded_endpoints(config, RunStore(run_dir))
         labelled = list(zip(model_labels(config.models), config.models, strict=True))
         labels = [label for label, _ in labelled]
         uses = uses_of(config, labels)
-        run_dir = config.out or default_run_dir(config)
         run_id = run_dir.name
-        header = _base_header(config, run_id, labels, len(tasks), uses)
+        header = _base_header(given, run_id, labels, len(tasks), uses)
         header["track_settings"] = track.effective_settings(config)
         header["defaults_applied"] = config.defaults_applied
         # Every value taken from the paper because the config left it unset, by field path.

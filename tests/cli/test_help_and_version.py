@@ -14,8 +14,11 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from proctor.agent.cli import commands_registry  # noqa: F401  (registers every command)
+from proctor.agent.cli import commands_registry
 from proctor.agent.cli.app import app
+
+# The root group imports commands lazily; walking every command's help needs them all.
+commands_registry.load_all()
 
 REPO = Path(__file__).resolve().parents[2]
 # What typer prints when left alone: <bool>, <str>, <list[str]>, <int range>, <Path>...

@@ -106,14 +106,36 @@ def test_filter_reads_any_field_and_dotted_metadata_paths() -> None:
 def test_booleans_and_numbers_never_stand_in_for_each_other() -> None:
     # Python says True == 1; a filter must not.
     assert pick(TEN, task_filter={"metadata.flag": "true"}) == ["t0", "t1", "t2", "t3"]
-    with pytest.raises(UserError, match="no task left"):
-        pick(TEN, task_filter={"metadata.flag": 1})
-    with pytest.raises(UserError, match="no task left"):
-        pick(TEN, task_filter={"metadata.flag": "1"})
+    # The values that exist are listed, spelled as JSON, so true is never mistaken for 1.
+    for expected in (1, "1"):
+        with pytest.raises(
+            UserError, match=r"no task has metadata\.flag=1; the tasks hold false \(6\), true \(4\)$"
+        ):
+            pick(TEN, task_filter={"metadata.flag": expected})
     assert pick(TEN, task_filter={"metadata.level": 1}) == ["t1", "t4", "t7"]
     assert not value_matches(1, True) and not value_matches(True, 1) and not value_matches(0, False)
     assert not value_matches("1", 1) and value_matches(1, "1") and value_matches(None, "null")
     assert value_matches(1.0, 1) and not value_matches([1], "[1]")
+
+
+def test_a_filter_matching_nothing_lists_the_values_that_exist() -> None:
+    with pytest.raises(UserError) as caught:
+        pick(TEN, task_filter={"subject": "physic"})
+    assert str(caught.value) == (
+        "tasks.jsonl: field 'task_filter': no task has subject=physic; "
+        "the tasks hold chemistry (5), physics (5)"
+    )
+    # Each key matches some tasks, but never together.
+    with pytest.raises(
+        UserError, match=r"each of subject, metadata\.flag, metadata\.level matches some task, but"
+    ):
+        pick(TEN, task_filter={"subject": "physics", "metadata.flag": True, "metadata.level": 2})
+    # A hostile or huge task file: the list is bounded, each value cut.
+    many = [Task(f"t{i}", f"s{i:03d}" + "x" * 100) for i in range(50)]
+    with pytest.raises(UserError) as caught:
+        pick(many, task_filter={"subject": "nope"})
+    line = str(caught.value)
+    assert line.count("(1)") == 20 and line.endswith(", and 30 more") and len(line) < 1500
 
 
 def test_a_field_no_task_has_is_named_not_silently_empty() -> None:

@@ -34,7 +34,7 @@ def write_config(
     return path
 
 
-def run_proctor(config: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def run_proctor(config: Path, exit_code: int = 0) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     done = subprocess.run(
         # The scripts answer the tracks' prompts only; the preflight has its own tests
         # (tests/runner/test_failure_policy.py).
@@ -51,7 +51,7 @@ def run_proctor(config: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         timeout=120,
         check=False,
     )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == exit_code, done.stdout + done.stderr
     run_dir = config.parent / "run"
     text = (run_dir / "samples.jsonl").read_text(encoding="utf-8")
     records = [json.loads(line) for line in text.split("\n") if line]
@@ -91,7 +91,9 @@ def test_olympiad_run_counts_judge_errors_apart(tmp_path: Path) -> None:
                 model_server.base_url,
                 judge_server.base_url,
                 track_options={"precheck": True},
-            )
+            ),
+            # Judge errors leave samples without a result: the run is not done (exit 3).
+            exit_code=3,
         )
     assert len(records) == 6 and model_server.call_count == 6
     # 2 trials x (SeO2: 1 judge call; 0.05 M: 3 calls, all unparseable, then 3 with a placeholder

@@ -180,3 +180,44 @@ def test_proctor_validate_prints_task_ids_and_sandbox_output_as_text(
     _print_table(checks, {"backend": "local"})
     shown = capsys.readouterr().out
     assert "[/x]" in shown and "ValueError: [/bold]" in shown and "\x1b" not in shown
+
+
+def _compare_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    # A pipe with no COLUMNS: what `proctor compare ... | less` or a script sees.
+    return subprocess.run(
+        [sys.executable, "-c", "from proctor.agent.cli import main; main()", "compare", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+def test_compare_in_a_pipe_prints_every_task_name_whole(tmp_path: Path) -> None:
+    long_name = "frontiermath-" + "very-long-task-name-" * 6 + "end"
+    plan = {long_name: ("a subject name that is rather long too", [Outcome.CORRECT])} | RUN_A
+    first = _write(tmp_path, "run-1", "model-with-a-long-name/" + "x" * 40, plan)
+    second = _write(tmp_path, "run-2", "model-b", plan)
+    result = _compare_cli(str(first), str(second))
+    assert result.returncode == 0, result.stderr
+    assert long_name in result.stdout and "…" not in result.stdout
+    assert "a subject name that is rather long too" in result.stdout
+
+
+def test_compare_json_is_the_comparison_as_data(two_runs: tuple[Path, Path]) -> None:
+    import json
+
+    result = _compare_cli(*map(str, two_runs), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)  # one object, nothing else on stdout
+    comparison = compare_runs([load_run(path) for path in two_runs])
+    assert data["baseline"] == comparison.baseline.label
+    assert [arm["label"] for arm in data["arms"]] == [arm.label for arm in comparison.arms]
+    [overall] = [p for p in data["paired"] if p["subject"] is None]
+    [expected] = [p for p in comparison.paired if p.subject is None]
+    assert overall["difference"]["mean"] == pytest.approx(expected.difference.mean)
+    assert data["arms"][0]["task_means"] == dict(sorted(comparison.arms[0].task_means.items()))
+    assert {task["task_id"] for task in data["tasks"]} == set(comparison.tasks)
+    # Undefined statistics (NaN) are null: the output is strict JSON.
+    assert "NaN" not in result.stdout

@@ -118,3 +118,9 @@ def test_sigkill_mid_rescore_then_resume_keeps_every_line_on_disk(
     assert records[:3] == on_disk and len(records) == 6
     assert len({(r["task_id"], r["trial"]) for r in records}) == 6
     assert {r["outcome"] for r in records} == {"incorrect"}
+    # The re-score ends by saying what moved, per task, over both sessions' records.
+    original = read_lines(research_run.directory / "samples.jsonl")
+    moved = [r for r in original if r["outcome"] != "incorrect"]
+    assert f"outcomes moved: {len(moved)} of 6 sample(s)" in output
+    for task in {r["task_id"] for r in moved}:
+        assert f"{task}: " in output

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from proctor.agent.errors import UserError
-from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config, parse_size, read_config_file
+from proctor.agent.inputs.config import BudgetConfig, RunConfig, SandboxConfig
+from proctor.agent.inputs.run_config_loader import (
+    MAX_LISTED_PROBLEMS,
+    RunFlags,
+    load_run_config,
+    parse_size,
+    read_config_file,
+    validate_run_config,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -137,10 +148,53 @@ def test_bad_config_is_one_line_naming_file_and_field(tmp_path: Path, tasks: Pat
     assert str(caught.value).startswith(str(config_file))
 
 
-def test_several_problems_are_counted_not_dumped(tmp_path: Path, tasks: Path):
-    config_file = write(tmp_path / "run.yaml", f"tasks: {tasks}\nmodels: [openai/a]\nfoo: 1\nbar: 2\n")
-    with pytest.raises(UserError, match=r"\(and 1 more problem\)$"):
-        load_run_config(config_file, RunFlags())
+def test_every_problem_is_listed_on_one_line_with_did_you_mean(tmp_path: Path, tasks: Path):
+    text = (
+        f"tasks: {tasks}\nmodels: [{{name: openai/a, temprature: 1}}]\ntrails: 3\n"
+        "sandbox: {timeout: 3, memroy: 1g}\nmax_concurrency: 0\nbudget: {token_cap: 5, forse_submit: 1}\n"
+        "zzzz: 1\n"
+    )
+    with pytest.raises(UserError) as caught:
+        load_run_config(write(tmp_path / "run.yaml", text), RunFlags())
+    line = str(caught.value)
+    assert "\n" not in line and "more problem" not in line
+    for expected in (
+        "field 'trails': Extra inputs are not permitted (did you mean 'trials'?)",
+        "field 'sandbox.timeout': Extra inputs are not permitted (did you mean 'timeout_s'?)",
+        "field 'sandbox.memroy': Extra inputs are not permitted (did you mean 'memory'?)",
+        "field 'models.0.temprature': Extra inputs are not permitted (did you mean 'temperature'?)",
+        "field 'budget.forse_submit': Extra inputs are not permitted (did you mean 'force_submit_at'?)",
+        "field 'max_concurrency': Input should be greater than or equal to 1",
+    ):
+        assert expected in line, line
+    # Nothing close: no guess.
+    assert "field 'zzzz': Extra inputs are not permitted;" in line + ";"
+    assert line.count("did you mean") == 5
+
+
+@given(st.text(st.characters(codec="ascii", categories=("Ll", "Nd", "Pc")), min_size=1, max_size=30))
+@settings(deadline=None, max_examples=60)
+def test_a_guess_is_always_a_real_field_at_that_place(tmp_path_factory: pytest.TempPathFactory, key: str):
+    tasks = write(tmp_path_factory.mktemp("g") / "t.jsonl", '{"id": "a", "question": "q", "answer": "1"}\n')
+    for section, model in (("", RunConfig), ("sandbox", SandboxConfig), ("budget", BudgetConfig)):
+        if key in model.model_fields:
+            continue
+        data = {"tasks": str(tasks), "models": ["openai/a"]}
+        data.update({section: {key: 1}} if section else {key: 1})
+        with pytest.raises(UserError) as caught:
+            validate_run_config(data, "c")
+        guesses = re.findall(r"did you mean '([^']*)'", str(caught.value))
+        assert set(guesses) <= set(model.model_fields)
+
+
+def test_a_flood_of_problems_is_listed_up_to_a_bound(tmp_path: Path, tasks: Path):
+    keys = "".join(f"k{i}: 1\n" for i in range(MAX_LISTED_PROBLEMS + 7))
+    with pytest.raises(UserError) as caught:
+        load_run_config(
+            write(tmp_path / "run.yaml", f"tasks: {tasks}\nmodels: [openai/a]\n{keys}"), RunFlags()
+        )
+    line = str(caught.value)
+    assert line.count("field '") == MAX_LISTED_PROBLEMS and line.endswith("(and 7 more problems)")
 
 
 def test_cli_prints_the_error_line_and_exits_2_without_traceback(tmp_path: Path, tasks: Path):
@@ -148,7 +202,8 @@ def test_cli_prints_the_error_line_and_exits_2_without_traceback(tmp_path: Path,
     result = subprocess.run(["proctor", "run", str(config_file)], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        f"proctor: error: {config_file}: field 'max_concurency': Extra inputs are not permitted"
+        f"proctor: error: {config_file}: field 'max_concurency': Extra inputs are not permitted "
+        "(did you mean 'max_concurrency'?)"
     )
     assert "Traceback" not in result.stderr
 
@@ -162,13 +217,15 @@ def test_sizes_parse_as_docker_reads_them(text: str, expected: int):
 
 
 def test_resume_without_out_or_run_json_is_a_clear_error(tmp_path: Path, tasks: Path):
-    result = subprocess.run(
-        ["proctor", "run", "--tasks", str(tasks), "--model", "openai/a", "--resume"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert result.returncode == 2 and "--resume: give --out DIR" in result.stderr
+    # Alone, with a task file and a model, or with a config that names no run directory.
+    config = tmp_path / "c.yaml"
+    config.write_text(f"track: olympiad\ntasks: {tasks}\nmodels: [{{name: openai/a}}]\njudge: null\n")
+    for args in ([], ["--tasks", str(tasks), "--model", "openai/a"], [str(config)]):
+        result = subprocess.run(
+            ["proctor", "run", *args, "--resume"], capture_output=True, text=True, cwd=tmp_path
+        )
+        assert result.returncode == 2, result.stderr
+        assert result.stderr == "proctor: error: --resume needs --out DIR, the run directory to continue\n"
     result = subprocess.run(
         ["proctor", "run", "--resume", "--out", str(tmp_path / "nothing")],
         capture_output=True,

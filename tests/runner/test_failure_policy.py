@@ -266,15 +266,16 @@ def test_a_judge_whose_key_variable_is_unset_is_refused_with_or_without_prefligh
 # -- the endpoint a run used --------------------------------------------------------------------
 
 
-def test_resuming_against_another_endpoint_is_refused_unless_allowed_and_then_recorded(
+def test_a_resume_in_a_new_shell_talks_to_the_recorded_endpoint_and_another_only_when_named(
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, tasks=2)
-    # The first endpoint answers t00 and rejects t01 (a model_error that --resume runs again).
+    # The first endpoint answers the preflight and t00, then rejects every call (t01 is a
+    # model_error that --resume runs again).
     first_script = _fine_then(HttpError(400, "bad request"), good_calls=2)
     with ScriptedServer(first_script) as first, ScriptedServer(lambda r, i: Reply(content="a")) as second:
         started, _ = proctor("run", str(config), base_url=first.base_url)
-        assert started.returncode == 0, started.stdout + started.stderr
+        assert started.returncode == 3, started.stdout + started.stderr
         header = run_json(tmp_path)
         assert header["endpoints"] == [
             {
@@ -285,17 +286,28 @@ def test_resuming_against_another_endpoint_is_refused_unless_allowed_and_then_re
                 "api_key_env": "OPENAI_API_KEY",
             }
         ]
+        resume = ("run", "--resume", "--out", str(tmp_path / "run"))
+
+        # A new shell whose OPENAI_BASE_URL says elsewhere: the run goes on where it started.
+        first_calls = first.call_count
+        # (No preflight: the first endpoint now rejects everything, and t01 must reach it.)
+        resumed, _ = proctor(*resume, "--no-preflight", base_url=second.base_url)
+        assert resumed.returncode == 3, resumed.stdout + resumed.stderr  # t01 failed again, there
+        assert second.call_count == 0 and first.call_count == first_calls + 1
+        assert "--allow-endpoint-change" not in resumed.stdout + resumed.stderr
+        assert run_json(tmp_path)["events"] == []
         before = (tmp_path / "run" / "samples.jsonl").read_text()
 
-        resume = ("run", "--resume", "--out", str(tmp_path / "run"))
-        refused, _ = proctor(*resume, base_url=second.base_url)
+        # Naming another URL on purpose is a change of endpoint: refused unless allowed.
+        named = ("-M", f"base_url={second.base_url}")
+        refused, _ = proctor(*resume, *named, base_url=first.base_url)
         assert refused.returncode == 2, refused.stdout + refused.stderr
         [line] = error_lines(refused)
-        assert f"model openai/scripted ran against {first.base_url}, now {second.base_url}" in line
-        assert "--allow-endpoint-change" in line
+        assert f"model openai/scripted ran against {first.base_url}" in line
+        assert f"now names {second.base_url}" in line and "--allow-endpoint-change" in line
         assert second.call_count == 0 and (tmp_path / "run" / "samples.jsonl").read_text() == before
 
-        allowed, _ = proctor(*resume, "--allow-endpoint-change", base_url=second.base_url)
+        allowed, _ = proctor(*resume, *named, "--allow-endpoint-change", base_url=first.base_url)
         assert allowed.returncode == 0, allowed.stdout + allowed.stderr
         assert second.call_count == 2  # the preflight and the one sample to run again
     header = run_json(tmp_path)

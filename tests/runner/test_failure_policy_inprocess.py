@@ -17,7 +17,7 @@ import pytest
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import ModelConfig, RunConfig
 from proctor.agent.model.endpoint import Endpoint, without_secrets
-from proctor.agent.run.endpoint_record import endpoint_changes, refuse_or_record
+from proctor.agent.run.endpoint_record import endpoint_changes, pin_recorded_endpoints, refuse_or_record
 from proctor.agent.run.preflight import PREFLIGHT_PROMPT
 from proctor.agent.run.runner import RunResult, execute_run
 from tests.runner.conftest import make_config, quiet_progress, read_lines, write_tasks
@@ -244,10 +244,92 @@ def test_endpoint_changes_compare_each_model_and_the_judge_by_label() -> None:
         {"role": "judge", "label": "j", "from": "http://127.0.0.1:2/v1", "to": "http://127.0.0.1:4/v1"}
     ]
     with pytest.raises(
-        UserError, match=re.escape("judge j ran against http://127.0.0.1:2/v1, now http://127.0.0.1:4/v1")
+        UserError,
+        match=re.escape(
+            "judge j ran against http://127.0.0.1:2/v1, and its base_url now names http://127.0.0.1:4/v1"
+        ),
     ):
         refuse_or_record(changes, allowed=False, run_json="run.json", now="t")
     [event] = refuse_or_record(changes, allowed=True, run_json="run.json", now="t")
     assert event["event"] == "endpoint_change" and event["at"] == "t"
     # A run recorded before endpoints were has nothing to compare against.
     assert endpoint_changes(None, now) == [] and endpoint_changes("garbage", now) == []
+
+
+# -- a resume talks to the recorded endpoint, not to the new shell's environment ------------------
+
+RECORDED = "http://10.1.2.3:8000/v1"
+
+
+def _resumed(models: list[ModelConfig], judge: ModelConfig | None = None) -> RunConfig:
+    return RunConfig(track="olympiad", tasks=Path("t.jsonl"), models=models, judge=judge, resume=True)
+
+
+def _record(*entries: tuple[str, str, str]) -> list[dict[str, str]]:
+    return [{"role": role, "label": label, "base_url": url} for role, label, url in entries]
+
+
+@pytest.mark.parametrize("environment_url", [None, "https://api.openai.com/v1", "http://127.0.0.1:9/v1"])
+def test_a_url_from_the_environment_is_pinned_to_the_recorded_one(
+    monkeypatch: pytest.MonkeyPatch, environment_url: str | None
+) -> None:
+    if environment_url is None:
+        monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    else:
+        monkeypatch.setenv("OPENAI_BASE_URL", environment_url)
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    model = ModelConfig(name="openai/m", api_key_env="OPENAI_API_KEY")
+    judge = ModelConfig(name="openai/j", api_key_env="OPENAI_API_KEY")
+    record = _record(("model", "openai/m", RECORDED), ("judge", "openai/j", "http://127.0.0.1:7/v1"))
+    pinned = pin_recorded_endpoints(_resumed([model], judge), record, ["openai/m"], "run.json")
+    assert pinned.models[0].base_url == RECORDED
+    assert pinned.judge is not None and pinned.judge.base_url == "http://127.0.0.1:7/v1"
+    # The key is still read from the recorded variable: the pin changes only where requests go.
+    assert Endpoint.from_config(pinned.models[0]).api_key == "k"
+
+
+def test_a_named_url_a_local_server_and_an_unrecorded_model_are_left_alone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    named = ModelConfig(name="openai/named", base_url="http://127.0.0.1:5/v1")
+    local = ModelConfig(name="local/gemma3-270m")
+    new = ModelConfig(name="openai/new")
+    record = _record(
+        ("model", "openai/named", RECORDED),
+        ("model", "local/gemma3-270m", "local llama.cpp server (started by proctor)"),
+    )
+    config = _resumed([named, local, new])
+    assert (
+        pin_recorded_endpoints(config, record, ["openai/named", "local/gemma3-270m", "openai/new"], "r")
+        is config
+    )
+    # A run recorded before endpoints were has nothing to pin to.
+    assert pin_recorded_endpoints(config, None, ["a", "b", "c"], "r") is config
+
+
+def test_the_same_endpoint_keeps_the_environments_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://user:pw@127.0.0.1:9/v1?api_key=s3cret")
+    config = _resumed([ModelConfig(name="openai/m")])
+    record = _record(("model", "openai/m", without_secrets("http://user:pw@127.0.0.1:9/v1?api_key=s3cret")))
+    assert pin_recorded_endpoints(config, record, ["openai/m"], "r") is config
+
+
+def test_a_recorded_url_whose_credentials_were_dropped_or_a_missing_key_is_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    config = _resumed([ModelConfig(name="openai/m")])
+    redacted = _record(("model", "openai/m", "https://proxy.example/v1?token=REDACTED"))
+    with pytest.raises(UserError, match=r"whose credentials run\.json does not keep"):
+        pin_recorded_endpoints(config, redacted, ["openai/m"], "r")
+    # A hostile or damaged record cannot point the run at a non-HTTP target.
+    with pytest.raises(UserError, match="give the full URL again"):
+        pin_recorded_endpoints(
+            config, _record(("model", "openai/m", "file:///etc/passwd")), ["openai/m"], "r"
+        )
+    # The first session needed a key for this remote URL; the pin must not turn it keyless.
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with pytest.raises(UserError, match="the key variable OPENAI_API_KEY is not set"):
+        pin_recorded_endpoints(config, _record(("model", "openai/m", RECORDED)), ["openai/m"], "r")

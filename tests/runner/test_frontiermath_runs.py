@@ -223,13 +223,15 @@ def refused_run(tmp_path: Path, extra_env: dict[str, str], config: str) -> subpr
 
 
 def assert_refused_without_running(
-    done: subprocess.CompletedProcess[str], tmp_path: Path, cause: str
+    done: subprocess.CompletedProcess[str], tmp_path: Path, cause: str, fix: str
 ) -> None:
     assert done.returncode == 2, done
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("proctor: error:"), done.stderr
-    for needle in ("backend auto", cause, "proctor image build", "--backend local"):
+    for needle in ("backend auto", cause, fix, "--backend local"):
         assert needle in lines[0]
+    # Neither a stopped engine nor an image the user named is fixed by building the pinned image.
+    assert "proctor image build" not in lines[0]
     assert not (tmp_path / "run" / "samples.jsonl").exists()
     assert not (tmp_path / "run" / "run.json").exists()
 
@@ -240,11 +242,13 @@ def test_run_with_auto_and_no_engine_is_refused_before_anything_runs(tmp_path: P
     listener.bind(str(dead))
     listener.close()
     done = refused_run(tmp_path, {"DOCKER_HOST": f"unix://{dead}"}, "sandbox:\n  backend: auto\n")
-    assert_refused_without_running(done, tmp_path, "no Docker engine answers")
+    assert_refused_without_running(done, tmp_path, f"no Docker engine answers at unix://{dead}", "start it")
 
 
 @pytest.mark.docker
 def test_run_with_auto_and_a_missing_image_is_refused_before_anything_runs(tmp_path: Path):
     missing = "proctor/no-such-image:000000000000"
     done = refused_run(tmp_path, {}, f"sandbox:\n  backend: auto\n  image: {missing}\n")
-    assert_refused_without_running(done, tmp_path, f"sandbox image {missing} is not built")
+    assert_refused_without_running(
+        done, tmp_path, f"sandbox image {missing} is not in the engine at", "pull or build it"
+    )

@@ -142,7 +142,7 @@ def proctor(args: list[str], server: ScriptedServer) -> subprocess.CompletedProc
     )
 
 
-def test_cli_run_with_harness_bugs_exits_0_says_so_and_resume_reruns_them(
+def test_cli_run_with_harness_bugs_exits_3_says_so_and_resume_reruns_them(
     tmp_path: Path, echo_server: ScriptedServer
 ) -> None:
     tasks = tmp_path / "tasks.jsonl"
@@ -154,13 +154,15 @@ def test_cli_run_with_harness_bugs_exits_0_says_so_and_resume_reruns_them(
     out = tmp_path / "run"
     args = ["--track", "echo-crash", "--tasks", str(tasks), "--model", "openai/echo-model", "--out", str(out)]
     done = proctor(args, echo_server)
-    assert done.returncode == 0, done.stderr
+    # A sample without a result means the run is not done (--fail-on-error's default).
+    assert done.returncode == 3, done.stderr
+    assert "1 of 3 samples ended in errors (harness_error 1)" in done.stdout
     assert "Traceback" not in done.stderr + done.stdout
     assert "1 sample(s) failed in the harness and are recorded as harness_error" in done.stdout
     assert json.loads((out / "run.json").read_text())["status"] == "finished"
     # Still broken: resume runs it again, and the new record supersedes the old one.
     done = proctor(["--resume", "--out", str(out)], echo_server)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr
     lines = read_lines(out / "samples.jsonl")
     assert [r["task_id"] for r in lines].count("t1") == 2
     assert len(load_samples(out / "samples.jsonl").records) == 3

@@ -115,7 +115,13 @@ def test_missing_engine_with_docker_backend_gives_one_line_error(program: Path) 
         str(program),
         env={"DOCKER_HOST": "unix:///nonexistent/proctor-test.sock"},
     )
-    assert_one_line_error(completed, "--backend docker", "no Docker engine answers")
+    assert_one_line_error(
+        completed,
+        "--backend docker",
+        "no Docker engine answers at unix:///nonexistent/proctor-test.sock",
+        "start it, or point DOCKER_HOST or --docker-host at a running one",
+    )
+    assert "image build" not in completed.stderr
 
 
 @pytest.fixture
@@ -128,9 +134,10 @@ def closed_docker_socket(tmp_path: Path) -> Iterator[str]:
     yield f"unix://{path}"
 
 
-def assert_auto_refused(completed: subprocess.CompletedProcess[str], cause: str) -> None:
-    """Exit 2, one line naming the cause and both fixes, and the program never ran."""
-    assert_one_line_error(completed, "--backend auto", cause, "proctor image build", "--backend local")
+def assert_auto_refused(completed: subprocess.CompletedProcess[str], cause: str, fix: str) -> None:
+    """Exit 2, one line naming the cause, the fix that fits it and the other way out (local),
+    and the program never ran."""
+    assert_one_line_error(completed, "--backend auto", cause, fix, "--backend local")
     assert completed.stdout == ""
 
 
@@ -140,14 +147,18 @@ def test_auto_without_engine_is_one_line_error_and_runs_nothing(
     completed = run_proctor(
         "sandbox", "exec", "--json", str(program), env={"DOCKER_HOST": closed_docker_socket}
     )
-    assert_auto_refused(completed, "no Docker engine answers")
+    assert_auto_refused(completed, f"no Docker engine answers at {closed_docker_socket}", "start it")
+    # Whether the image exists is not known yet: building it is not the fix for a stopped engine.
+    assert "image build" not in completed.stderr
 
 
 @pytest.mark.docker
 def test_auto_with_missing_image_is_one_line_error_and_runs_nothing(program: Path) -> None:
     missing = f"proctor/no-such-image:{uuid.uuid4().hex[:12]}"
     completed = run_proctor("sandbox", "exec", "--image", missing, "--json", str(program))
-    assert_auto_refused(completed, f"sandbox image {missing} is not built")
+    # A named image is the user's to pull or build: `proctor image build` makes the pinned one.
+    assert_auto_refused(completed, f"sandbox image {missing} is not in the engine at", "pull or build it")
+    assert "proctor image build" not in completed.stderr
 
 
 def _wait_for(predicate: object, timeout: float) -> bool:

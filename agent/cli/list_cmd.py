@@ -1,0 +1,63 @@
+"""`proctor list tracks|tasks FILE|subjects FILE`: what there is to run, before running it.
+
+Plain lines, one item each, tab-separated, so they read in a terminal and pipe into grep, cut
+or wc. Task files are untrusted: every value printed is shown, never obeyed, and cannot add a
+line or a column (controls, bidi marks, tab and newline are spelled out).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from proctor.agent.cli.app import list_app
+from proctor.agent.cli.terminal_text import escape_for_terminal
+
+TRACK_HELP = "The track whose loader reads FILE: frontiermath (default), olympiad, research or phybench."
+
+
+def _cell(value: object) -> str:
+    return escape_for_terminal(str(value)).replace("\t", "\\t").replace("\n", "\\n")
+
+
+def _load(path: Path, track: str) -> list[Any]:
+    from proctor.agent.tracks.registry import make_track
+
+    return make_track(track).load_tasks(path)
+
+
+@list_app.command("tracks")
+def list_tracks() -> None:
+    """Every track: how it is graded and whether it runs model code in the sandbox."""
+    from proctor.agent.tracks.registry import make_track, track_names
+
+    for name in track_names():
+        track = make_track(name)
+        graded = "judge model" if track.needs_judge else "deterministic"
+        sandbox = "sandbox" if track.needs_sandbox else "no sandbox"
+        print(f"{name}\tgraded by {graded}\t{sandbox}")
+
+
+@list_app.command("tasks")
+def list_tasks(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="Task file (JSONL, JSON or YAML).")],
+    track: Annotated[str, typer.Option(help=TRACK_HELP)] = "frontiermath",
+) -> None:
+    """Each task's id and subject, in file order (what --task-id and --filter select from)."""
+    for task in _load(file, track):
+        subject = getattr(task, "subject", None)
+        print(f"{_cell(task.id)}\t{_cell(subject) if subject is not None else '-'}")
+
+
+@list_app.command("subjects")
+def list_subjects(
+    file: Annotated[Path, typer.Argument(metavar="FILE", help="Task file (JSONL, JSON or YAML).")],
+    track: Annotated[str, typer.Option(help=TRACK_HELP)] = "frontiermath",
+) -> None:
+    """Each subject with its number of tasks, most first (values for --filter subject=...)."""
+    counts = Counter(getattr(task, "subject", None) for task in _load(file, track))
+    for subject, count in counts.most_common():
+        print(f"{count}\t{_cell(subject) if subject is not None else '(none)'}")

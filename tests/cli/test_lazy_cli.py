@@ -1,0 +1,108 @@
+"""`proctor --version` and `--help` answer without importing the heavy libraries, and the lazy
+root group lists and resolves exactly what importing every command module registers."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+
+from proctor.agent.cli import commands_registry
+from proctor.agent.cli.app import app
+from proctor.agent.cli.commands_registry import COMMANDS, GROUPS, MODULES, LazyGroup
+
+REPO = Path(__file__).resolve().parents[2]
+CLI = REPO / "agent" / "cli"
+# What made `proctor --version` take 2 s; none is needed to print a version or a command list.
+HEAVY = ("openai", "docker", "sympy", "pydantic", "numpy", "yaml", "httpx", "aiohttp", "ray", "mpmath")
+
+PROBE = """
+import sys
+sys.argv = ["proctor", *sys.argv[1:]]
+from proctor.agent.cli import main
+try:
+    main()
+except SystemExit:
+    pass
+print("LOADED", sorted(name for name in {heavy!r} if name in sys.modules))
+"""
+
+
+@pytest.mark.parametrize("argv", [["--version"], ["--help"], []])
+def test_version_and_help_import_no_heavy_module(argv: list[str]) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *argv],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.splitlines()[-1] == "LOADED []", done.stdout + done.stderr
+    if argv == ["--version"]:
+        assert done.stdout.startswith("proctor ")
+    else:
+        assert "quickstart" in done.stdout and "sandbox" in done.stdout
+
+
+def _registrations() -> dict[str, set[str]]:
+    """Each command module -> the apps it registers commands on ("app", "sandbox_app", ...), from source."""
+    found: dict[str, set[str]] = {}
+    for module in MODULES:
+        tree = ast.parse((CLI / f"{module}.py").read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                for decorator in node.decorator_list:
+                    if (
+                        isinstance(decorator, ast.Call)
+                        and isinstance(decorator.func, ast.Attribute)
+                        and decorator.func.attr == "command"
+                        and isinstance(decorator.func.value, ast.Name)
+                    ):
+                        found.setdefault(module, set()).add(decorator.func.value.id)
+    return found
+
+
+def test_the_table_names_every_command_module_and_the_module_of_every_group() -> None:
+    assert sorted(p.stem for p in CLI.glob("*_cmd.py")) == sorted(MODULES)
+    registrations = _registrations()
+    for group in GROUPS:
+        owners = {module for module, apps in registrations.items() if f"{group}_app" in apps}
+        assert owners == set(GROUPS[group]), group
+    assert {module for module, apps in registrations.items() if "app" in apps} == set(COMMANDS.values())
+
+
+def test_the_lazy_listing_is_what_an_eager_import_registers() -> None:
+    lazy_group = typer.main.get_command(app)
+    assert isinstance(lazy_group, LazyGroup)
+    lazy_group._listing = True
+    listed = [(name, lazy_group.get_command(None, name).help) for name in lazy_group.list_commands(None)]
+    lazy_group._listing = False
+    commands_registry.load_all()
+    eager = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    # (Eager order is import order, which other tests change; the lazy listing's is COMMANDS, GROUPS.)
+    assert dict(listed) == {name: command.help for name, command in eager.items()}
+    assert [name for name, _ in listed] == [*COMMANDS, *GROUPS]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("group", sorted(GROUPS))
+def test_a_group_resolved_alone_has_every_subcommand(group: str) -> None:
+    commands_registry.load_all()
+    eager = typer.main.get_command(app).commands[group].commands  # type: ignore[attr-defined]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import typer; from proctor.agent.cli.app import app; "
+            f"print(sorted(typer.main.get_command(app).get_command(None, {group!r}).commands))",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.stdout.strip() == str(sorted(eager)), done.stderr
