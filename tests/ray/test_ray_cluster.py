@@ -62,6 +62,7 @@ def cluster() -> Iterator[LocalCluster]:
     saved = {name: os.environ.get(name) for name in auth_names}
     os.environ.pop("RAY_AUTH_TOKEN", None)
     os.environ.update(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN_PATH=str(started.token_path))
+    reload_ray_auth()
     try:
         started.start_sandbox_workers()
         yield started
@@ -72,8 +73,22 @@ def cluster() -> Iterator[LocalCluster]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+        reload_ray_auth()
         for name in ENGINE_SOCKETS:
             remove_sandbox_containers(name)
+
+
+def reload_ray_auth() -> None:
+    """Make this process's Ray read RAY_AUTH_MODE and the token file again.
+
+    Ray reads both once, when this process first loads it; an earlier test on the same xdist
+    worker may have loaded it without a token, and a user's driver has its environment from the
+    start. Ray's own helper for turning token mode on does the same two steps.
+    """
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
 
 
 def remove_sandbox_containers(name: str) -> list[str]:
