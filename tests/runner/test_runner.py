@@ -274,7 +274,10 @@ async def test_task_filter_and_limit_select_tasks(tmp_path: Path, echo_server: S
     assert result.planned == 2
     result = await run(make_config(tasks, tmp_path / "b", echo_server.base_url, limit_tasks=3))
     assert sorted(r["task_id"] for r in read_lines(tmp_path / "b" / "samples.jsonl")) == ["t00", "t01", "t02"]
-    with pytest.raises(UserError, match="no task left"):
+    # A filter no task matches names the values the tasks do hold (issue 24).
+    with pytest.raises(
+        UserError, match=r"no task has quickstart=nope; the tasks hold false \(3\), true \(2\)"
+    ):
         await run(
             make_config(tasks, tmp_path / "c", echo_server.base_url, task_filter={"quickstart": "nope"})
         )
