@@ -15,6 +15,7 @@ from pathlib import Path
 
 from proctor.agent.audit.model import (
     COMMAND_OWN_TIMEOUT,
+    COMMAND_TRACEME,
     PROCTOR_BACKENDS,
     AuditContext,
     Check,
@@ -444,6 +445,8 @@ CHECKS = [
         "exit 7, the handler ran twice",
         traced_supervisor,
         quick=True,
+        backends=PROCTOR_BACKENDS,
+        not_applicable={"command": COMMAND_TRACEME},
     ),
     Check(
         "enforce.leftover_processes",

@@ -12,7 +12,16 @@ from __future__ import annotations
 
 import platform
 
-from proctor.agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text, no_reply
+from proctor.agent.audit.model import (
+    COMMAND_TRACEME,
+    PROCTOR_BACKENDS,
+    AuditContext,
+    Check,
+    Finding,
+    Verdict,
+    escape_text,
+    no_reply,
+)
 from proctor.agent.audit.shared import shared_probe
 
 NETWORK = "isolation: network"
@@ -328,5 +337,7 @@ CHECKS += [
         "refused (EPERM)",
         ptrace_traceme,
         quick=True,
+        backends=PROCTOR_BACKENDS,
+        not_applicable={"command": COMMAND_TRACEME},
     ),
 ]

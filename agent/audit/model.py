@@ -56,6 +56,14 @@ CheckFunc = Callable[[AuditContext], Awaitable[Finding]]
 PROCTOR_BACKENDS = ("docker", "local", "ray")
 # Through --command the audit itself kills the command's process group at the timeout and caps
 # what it reads: a row about either would grade the audit's adapter, not the sandbox.
+# A foreign sandbox may run the program as PID 1 (`docker run` without --init): its
+# PTRACE_TRACEME makes containerd's shim the tracer, and that process then survives
+# `docker rm -f` in tracing stop until killed from the host. The TRACEME rows attack Proctor's
+# own supervisor; through --command they would leave such a process on the auditor's host.
+COMMAND_TRACEME = (
+    "not applicable through --command: PTRACE_TRACEME from a PID 1 makes the engine's shim its "
+    "tracer, and the process outlives its container (the rows attack Proctor's own supervisor)"
+)
 COMMAND_OWN_TIMEOUT = (
     "not applicable through --command: the audit enforces the timeout itself (it kills the "
     "command's process group); whether the sandbox behind it stops the program is host-side"

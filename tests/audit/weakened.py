@@ -29,6 +29,9 @@ WEAKENINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # Both of Proctor's filters gone: the engine's default profile instead of the allowlist
     # (as before issue 28), and the launcher's filter swapped for allow-all (REWRITES).
     "no_program_filter": ({"security_opt": ["no-new-privileges"]}, {}),
+    # The old wait, and no filter refusing PTRACE_TRACEME in front of it (the allowlist and the
+    # launcher's filter both refuse it now, so the old wait would never be reached).
+    "crashing_launcher": ({"security_opt": ["no-new-privileges"]}, {}),
 }
 
 
@@ -51,8 +54,9 @@ def wait(pid):
 
 
 def _crashing_launcher(kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The launcher with its old wait (defined again after the shared one, so it wins)."""
-    *head, launcher, config = kwargs["entrypoint"]
+    """The launcher with its old wait (defined again after the shared one, so it wins), and its
+    own filter allowing every call."""
+    *head, launcher, config = _allow_all_filters(kwargs)["entrypoint"]
     assert WAIT_SOURCE in launcher
     return {"entrypoint": [*head, launcher.replace(WAIT_SOURCE, WAIT_SOURCE + _CRASHING_WAIT), config]}
 

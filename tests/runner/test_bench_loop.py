@@ -29,7 +29,7 @@ async def test_scenario_runs_real_loop_against_the_scripted_server_process(tmp_p
     assert results_as_json([result], 8)["sandbox"] == SANDBOX_DOUBLE_LABEL
 
 
-async def test_forcing_threshold_ends_the_conversation_on_the_forced_turn(tmp_path: Path):
+async def test_forced_turns_last_from_the_threshold_to_the_cap(tmp_path: Path):
     result = await run_scenario(
         "forced",
         samples=1,
@@ -39,8 +39,10 @@ async def test_forcing_threshold_ends_the_conversation_on_the_forced_turn(tmp_pa
         budget=BudgetConfig(token_cap=10_000, force_submit_at=3_000),
         workdir=tmp_path,
     )
-    # 3 turns reach 3,000 tokens; turn 4 is forced and answered without a tool call.
-    assert result.turns == 4 and result.outcomes == {"no_submission": 1}
+    # 3 turns reach 3,000 tokens; from turn 4 every turn is forced (a forced turn answered
+    # without a submission no longer ends the sample, issue 23), each adding 1,000 tokens, until
+    # the next request would pass the 10,000-token cap: 9 turns in all.
+    assert result.turns == 9 and result.outcomes == {"no_submission": 1}
     assert result.harness_gap_ms_median is not None
 
 

@@ -335,7 +335,9 @@ def test_an_endpoints_message_cannot_add_lines_or_drive_the_terminal(tmp_path: P
     assert result.returncode == 2, result.stdout + result.stderr
     [line] = error_lines(result)
     # (The preflight joins the message's whitespace itself; the escapes it left reached the terminal.)
-    assert "HTTP 401" in line and "bad key proctor: finished" in line and "\\x1b[2J" in line
+    # The escape is neutralised, spelled out or blanked, never sent (asserted just below).
+    assert "HTTP 401" in line and "bad key proctor: finished" in line
+    assert "\\x1b[2J" in line or " [2J" in line
     assert "\x1b" not in result.stderr and "\r" not in result.stderr
     # Mid-run: the stop lines (when it happens and at the end) too.
     script = _fine_then(HttpError(401, HOSTILE_MESSAGE), good_calls=2)
@@ -345,6 +347,12 @@ def test_an_endpoints_message_cannot_add_lines_or_drive_the_terminal(tmp_path: P
     assert "\x1b" not in result.stdout + result.stderr
     assert not any(line.startswith("proctor: finished") for line in result.stdout.splitlines())
     stops = [line for line in result.stdout.splitlines() if line.startswith("proctor: stopped: auth")]
-    assert len(stops) == 2 and all("bad key\\nproctor: finished" in line for line in stops)
-    # The record keeps what the endpoint said exactly: files are exact, terminals are safe.
-    assert HOSTILE_MESSAGE in read_lines(tmp_path / "run" / "samples.jsonl")[-1]["error"]
+    # The newline cannot start a forged line: spelled out or blanked within the one line.
+    assert len(stops) == 2
+    assert all(
+        ("bad key\\nproctor: finished" in line or "bad key proctor: finished" in line) for line in stops
+    )
+    # The record keeps the endpoint's words, with its controls blanked (agent/model/provider_outcome.py
+    # cleans a provider's message before any record holds it).
+    recorded = read_lines(tmp_path / "run" / "samples.jsonl")[-1]["error"]
+    assert "bad key proctor: finished: all samples correct" in recorded and "\x1b" not in recorded

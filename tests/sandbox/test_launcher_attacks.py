@@ -20,7 +20,7 @@ import asyncio
 import pytest
 
 from proctor.sandbox import ExecResult, Sandbox
-from tests.sandbox.conftest import assert_no_process_in_gone_containers
+from tests.sandbox.conftest import assert_no_process_in_gone_containers, processes_in_gone_containers
 from tests.sandbox.test_conformance import assert_call_left_nothing
 
 pytestmark = pytest.mark.asyncio(loop_scope="session")
@@ -41,13 +41,17 @@ def say(text):
 
 
 async def run_attack(sandbox: Sandbox, body: str, timeout: float = 20.0) -> ExecResult:
+    # Only what this call leaves counts: a process stuck in some other container's cgroup
+    # (a PID 1 traced by containerd's shim survives `docker rm -f`: the engine's own bug,
+    # docs/sandbox.md) is not this call's.
+    before = set(await asyncio.to_thread(processes_in_gone_containers))
     result = await sandbox.exec(PRELUDE + body, timeout=timeout)
     # Never the supervisor's words or traceback in the program's streams.
     assert "Traceback" not in result.stderr, result
     assert "sandbox:" not in result.stderr, result
     await assert_call_left_nothing(result)
     if result.backend == "docker":
-        await asyncio.to_thread(assert_no_process_in_gone_containers)
+        await asyncio.to_thread(assert_no_process_in_gone_containers, ignore=before)
     return result
 
 
@@ -139,6 +143,10 @@ async def test_a_traced_grandchild_made_a_child_of_the_supervisor_is_let_go(
     # stop must be detached (the handler runs) and its end reaped, while the program's own
     # exit status is what comes back. gVisor ignores CLONE_PARENT: there the sibling is the
     # program's own child and the program, its tracer, lets it go as a debugger would.
+    if sandbox_runtime == "runsc":
+        # Proctor's allowlist refuses PTRACE_TRACEME under runsc too, and gVisor ignores
+        # CLONE_PARENT: no supervisor-traced sibling can be made there (priv.traceme holds).
+        pytest.skip("runsc: PTRACE_TRACEME is refused and CLONE_PARENT ignored; nothing to attack")
     result = await run_attack(
         sandbox,
         "import time\n"
