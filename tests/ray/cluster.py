@@ -221,11 +221,12 @@ class LocalCluster:
         return completed.stdout
 
     def proctor(
-        self, *args: str, env: dict[str, str] | None = None, timeout: float = 180
+        self, *args: str, env: dict[str, str] | None = None, timeout: float = 180, stdin: str | None = None
     ) -> subprocess.CompletedProcess[str]:
         """`proctor ...` from this tree, as a separate process (its own Ray driver)."""
         return subprocess.run(
             [sys.executable, "-c", "from proctor.agent.cli import main; main()", *args],
+            input=stdin,
             capture_output=True,
             text=True,
             env={**self.env(), **(env or {})},

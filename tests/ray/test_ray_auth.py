@@ -95,44 +95,15 @@ def test_the_driver_refuses_an_open_cluster_in_one_line(open_cluster: LocalClust
         ("sandbox", "exec", "--backend", "ray", "--ray-address", open_cluster.address, "-"),
         ("sandbox", "worker", "--address", open_cluster.address),
     ):
-        completed = subprocess.run(
-            [sys.executable, "-c", "from proctor.agent.cli import main; main()", *args],
-            input="print(1)\n",
-            capture_output=True,
-            text=True,
-            env=open_cluster.env(),
-            timeout=120,
-            cwd=REPO,
-            check=False,
-        )
+        completed = open_cluster.proctor(*args, stdin="print(1)\n", timeout=120)
         assert completed.returncode == 2, completed.stdout + completed.stderr
         lines = completed.stderr.strip().splitlines()
         assert len(lines) == 1 and "no token authentication" in lines[0] and ALLOW_FLAG in lines[0], lines
 
 
 def test_the_flag_lets_the_driver_past_authentication_and_nothing_else(open_cluster: LocalCluster) -> None:
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from proctor.agent.cli import main; main()",
-            "sandbox",
-            "exec",
-            "--backend",
-            "ray",
-            "--ray-address",
-            open_cluster.address,
-            ALLOW_FLAG,
-            "-",
-        ],
-        input="print(1)\n",
-        capture_output=True,
-        text=True,
-        env=open_cluster.env(),
-        timeout=180,
-        cwd=REPO,
-        check=False,
-    )
+    args = ("sandbox", "exec", "--backend", "ray", "--ray-address", open_cluster.address, ALLOW_FLAG, "-")
+    completed = open_cluster.proctor(*args, stdin="print(1)\n")
     # Past the check, the head-only cluster has no sandbox worker: that is the refusal now.
     assert completed.returncode == 2, completed.stdout + completed.stderr
     assert "no token authentication" not in completed.stderr
