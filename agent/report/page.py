@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from datetime import UTC, datetime
 from html import escape
@@ -42,6 +43,26 @@ def esc(value: object) -> str:
     # safe_text: a lone surrogate (only possible from a hand-edited run.json) could not be
     # written as UTF-8; it is shown as its \\uXXXX spelling instead.
     return escape(safe_text("" if value is None else str(value)), quote=True)
+
+
+# A word holding punctuation: browsers may break it after "-" or "/" ("openai/|model-a").
+_BREAKABLE_WORD = re.compile(r"[^\s]*[^\w\s][^\s]*")
+
+
+def cell_text(value: object) -> str:
+    """Escaped text for a table cell that wraps only at spaces.
+
+    Numbers never wrap (td.num is nowrap); a name is held together by a nowrap span around
+    each word with punctuation in it, so "fm-0001" or "openai/model-a" cannot split.
+    """
+    text = safe_text("" if value is None else str(value))
+    out, last = [], 0
+    for match in _BREAKABLE_WORD.finditer(text):
+        out.append(escape(text[last : match.start()], quote=True))
+        out.append(f'<span class="nw">{escape(match.group(), quote=True)}</span>')
+        last = match.end()
+    out.append(escape(text[last:], quote=True))
+    return "".join(out)
 
 
 def json_for_script(data: Any) -> str:
@@ -264,7 +285,11 @@ def _accuracy_table(rows: list[GroupRow], first_column: str) -> str:
         if show_cost:
             cells.append(("—" if row.total_cost_usd is None else _money(row.total_cost_usd), "num"))
         cells.append((_duration(row.sample_time_s), "num"))
-        out.append("<tr>" + "".join(f'<td class="{c}">{esc(v)}</td>' for v, c in cells) + "</tr>")
+        out.append(
+            "<tr>"
+            + "".join(f'<td class="{c}">{esc(v) if "num" in c else cell_text(v)}</td>' for v, c in cells)
+            + "</tr>"
+        )
     out.append("</tbody></table></div>")
     return "".join(out)
 
@@ -282,7 +307,7 @@ def _outcome_table(samples: list[SampleRecord]) -> str:
     out.append('<th class="num">Total</th></tr></thead><tbody>')
     for (track, model), members in sorted(groups.items()):
         counts = outcome_counts(members)
-        out.append(f"<tr><td>{esc(track)}</td><td>{esc(model)}</td>")
+        out.append(f"<tr><td>{cell_text(track)}</td><td>{cell_text(model)}</td>")
         out += [f'<td class="num" data-outcome="{esc(o)}">{counts.get(o, 0)}</td>' for o in present]
         out.append(f'<td class="num">{len(members)}</td></tr>')
     out.append("</tbody></table></div>")
@@ -404,7 +429,8 @@ def _passk_section(run: RunData) -> str:
     for model, block in by_model.items():
         values = block["pass_at_k"]["k"]
         parts.append(
-            f'<tr data-model="{esc(model)}"><td>{esc(model)}</td><td class="num">{len(block["grid"])}</td>'
+            f'<tr data-model="{esc(model)}"><td>{cell_text(model)}</td>'
+            f'<td class="num">{len(block["grid"])}</td>'
         )
         for k in range(1, k_max + 1):
             value = values.get(str(k))
@@ -459,8 +485,8 @@ def _grid_table(
         "</tr></thead><tbody>",
     ]
     for row in rows:
-        out.append(f'<tr data-task="{esc(row.task_id)}"><td class="mono">{esc(row.task_id)}</td>')
-        out.append(f"<td>{esc(row.subject or '')}</td>")
+        out.append(f'<tr data-task="{esc(row.task_id)}"><td class="mono">{cell_text(row.task_id)}</td>')
+        out.append(f"<td>{cell_text(row.subject)}</td>")
         for trial in trials:
             outcome = row.outcomes.get(trial)
             if outcome is None:

@@ -29,6 +29,22 @@
     return node;
   }
 
+  /* A table cell's text that wraps only at spaces: each word with punctuation in it (where a
+     browser may break, as after "-" or "/") is held together by a nowrap span. */
+  var BREAKABLE_WORD = /[^\s]*[^\w\s][^\s]*/g;
+  function cellText(value) {
+    var text = value === null || value === undefined ? "" : String(value);
+    var frag = document.createDocumentFragment(), last = 0, match;
+    BREAKABLE_WORD.lastIndex = 0;
+    while ((match = BREAKABLE_WORD.exec(text)) !== null) {
+      if (match.index > last) frag.appendChild(document.createTextNode(text.slice(last, match.index)));
+      frag.appendChild(el("span", { cls: "nw", text: match[0] }));
+      last = BREAKABLE_WORD.lastIndex;
+    }
+    if (last < text.length) frag.appendChild(document.createTextNode(text.slice(last)));
+    return frag;
+  }
+
   function fmtTokens(n) {
     if (n >= 1e6) return (n / 1e6).toFixed(2).replace(/\.?0+$/, "") + "M";
     if (n >= 1e3) return (n / 1e3).toFixed(1).replace(/\.0$/, "") + "k";
@@ -529,12 +545,12 @@
       var frag = document.createDocumentFragment();
       rows.slice(start, start + PAGE_SIZE).forEach(function (row) {
         var tr = el("tr", { cls: "sample-row", id: "row-" + row.i, tabindex: "0" },
-          el("td", { cls: "mono", text: row.task }), el("td", { text: row.trial }),
-          el("td", { text: row.model }), el("td", { text: row.subject || "" }),
+          el("td", { cls: "mono" }, cellText(row.task)), el("td", { text: row.trial }),
+          el("td", null, cellText(row.model)), el("td", null, cellText(row.subject)),
           el("td", null, el("span", { cls: "outcome o-" + row.outcome, text: row.outcome.replace(/_/g, " ") })),
           el("td", { cls: "num", text: row.score }),
           el("td", { cls: "num", text: fmtTokens(row.tokens) }), el("td", { cls: "num", text: row.turns }),
-          el("td", { text: row.forced !== null ? "turn " + row.forced : "" }),
+          el("td", { cls: "nw", text: row.forced !== null ? "turn " + row.forced : "" }),
           el("td", { cls: "num", text: fmtSeconds(row.duration) }));
         tr.addEventListener("click", function () { toggle(row, tr); });
         tr.addEventListener("keydown", function (ev) { if (ev.key === "Enter") toggle(row, tr); });
