@@ -25,6 +25,7 @@ from proctor.agent.report.aggregate import (
     overall_rows,
     subject_rows,
 )
+from proctor.agent.report.latex import KatexAssets, katex_status
 from proctor.agent.report.loader import RunData
 from proctor.agent.results.passk import TaskTrials, grid_by_model, shown_ks, task_grid
 from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
@@ -85,29 +86,54 @@ def render_report(run: RunData) -> str:
     force_at, cap = run.budget
     prices = run.prices
     title = f"Proctor report · {run.run_id}"
+    katex, katex_missing = katex_status()
     body = [
         _header(run),
         "<main>",
         *(f'<div class="banner warn">{esc(w)}</div>' for w in _warnings(run)),
+        _math_notice(katex_missing),
         _summary_section(samples, prices, run),
         _passk_section(run),
         _plots_section(run, force_at, cap),
         _samples_section(samples),
         "</main>",
         f"<footer>Generated {esc(datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC'))} by proctor view from "
-        f"{esc(run.run_dir)}. Works offline: nothing on this page is fetched.</footer>",
-        _data_blocks(samples, force_at, cap, agentic=run.is_agentic),
+        f"{esc(run.run_dir)}. Works offline: nothing on this page is fetched.{_math_credit(katex)}</footer>",
+        _data_blocks(samples, force_at, cap, agentic=run.is_agentic, katex=katex),
+        f'<script id="katex-script">{katex.script}</script>' if katex else "",
         f"<script>{asset('report.js')}</script>",
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        # A strict policy makes the no-network promise enforceable by the browser itself.
+        # A strict policy makes the no-network promise enforceable by the browser itself; KaTeX's
+        # fonts are inlined as data: URIs.
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
-        f"<title>{esc(title)}</title><style>{asset('report.css')}</style></head><body>"
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; font-src data:\">"
+        f"<title>{esc(title)}</title><style>{asset('report.css')}</style>"
+        + (f'<style id="katex-style">{katex.style}</style>' if katex else "")
+        + "</head><body>"
         + "".join(body)
         + "</body></html>\n"
+    )
+
+
+def _math_notice(missing: str) -> str:
+    """The one note a page without KaTeX gives: its mathematics shows as LaTeX source."""
+    if not missing:
+        return ""
+    return (
+        '<div class="banner info" id="math-notice">'
+        f"{esc(f'Mathematics is shown as LaTeX source, not rendered: {missing}.')}</div>"
+    )
+
+
+def _math_credit(katex: KatexAssets | None) -> str:
+    if katex is None:
+        return ""
+    return (
+        f" Mathematics rendered in the page by KaTeX {esc(katex.version)};"
+        " each block's LaTeX source is one click away."
     )
 
 
@@ -630,8 +656,20 @@ def embedded_record(sample: SampleRecord) -> dict[str, Any]:
     return record
 
 
-def _data_blocks(samples: list[SampleRecord], force_at: int, cap: int, *, agentic: bool = True) -> str:
-    meta = {"force_submit_at": force_at, "token_cap": cap, "agentic": agentic}
+def _data_blocks(
+    samples: list[SampleRecord],
+    force_at: int,
+    cap: int,
+    *,
+    agentic: bool = True,
+    katex: KatexAssets | None = None,
+) -> str:
+    meta = {
+        "force_submit_at": force_at,
+        "token_cap": cap,
+        "agentic": agentic,
+        "katex": katex.version if katex else None,
+    }
     index = [
         {
             "i": i,
