@@ -100,7 +100,9 @@ def render_report(run: RunData) -> str:
         f"<footer>Generated {esc(datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC'))} by proctor view from "
         f"{esc(run.run_dir)}. Works offline: nothing on this page is fetched.{_math_credit(katex)}</footer>",
         _data_blocks(samples, force_at, cap, agentic=run.is_agentic, katex=katex),
-        f'<script id="katex-script">{katex.script}</script>' if katex else "",
+        # Inert text until the first sample is opened (report.js runs it then): compiling KaTeX
+        # is no part of opening the page.
+        f'<script type="text/plain" id="katex-script">{katex.script}</script>' if katex else "",
         f"<script>{asset('report.js')}</script>",
     ]
     return (

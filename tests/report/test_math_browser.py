@@ -80,6 +80,8 @@ def _open(browser: Chromium, tmp_path: Path, name: str) -> Path:
     page = run_dir / f"{name}.html"
     page.write_text(render_report(load_run(run_dir)), encoding="utf-8")
     browser.navigate(page.as_uri(), ready_expression=READY)
+    # KaTeX is carried as inert text: opening the page does not compile it.
+    assert browser.evaluate("typeof window.katex") == "undefined"
     for index in range(3):
         browser.evaluate(f"window.__proctorReport.open({index})")
     return page
@@ -119,6 +121,10 @@ def test_latex_renders_offline_in_references_answers_and_judge_replies(
         assert _count(browser, f"{detail} {where} .katex") >= minimum, where
     assert _count(browser, f"{detail} .msg.assistant .katex-display") == 1
     assert _count(browser, f"{detail} .katex-error") == 0
+    # The first formula ran KaTeX from the page's own text; no script element was left behind.
+    assert browser.evaluate("typeof window.katex.render") == "function"
+    assert _count(browser, "script:not([type='application/json']):not(#katex-script)") == 1
+    assert browser.evaluate("document.getElementById('katex-script').type") == "text/plain"
     # KaTeX's own MathML keeps the source for assistive technology and copying.
     annotations = browser.evaluate(
         f"Array.from(document.querySelectorAll('{detail} .panel.reference annotation'))"

@@ -135,7 +135,20 @@
     output: "htmlAndMathml" };
   var CODE_SPAN = /(`+)[\s\S]*?[^`]\1(?!`)/y;
 
+  /* The page carries KaTeX as inert text (id katex-script) so that opening the page never
+     compiles it; the first formula shown runs it once, from the page itself. */
+  var katexStarted = false;
   function katexReady() {
+    if (!katexStarted) {
+      katexStarted = true;
+      var source = document.getElementById("katex-script");
+      if (source && !window.katex) {
+        var run = document.createElement("script");
+        run.textContent = source.textContent;
+        document.head.appendChild(run);  // an inline script runs as it is inserted
+        run.remove();
+      }
+    }
     return Boolean(window.katex && typeof window.katex.render === "function");
   }
 
