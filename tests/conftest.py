@@ -1,6 +1,6 @@
 """Suite-wide policy: what happens to tests whose infrastructure is missing, and the two tiers.
 
-Locally a missing Docker engine, local model or Chromium skips those tests with a reason.
+Locally a missing Docker engine, local model, Chromium or KaTeX skips those tests with a reason.
 Under CI (CI=true) nothing is skipped for missing infrastructure: `.ci/run` installs it,
 so its absence is a failure of the run, not something to hide.
 
@@ -46,10 +46,18 @@ def chromium_available() -> bool:
     return shutil.which("chromium") is not None
 
 
+@functools.cache
+def katex_installed() -> bool:
+    from proctor.agent.report.latex import katex_status
+
+    return katex_status()[0] is not None
+
+
 _REQUIREMENTS = {
     "docker": (docker_engine_answers, "no Docker engine answers"),
     "local_model": (local_model_available, "llama-cpp-python or the Gemma GGUF package is not installed"),
     "browser": (chromium_available, "Debian's chromium is not installed"),
+    "katex": (katex_installed, "KaTeX is not installed: npm ci in agent/report/katex (.ci/setup.sh does)"),
 }
 
 

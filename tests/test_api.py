@@ -252,6 +252,11 @@ def test_the_wheel_installs_only_the_proctor_package(tmp_path: Path) -> None:
     assert tops == {"proctor"}
     assert "proctor/agent/cli/__init__.py" in names and "proctor/sandbox/api.py" in names
     assert "proctor/agent/report/assets/" in "".join(names)  # package data comes along
+    # KaTeX's files the report inlines come along where npm installed them, npm's tree does not.
+    assert not [name for name in names if "/commander/" in name or name.endswith("katex.ts")]
+    if (REPO / "agent/report/katex/node_modules/katex/dist/katex.min.js").exists():
+        assert "proctor/agent/report/katex/node_modules/katex/dist/katex.min.js" in names
+        assert len([name for name in names if name.endswith(".woff2")]) >= 19
     assert "proctor = proctor.agent.cli:main" in scripts
 
 

@@ -9,9 +9,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from proctor.agent.report.compare import Comparison, fmt_ci, fmt_pct, fmt_signed
-from proctor.agent.report.page import asset
-from proctor.agent.report.svg import LinearScale, nice_ticks, open_svg, text
+from proctor.agent.report.compare import Comparison, PairedComparison, fmt_ci, fmt_pct, fmt_signed
+from proctor.agent.report.page import asset, cell_text
+from proctor.agent.report.svg import LinearScale, nice_ticks, open_svg, text, text_width
 from proctor.agent.run.progress import visible
 
 
@@ -119,12 +119,16 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
 
 def _html_table(headers: list[str], rows: list[list[str]], css: str) -> str:
     numeric = [h not in TEXT_COLUMNS for h in headers]
+    # Headers (arm labels among them) and names wrap only at spaces; numbers never wrap.
     head = "".join(
-        f'<th class="{"num" if numeric[i] else ""}">{escape(h)}</th>' for i, h in enumerate(headers)
+        f'<th class="{"num" if numeric[i] else ""}">{cell_text(h)}</th>' for i, h in enumerate(headers)
     )
     body = "".join(
         "<tr>"
-        + "".join(f'<td class="{"num" if numeric[i] else ""}">{escape(c)}</td>' for i, c in enumerate(row))
+        + "".join(
+            f'<td class="num">{escape(c)}</td>' if numeric[i] else f'<td class="">{cell_text(c)}</td>'
+            for i, c in enumerate(row)
+        )
         + "</tr>"
         for row in rows
     )
@@ -134,10 +138,26 @@ def _html_table(headers: list[str], rows: list[list[str]], css: str) -> str:
     )
 
 
+# The forest plot's labels are 11 px (report.css, svg.plot text); its data area stays this wide.
+LABEL_FONT_PX = 11
+PLOT_AREA_WIDTH = 436
+MIN_LABEL_MARGIN = 120
+
+
+def _arm_label(paired: PairedComparison) -> str:
+    return f"{paired.arm} · {paired.subject or 'all tasks'} (n={paired.difference.n})"
+
+
 def difference_plot(comparison: Comparison) -> str:
     """A forest plot: each paired difference as a dot with its 95% CI, against a zero line."""
     rows = [p for p in comparison.paired if not math.isnan(p.difference.mean)]
-    width, row_height, left, right, top = 720, 22, 260, 24, 28
+    labels = [_arm_label(p) for p in rows]
+    # The left margin holds the longest arm label: sized from the labels, not fixed, so no label
+    # is clipped; the plotting area keeps its width and the page scales the whole figure down.
+    widest = max((text_width(label, LABEL_FONT_PX) for label in labels), default=0.0)
+    left = max(MIN_LABEL_MARGIN, math.ceil(widest) + 18)
+    row_height, right, top = 22, 24, 28
+    width = left + PLOT_AREA_WIDTH + right
     height = top + row_height * max(1, len(rows)) + 34
     lows = [p.difference.ci_low for p in rows if not math.isnan(p.difference.ci_low)]
     highs = [p.difference.ci_high for p in rows if not math.isnan(p.difference.ci_high)]
@@ -155,10 +175,9 @@ def difference_plot(comparison: Comparison) -> str:
     ]
     for tick in nice_ticks(-extent, extent, 6):
         parts.append(text(x(tick), height - 14, f"{tick * 100:+g} pp", anchor="middle", css="tick"))
-    for index, paired in enumerate(rows):
+    for index, (paired, label) in enumerate(zip(rows, labels, strict=True)):
         y = top + index * row_height + row_height / 2
         estimate = paired.difference
-        label = f"{paired.arm} · {paired.subject or 'all tasks'} (n={estimate.n})"
         parts.append(text(left - 10, y + 4, label, anchor="end", css="tick" if paired.subject else "legend"))
         if not math.isnan(estimate.ci_low):
             parts.append(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections import Counter
 from datetime import UTC, datetime
 from html import escape
@@ -24,6 +25,7 @@ from proctor.agent.report.aggregate import (
     overall_rows,
     subject_rows,
 )
+from proctor.agent.report.latex import KatexAssets, katex_status
 from proctor.agent.report.loader import RunData
 from proctor.agent.results.passk import TaskTrials, grid_by_model, shown_ks, task_grid
 from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
@@ -42,6 +44,26 @@ def esc(value: object) -> str:
     # safe_text: a lone surrogate (only possible from a hand-edited run.json) could not be
     # written as UTF-8; it is shown as its \\uXXXX spelling instead.
     return escape(safe_text("" if value is None else str(value)), quote=True)
+
+
+# A word holding punctuation: browsers may break it after "-" or "/" ("openai/|model-a").
+_BREAKABLE_WORD = re.compile(r"[^\s]*[^\w\s][^\s]*")
+
+
+def cell_text(value: object) -> str:
+    """Escaped text for a table cell that wraps only at spaces.
+
+    Numbers never wrap (td.num is nowrap); a name is held together by a nowrap span around
+    each word with punctuation in it, so "fm-0001" or "openai/model-a" cannot split.
+    """
+    text = safe_text("" if value is None else str(value))
+    out, last = [], 0
+    for match in _BREAKABLE_WORD.finditer(text):
+        out.append(escape(text[last : match.start()], quote=True))
+        out.append(f'<span class="nw">{escape(match.group(), quote=True)}</span>')
+        last = match.end()
+    out.append(escape(text[last:], quote=True))
+    return "".join(out)
 
 
 def json_for_script(data: Any) -> str:
@@ -64,29 +86,56 @@ def render_report(run: RunData) -> str:
     force_at, cap = run.budget
     prices = run.prices
     title = f"Proctor report · {run.run_id}"
+    katex, katex_missing = katex_status()
     body = [
         _header(run),
         "<main>",
         *(f'<div class="banner warn">{esc(w)}</div>' for w in _warnings(run)),
+        _math_notice(katex_missing),
         _summary_section(samples, prices, run),
         _passk_section(run),
         _plots_section(run, force_at, cap),
         _samples_section(samples),
         "</main>",
         f"<footer>Generated {esc(datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC'))} by proctor view from "
-        f"{esc(run.run_dir)}. Works offline: nothing on this page is fetched.</footer>",
-        _data_blocks(samples, force_at, cap, agentic=run.is_agentic),
+        f"{esc(run.run_dir)}. Works offline: nothing on this page is fetched.{_math_credit(katex)}</footer>",
+        _data_blocks(samples, force_at, cap, agentic=run.is_agentic, katex=katex),
+        # Inert text until the first sample is opened (report.js runs it then): compiling KaTeX
+        # is no part of opening the page.
+        f'<script type="text/plain" id="katex-script">{katex.script}</script>' if katex else "",
         f"<script>{asset('report.js')}</script>",
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        # A strict policy makes the no-network promise enforceable by the browser itself.
+        # A strict policy makes the no-network promise enforceable by the browser itself; KaTeX's
+        # fonts are inlined as data: URIs.
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">"
-        f"<title>{esc(title)}</title><style>{asset('report.css')}</style></head><body>"
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:; font-src data:\">"
+        f"<title>{esc(title)}</title><style>{asset('report.css')}</style>"
+        + (f'<style id="katex-style">{katex.style}</style>' if katex else "")
+        + "</head><body>"
         + "".join(body)
         + "</body></html>\n"
+    )
+
+
+def _math_notice(missing: str) -> str:
+    """The one note a page without KaTeX gives: its mathematics shows as LaTeX source."""
+    if not missing:
+        return ""
+    return (
+        '<div class="banner info" id="math-notice">'
+        f"{esc(f'Mathematics is shown as LaTeX source, not rendered: {missing}.')}</div>"
+    )
+
+
+def _math_credit(katex: KatexAssets | None) -> str:
+    if katex is None:
+        return ""
+    return (
+        f" Mathematics rendered in the page by KaTeX {esc(katex.version)};"
+        " each block's LaTeX source is one click away."
     )
 
 
@@ -264,7 +313,11 @@ def _accuracy_table(rows: list[GroupRow], first_column: str) -> str:
         if show_cost:
             cells.append(("—" if row.total_cost_usd is None else _money(row.total_cost_usd), "num"))
         cells.append((_duration(row.sample_time_s), "num"))
-        out.append("<tr>" + "".join(f'<td class="{c}">{esc(v)}</td>' for v, c in cells) + "</tr>")
+        out.append(
+            "<tr>"
+            + "".join(f'<td class="{c}">{esc(v) if "num" in c else cell_text(v)}</td>' for v, c in cells)
+            + "</tr>"
+        )
     out.append("</tbody></table></div>")
     return "".join(out)
 
@@ -282,7 +335,7 @@ def _outcome_table(samples: list[SampleRecord]) -> str:
     out.append('<th class="num">Total</th></tr></thead><tbody>')
     for (track, model), members in sorted(groups.items()):
         counts = outcome_counts(members)
-        out.append(f"<tr><td>{esc(track)}</td><td>{esc(model)}</td>")
+        out.append(f"<tr><td>{cell_text(track)}</td><td>{cell_text(model)}</td>")
         out += [f'<td class="num" data-outcome="{esc(o)}">{counts.get(o, 0)}</td>' for o in present]
         out.append(f'<td class="num">{len(members)}</td></tr>')
     out.append("</tbody></table></div>")
@@ -404,7 +457,8 @@ def _passk_section(run: RunData) -> str:
     for model, block in by_model.items():
         values = block["pass_at_k"]["k"]
         parts.append(
-            f'<tr data-model="{esc(model)}"><td>{esc(model)}</td><td class="num">{len(block["grid"])}</td>'
+            f'<tr data-model="{esc(model)}"><td>{cell_text(model)}</td>'
+            f'<td class="num">{len(block["grid"])}</td>'
         )
         for k in range(1, k_max + 1):
             value = values.get(str(k))
@@ -459,8 +513,8 @@ def _grid_table(
         "</tr></thead><tbody>",
     ]
     for row in rows:
-        out.append(f'<tr data-task="{esc(row.task_id)}"><td class="mono">{esc(row.task_id)}</td>')
-        out.append(f"<td>{esc(row.subject or '')}</td>")
+        out.append(f'<tr data-task="{esc(row.task_id)}"><td class="mono">{cell_text(row.task_id)}</td>')
+        out.append(f"<td>{cell_text(row.subject)}</td>")
         for trial in trials:
             outcome = row.outcomes.get(trial)
             if outcome is None:
@@ -604,8 +658,20 @@ def embedded_record(sample: SampleRecord) -> dict[str, Any]:
     return record
 
 
-def _data_blocks(samples: list[SampleRecord], force_at: int, cap: int, *, agentic: bool = True) -> str:
-    meta = {"force_submit_at": force_at, "token_cap": cap, "agentic": agentic}
+def _data_blocks(
+    samples: list[SampleRecord],
+    force_at: int,
+    cap: int,
+    *,
+    agentic: bool = True,
+    katex: KatexAssets | None = None,
+) -> str:
+    meta = {
+        "force_submit_at": force_at,
+        "token_cap": cap,
+        "agentic": agentic,
+        "katex": katex.version if katex else None,
+    }
     index = [
         {
             "i": i,

@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass
 from html import escape
 
 
 def attr(value: object) -> str:
     return escape(str(value), quote=True)
+
+
+# Advance widths in em, rounded up from DejaVu Sans (what system-ui resolves to on Debian, and
+# wider than most UI fonts): an estimate that may leave a little space but never too little.
+_WIDE_GLYPHS = frozenset("mwMW@%")
+
+
+def _glyph_em(char: str) -> float:
+    if char in _WIDE_GLYPHS or unicodedata.east_asian_width(char) in ("W", "F"):
+        return 1.0
+    if char.isascii():
+        return 0.8 if char.isupper() else 0.64
+    return 0.8
+
+
+def text_width(content: str, font_px: float) -> float:
+    """An upper bound on the rendered width of one line of text, in pixels."""
+    return font_px * sum(_glyph_em(char) for char in content)
 
 
 def text(x: float, y: float, content: str, *, anchor: str = "start", css: str = "", extra: str = "") -> str:

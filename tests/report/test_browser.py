@@ -37,7 +37,8 @@ def _open(browser: Chromium, run_dir: Path, name: str) -> Path:
 
 def _assert_offline_and_clean(browser: Chromium, page: Path) -> None:
     assert browser.console_errors() == []
-    assert set(browser.requested_urls()) <= {page.as_uri()}
+    # data: URLs (KaTeX's inlined fonts) are read from the page itself, not fetched.
+    assert {url for url in browser.requested_urls() if not url.startswith("data:")} <= {page.as_uri()}
 
 
 def _count(browser: Chromium, selector: str) -> int:
@@ -226,7 +227,7 @@ def test_hostile_audit_trail_is_shown_verbatim_and_inert(browser: Chromium, tmp_
     assert browser.evaluate("typeof window.__pwned") == "undefined"
     active = "[href],[src],[onerror],[onload],[onclick],iframe,object,embed,a"
     assert _count(browser, f"body {active}") == 0
-    assert _count(browser, "script:not([type='application/json'])") == 1
+    assert _count(browser, "script:not([type='application/json']):not(#katex-script)") == 1
     _assert_offline_and_clean(browser, page)
 
 
@@ -236,6 +237,20 @@ def test_latex_prose_wraps_instead_of_overflowing(browser: Chromium, tmp_path: P
     index = next(i for i, s in enumerate(samples) if s.task_id == "long-formula")
     browser.evaluate(f"window.__proctorReport.open({index})")
     detail = f'.detail[data-sample="{index}"]'
+    # Rendered (KaTeX installed), the formula is wider than its panel: it scrolls inside its own
+    # block, which stays within the panel. Its source is then one click away.
+    rendered = _count(browser, f"{detail} .math-view")
+    assert browser.evaluate(
+        f"Array.from(document.querySelectorAll('{detail} .math-view')).every(v => "
+        "v.getBoundingClientRect().right <= v.closest('.msg, .panel').getBoundingClientRect().right + 1)"
+    )
+    answer = f"{detail} .msg.assistant"
+    if rendered:
+        view = f"document.querySelector('{answer} .math-view')"
+        assert browser.evaluate(f"{view}.scrollWidth > {view}.clientWidth")
+        assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        browser.evaluate(f"document.querySelectorAll('{detail} button.latex-toggle').forEach(b => b.click())")
+    assert browser.evaluate(f"document.querySelector('{answer} pre.prose').offsetParent !== null")
     overflowing = browser.evaluate(
         f"Array.from(document.querySelectorAll('{detail} pre.prose'))"
         ".filter(p => p.scrollWidth > p.clientWidth + 1).length"
@@ -245,9 +260,12 @@ def test_latex_prose_wraps_instead_of_overflowing(browser: Chromium, tmp_path: P
         browser.evaluate("getComputedStyle(document.querySelector('pre.prose')).fontFamily").find("Mono") >= 0
     )
     assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-    # Nor does hostile or long text in names widen the sample list past its frame.
+    # Nor does hostile or long text in names widen the page: names wrap only between words
+    # (tests/report/test_layout_browser.py), so the sample list scrolls sideways in its own frame.
     assert browser.evaluate(
-        "var t = document.querySelector('table.samples'); t.scrollWidth <= t.parentNode.clientWidth"
+        "var w = document.querySelector('table.samples').parentNode;"
+        "getComputedStyle(w).overflowX === 'auto' && "
+        "w.getBoundingClientRect().right <= w.closest('section').getBoundingClientRect().right"
     )
     browser.evaluate(f"document.querySelector('{detail}').scrollIntoView()")
     browser.screenshot(ARTIFACTS / "report-latex.png")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from proctor.agent.errors import UserError
+from proctor.agent.report.latex import katex_status
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import LOCAL_BACKEND_WARNING, embedded_record, json_for_script, render_report
 from proctor.agent.results.records import Outcome, SampleRecord, ToolCallRecord
@@ -110,7 +111,13 @@ def test_every_sample_is_embedded_and_round_trips(small_run: Path) -> None:
         assert embedded == embedded_record(sample)
         assert embedded["transcript"] == sample.model_dump(mode="json")["transcript"]
     meta = json.loads(blocks["report-meta"])
-    assert meta == {"force_submit_at": SMALL_FORCE_AT, "token_cap": SMALL_CAP, "agentic": True}
+    katex = katex_status()[0]
+    assert meta == {
+        "force_submit_at": SMALL_FORCE_AT,
+        "token_cap": SMALL_CAP,
+        "agentic": True,
+        "katex": katex.version if katex else None,
+    }
 
 
 def test_model_text_cannot_break_out_of_the_page(small_run: Path, judged_run: Path) -> None:
@@ -119,9 +126,10 @@ def test_model_text_cannot_break_out_of_the_page(small_run: Path, judged_run: Pa
         assert "window.__pwned" in html  # the hostile text is there, as data
         assert "<script>window.__pwned" not in html
         assert "<img src=x" not in html
-        # Every <script> element the page opens is one the page meant to open.
+        # Every <script> element the page opens is one the page meant to open: the meta and
+        # index blocks, one per sample, report.js, and KaTeX's where it is installed.
         opened = len(re.findall(r"<script\b", html, re.I))
-        assert opened == len(load_run(run_dir).samples) + 3
+        assert opened == len(load_run(run_dir).samples) + 3 + (katex_status()[0] is not None)
         for _block_id, body in JSON_BLOCK.findall(html):
             assert "</" not in body and "<!--" not in body
 

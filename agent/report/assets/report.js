@@ -29,6 +29,22 @@
     return node;
   }
 
+  /* A table cell's text that wraps only at spaces: each word with punctuation in it (where a
+     browser may break, as after "-" or "/") is held together by a nowrap span. */
+  var BREAKABLE_WORD = /[^\s]*[^\w\s][^\s]*/g;
+  function cellText(value) {
+    var text = value === null || value === undefined ? "" : String(value);
+    var frag = document.createDocumentFragment(), last = 0, match;
+    BREAKABLE_WORD.lastIndex = 0;
+    while ((match = BREAKABLE_WORD.exec(text)) !== null) {
+      if (match.index > last) frag.appendChild(document.createTextNode(text.slice(last, match.index)));
+      frag.appendChild(el("span", { cls: "nw", text: match[0] }));
+      last = BREAKABLE_WORD.lastIndex;
+    }
+    if (last < text.length) frag.appendChild(document.createTextNode(text.slice(last)));
+    return frag;
+  }
+
   function fmtTokens(n) {
     if (n >= 1e6) return (n / 1e6).toFixed(2).replace(/\.?0+$/, "") + "M";
     if (n >= 1e3) return (n / 1e3).toFixed(1).replace(/\.0$/, "") + "k";
@@ -109,6 +125,157 @@
     more.addEventListener("click", function () { pre.textContent = content; more.remove(); });
     wrap.appendChild(more);
     return wrap;
+  }
+
+  /* ---------- mathematics: LaTeX in prose, rendered by the inlined KaTeX ---------- */
+  /* Model and task text is untrusted: KaTeX gets no trust (\href, \url, \includegraphics and
+     \html... render as inert red names), bounded macro expansion and sizes, and shows a
+     formula it cannot parse as its source instead of throwing. */
+  var KATEX_OPTIONS = { throwOnError: false, trust: false, strict: "ignore", maxExpand: 1000, maxSize: 10,
+    output: "htmlAndMathml" };
+  var CODE_SPAN = /(`+)[\s\S]*?[^`]\1(?!`)/y;
+
+  /* The page carries KaTeX as inert text (id katex-script) so that opening the page never
+     compiles it; the first formula shown runs it once, from the page itself. */
+  var katexStarted = false;
+  function katexReady() {
+    if (!katexStarted) {
+      katexStarted = true;
+      var source = document.getElementById("katex-script");
+      if (source && !window.katex) {
+        var run = document.createElement("script");
+        run.textContent = source.textContent;
+        document.head.appendChild(run);  // an inline script runs as it is inserted
+        run.remove();
+      }
+    }
+    return Boolean(window.katex && typeof window.katex.render === "function");
+  }
+
+  /* Where the "$" at i closes, or -1. Pandoc's rule, so that prices stay prose: a non-space
+     follows the opening "$"; the first unescaped "$" after it closes only when a non-space
+     precedes it and no digit follows, and never across a blank line. "$5 and $10" is text. */
+  function inlineDollarClose(text, i) {
+    if (i + 1 >= text.length || /\s/.test(text.charAt(i + 1))) return -1;
+    for (var j = i + 1; j < text.length; j++) {
+      var ch = text.charAt(j);
+      if (ch === "\\") { j++; continue; }
+      if (ch === "\n" && /^\n[ \t\r]*\n/.test(text.slice(j, j + 64))) return -1;
+      if (ch === "$") return /\s/.test(text.charAt(j - 1)) || /[0-9]/.test(text.charAt(j + 1)) ? -1 : j;
+    }
+    return -1;
+  }
+
+  /* Prose split into text and formulas: $...$, $$...$$, \(...\) and \[...\]. An escaped
+     character (\$) and code in backticks are text. */
+  function mathSegments(text) {
+    var parts = [], plain = 0, i = 0, n = text.length;
+    // A closer not found once is not found later either: hostile text full of openers stays linear.
+    var unclosed = {};
+    function formula(start, end, tex, display) {
+      if (start > plain) parts.push({ text: text.slice(plain, start) });
+      parts.push({ tex: tex, display: display, source: text.slice(start, end) });
+      plain = end;
+      return end;
+    }
+    while (i < n) {
+      var c = text.charAt(i), end;
+      if (c === "`") {
+        CODE_SPAN.lastIndex = i;
+        if (CODE_SPAN.test(text)) { i = CODE_SPAN.lastIndex; continue; }
+        while (text.charAt(i) === "`") i++;
+      } else if (c === "\\") {
+        var d = text.charAt(i + 1);
+        if ((d === "(" || d === "[") && !unclosed[d]) {
+          end = text.indexOf(d === "(" ? "\\)" : "\\]", i + 2);
+          if (end < 0) unclosed[d] = true;
+          if (end > 0 && text.slice(i + 2, end).trim()) { i = formula(i, end + 2, text.slice(i + 2, end), d === "["); continue; }
+        }
+        i += 2;
+      } else if (c === "$" && text.charAt(i + 1) === "$") {
+        end = unclosed.$$ ? -1 : text.indexOf("$$", i + 2);
+        if (end < 0) unclosed.$$ = true;
+        if (end > 0 && text.slice(i + 2, end).trim()) { i = formula(i, end + 2, text.slice(i + 2, end), true); continue; }
+        i += 2;
+      } else if (c === "$") {
+        end = inlineDollarClose(text, i);
+        if (end > 0) { i = formula(i, end + 1, text.slice(i + 1, end), false); continue; }
+        i++;
+      } else {
+        i++;
+      }
+    }
+    if (plain < n) parts.push({ text: text.slice(plain) });
+    // A displayed formula is a block of its own: the line breaks around it would add blank lines.
+    parts.forEach(function (part, k) {
+      if (part.text === undefined) return;
+      if (k > 0 && parts[k - 1].display) part.text = part.text.replace(/^[ \t]*\r?\n/, "");
+      if (k + 1 < parts.length && parts[k + 1].display) part.text = part.text.replace(/\r?\n[ \t]*$/, "");
+    });
+    return parts;
+  }
+
+  function renderFormula(part) {
+    var holder = el(part.display ? "div" : "span", { cls: "math " + (part.display ? "display" : "inline") });
+    try {
+      window.katex.render(part.tex, holder, Object.assign({ displayMode: part.display }, KATEX_OPTIONS));
+    } catch (err) {
+      holder.className += " math-failed";
+      holder.textContent = part.source;
+    }
+    return holder;
+  }
+
+  /* A reference answer is often bare LaTeX ("\\sqrt{2 g L \\sin\\theta}", PHYBench's form): one
+     line with a command, a script or a brace, and no delimiters, is shown as one formula. */
+  var BARE_TEX = /^[^\n$]*(?:\\[A-Za-z]+|[\^_{])[^\n$]*$/;
+
+  /* Prose that holds LaTeX: rendered, with its source one click away. Long prose renders its
+     head first, as textBlock shows it. Prose without a formula, or a page without KaTeX, is
+     plain text exactly as before. */
+  function proseBlock(content, cls, bareFormula) {
+    content = content === null || content === undefined ? "" : String(content);
+    var source = textBlock(content, cls);
+    if (!katexReady()) return source;
+    var parts = mathSegments(content);
+    if (bareFormula && parts.length === 1 && parts[0].text !== undefined && BARE_TEX.test(content.trim())) {
+      parts = [{ tex: content.trim(), display: true, source: content }];
+    }
+    if (!parts.some(function (part) { return part.tex !== undefined; })) return source;
+    var view = el("div", { cls: "math-view" });
+    var rendered = el("div", { cls: "rendered" }, view);
+    var next = 0, shown = 0;
+    function renderUpTo(limit) {
+      while (next < parts.length && shown < limit) {
+        var part = parts[next];
+        if (part.text !== undefined && shown + part.text.length > limit) {
+          parts.splice(next + 1, 0, { text: part.text.slice(limit - shown) });
+          part = { text: part.text.slice(0, limit - shown) };
+        }
+        view.appendChild(part.text !== undefined ? document.createTextNode(part.text) : renderFormula(part));
+        shown += (part.text !== undefined ? part.text : part.source).length;
+        next++;
+      }
+    }
+    renderUpTo(LONG_TEXT);
+    if (next < parts.length) {
+      var more = el("button", { cls: "more", type: "button",
+        text: "show all " + content.length.toLocaleString() + " characters" });
+      more.addEventListener("click", function () { renderUpTo(Infinity); more.remove(); });
+      rendered.appendChild(more);
+    }
+    source.hidden = true;
+    var toggle = el("button", { cls: "latex-toggle", type: "button", "aria-pressed": "false",
+      title: "show this text as written", text: "LaTeX source" });
+    toggle.addEventListener("click", function () {
+      var showSource = source.hidden;
+      source.hidden = !showSource;
+      rendered.hidden = showSource;
+      toggle.textContent = showSource ? "rendered" : "LaTeX source";
+      toggle.title = showSource ? "show the mathematics rendered" : "show this text as written";
+      toggle.setAttribute("aria-pressed", String(showSource));
+    });
+    return el("div", { cls: "prose-block" }, toggle, rendered, source);
   }
 
   function messageText(content) {
@@ -280,10 +447,10 @@
         var reasoning = msg.reasoning_content || msg.reasoning;
         if (reasoning) {
           box.appendChild(el("details", { cls: "reasoning" }, el("summary", { text: "reasoning" }),
-            textBlock(messageText(reasoning), "text")));
+            proseBlock(messageText(reasoning), "text")));
         }
         var text = messageText(msg.content);
-        if (text) box.appendChild(textBlock(text, "text prose"));
+        if (text) box.appendChild(proseBlock(text, "text prose"));
         (msg.tool_calls || []).forEach(function (call) { box.appendChild(renderToolCall(call, recordById)); });
         wrap.appendChild(box);
       } else if (role === "tool") {
@@ -295,7 +462,7 @@
         wrap.appendChild(forcedMarker(noticeTurn, messageText(msg.content)));
         forcedShown = true;
       } else {
-        var content = textBlock(messageText(msg.content), "text prose");
+        var content = proseBlock(messageText(msg.content), "text prose");
         if (role === "system") {
           wrap.appendChild(el("details", { cls: "msg system" }, el("summary", { text: "system prompt" }), content));
         } else {
@@ -337,7 +504,7 @@
     var box = el("section", { cls: "panel reference" },
       el("h4", { text: ownValue(REFERENCE_TITLES, ref.kind) || ("Reference (" + ref.kind + ")") }));
     if (ref.kind === "verify" || ref.kind === "expected") box.appendChild(codeBlock(ref.text || "", "python"));
-    else box.appendChild(textBlock(ref.text, "text prose reference-text"));
+    else box.appendChild(proseBlock(ref.text, "text prose reference-text", ref.kind === "answer"));
     if (ref.tolerance !== null && ref.tolerance !== undefined) {
       box.appendChild(el("div", { cls: "fields" }, field("tolerance", ref.tolerance, "mono")));
     }
@@ -352,7 +519,7 @@
     }
     var details = el("details", { cls: "judge-prompt" }, el("summary", { text: note }));
     if (judge.prompt_sha256) details.appendChild(el("div", { cls: "mono muted", text: "sha256 " + judge.prompt_sha256 }));
-    details.appendChild(textBlock(judge.prompt, "text prose"));
+    details.appendChild(proseBlock(judge.prompt, "text prose"));
     return details;
   }
 
@@ -370,7 +537,7 @@
     if (typeof judge.prompt === "string") box.appendChild(renderJudgePrompt(judge));
     (judge.replies || []).forEach(function (reply, i) {
       box.appendChild(el("div", { cls: "label", text: "reply " + (i + 1) + " of " + judge.replies.length }));
-      box.appendChild(textBlock(reply, "text prose"));
+      box.appendChild(proseBlock(reply, "text prose"));
     });
     return box;
   }
@@ -529,12 +696,12 @@
       var frag = document.createDocumentFragment();
       rows.slice(start, start + PAGE_SIZE).forEach(function (row) {
         var tr = el("tr", { cls: "sample-row", id: "row-" + row.i, tabindex: "0" },
-          el("td", { cls: "mono", text: row.task }), el("td", { text: row.trial }),
-          el("td", { text: row.model }), el("td", { text: row.subject || "" }),
+          el("td", { cls: "mono" }, cellText(row.task)), el("td", { text: row.trial }),
+          el("td", null, cellText(row.model)), el("td", null, cellText(row.subject)),
           el("td", null, el("span", { cls: "outcome o-" + row.outcome, text: row.outcome.replace(/_/g, " ") })),
           el("td", { cls: "num", text: row.score }),
           el("td", { cls: "num", text: fmtTokens(row.tokens) }), el("td", { cls: "num", text: row.turns }),
-          el("td", { text: row.forced !== null ? "turn " + row.forced : "" }),
+          el("td", { cls: "nw", text: row.forced !== null ? "turn " + row.forced : "" }),
           el("td", { cls: "num", text: fmtSeconds(row.duration) }));
         tr.addEventListener("click", function () { toggle(row, tr); });
         tr.addEventListener("keydown", function (ev) { if (ev.key === "Enter") toggle(row, tr); });
