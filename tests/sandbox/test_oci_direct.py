@@ -83,6 +83,29 @@ def test_a_call_spec_changes_only_what_is_named(old: int, new: int) -> None:
     assert restored == expected
 
 
+@given(
+    old=st.integers(1, 2**31 - 1),
+    new=st.integers(1, 2**31 - 1),
+    token=st.text("0123456789abcdef", min_size=12, max_size=12),
+)
+def test_the_spec_rendered_once_per_template_is_the_call_spec_for_every_call(
+    old: int, new: int, token: str
+) -> None:
+    template = oci_direct.Template(_spec(old), old, Path("/run/proctor-oci/1-x/images/y/rootfs"))
+    name = f"proctor-oci-1-0123456789abcdef-{token}"
+    hostname_file = Path(f"/run/proctor-oci/1-x/bundles/{name}/hostname")
+    text = oci_direct.call_spec_text(template, name, new, hostname_file)
+    assert json.loads(text) == oci_direct.call_spec(template, name, new, hostname_file)
+
+
+def test_a_spec_that_holds_a_stand_in_is_refused() -> None:
+    spec = _spec(5)
+    spec["mounts"][2]["source"] = "/proctor-oci-mark-hostname-file"
+    template = oci_direct.Template(spec, 5, Path("/r"))
+    with pytest.raises(Exception, match="stand-ins"):
+        template.text()
+
+
 def test_a_spec_for_another_launcher_is_refused() -> None:
     spec = _spec(5)
     with pytest.raises(Exception, match="not the one generated"):
