@@ -416,7 +416,13 @@ class DockerSandbox:
             # The container is gone by the time anyone reads this; the ID lets a test or the
             # audit check from the host that nothing serving it is left (gVisor hides its
             # processes from the host's /proc).
-            extra={"image_id": self.image_id, "container_id": container_id, "runtime": self.runtime},
+            extra={
+                "image_id": self.image_id,
+                "container_id": container_id,
+                "runtime": self.runtime,
+                # CPU by part inside the container (the launcher's own accounting), microseconds.
+                **({"cpu_us": raw.cpu_us} if raw.cpu_us is not None else {}),
+            },
         )
 
     # -- containers ------------------------------------------------------------------------

@@ -1,0 +1,171 @@
+"""CPU per call by part, from process accounting: who spent a call's CPU, not just how much.
+
+Whole-machine CPU (/proc/stat) includes everyone's work on a shared machine; these figures do
+not. Each is the kernel's own accounting of one part, read before and after a round:
+
+- ``controller``: this process (Proctor's Python: the pool, the relay, the SDK client), its own
+  CPU time;
+- ``engine``: the local engine's processes, dockerd and containerd with the children they have
+  reaped (shims reparented to containerd, and the runc each shim runs), and any shim still alive;
+  it includes other clients' work on the same engine;
+- ``client``: the docker CLI processes of ``docker run`` and ``docker exec`` (this process reaped
+  them);
+- ``runtime``: on the runc-direct path, what this process reaped minus what ran inside the
+  containers: ``runc run`` (and ``runc delete`` where still needed); on the docker paths runc is
+  the shim's child, inside ``engine``;
+- ``container``: every process of each container, from its own cgroup when the launcher's report
+  arrives, split by the launcher's own accounting (sandbox/containers.py, ``RawRun.cpu_us``) into
+  ``init`` (runc init and docker-init, what the container's cgroup counted beyond the parts
+  below), ``launcher``, ``prepare`` (the image's entrypoint) and ``program`` (the program and
+  every descendant it waited for).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PARTS = ("controller", "client", "engine", "runtime", "init", "launcher", "prepare", "program")
+# Container parts the launcher reports (RawRun.cpu_us); ``container`` is their cgroup's total.
+LAUNCHER_PARTS = ("launcher", "prepare", "program")
+_PROC = Path("/proc")
+_DOCKERD_PIDFILE = Path("/var/run/docker.pid")
+_TICK_S = 1.0 / os.sysconf("SC_CLK_TCK")
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = (_PROC / str(pid) / "stat").read_text()
+    except OSError:
+        return None
+    # The command name is in parentheses and may hold spaces: fields start after the last ')'.
+    return text[text.rfind(")") + 2 :].split()
+
+
+def process_cpu_s(pid: int, children: bool = True) -> float:
+    """utime + stime (and, with ``children``, cutime + cstime) of one process, in seconds."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        return 0.0
+    # Fields after the name: state is [0], utime [11], stime [12], cutime [13], cstime [14].
+    ticks = int(fields[11]) + int(fields[12])
+    if children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks * _TICK_S
+
+
+def _parent(pid: int) -> int:
+    fields = _stat_fields(pid)
+    return int(fields[1]) if fields is not None else 0
+
+
+def engine_processes() -> list[int]:
+    """The main engine's dockerd (its pid file), its descendants, and every containerd shim
+    serving it (a shim daemonizes: its parent is not the engine)."""
+    try:
+        dockerd = int(_DOCKERD_PIDFILE.read_text().strip())
+    except (OSError, ValueError):
+        return []
+    found = {dockerd}
+    parents: dict[int, int] = {}
+    shims: list[int] = []
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        parents[pid] = _parent(pid)
+        try:
+            comm = (entry / "comm").read_text().strip()
+        except OSError:
+            continue
+        if comm.startswith("containerd-shim"):
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            # The main engine's containerd lives under /var/run/docker (the gVisor engine's
+            # under its own exec root): only shims addressing it are this engine's.
+            if b"/var/run/docker/containerd/" in cmdline or b"/run/docker/containerd/" in cmdline:
+                shims.append(pid)
+    for pid in parents:
+        chain, seen = pid, 0
+        while chain > 1 and seen < 64:
+            if chain == dockerd:
+                found.add(pid)
+                break
+            chain, seen = parents.get(chain, 0), seen + 1
+    return sorted(found | set(shims))
+
+
+@dataclass
+class Reading:
+    """One reading of every accounted part, in seconds."""
+
+    controller_s: float
+    children_s: float
+    engine: dict[int, float] = field(default_factory=dict)
+
+    @classmethod
+    def now(cls) -> Reading:
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return cls(
+            controller_s=time.process_time(),
+            children_s=children.ru_utime + children.ru_stime,
+            engine={pid: process_cpu_s(pid) for pid in engine_processes()},
+        )
+
+
+def engine_delta_s(before: Reading, after: Reading) -> float:
+    """The engine's CPU between two readings. A process gone by the second reading adds
+    nothing more than it had (a shim reaped by containerd shows up in containerd's children);
+    one that appeared counts from zero."""
+    return sum(after.engine[pid] - before.engine.get(pid, 0.0) for pid in after.engine)
+
+
+@dataclass
+class ContainerTally:
+    """The launcher's and the cgroup's figures of the calls of one round (microseconds)."""
+
+    calls: int = 0
+    reported: int = 0
+    parts_us: dict[str, int] = field(default_factory=lambda: dict.fromkeys((*LAUNCHER_PARTS, "container"), 0))
+    with_container: int = 0
+
+    def add(self, extra: dict[str, Any]) -> None:
+        self.calls += 1
+        cpu = extra.get("cpu_us")
+        if not isinstance(cpu, dict):
+            return
+        self.reported += 1
+        for part in LAUNCHER_PARTS:
+            self.parts_us[part] += int(cpu.get(part, 0))
+        if "container" in cpu:
+            self.with_container += 1
+            self.parts_us["container"] += int(cpu["container"])
+
+
+def per_call_ms(
+    before: Reading, after: Reading, calls: int, tally: ContainerTally | None
+) -> dict[str, float | None]:
+    """Each part's CPU per call in ms over one round; None for a part this way cannot show."""
+    parts: dict[str, float | None] = dict.fromkeys(PARTS)
+    parts["controller"] = (after.controller_s - before.controller_s) / calls * 1000
+    parts["engine"] = engine_delta_s(before, after) / calls * 1000
+    reaped_ms = (after.children_s - before.children_s) / calls * 1000
+    if tally is None or tally.reported == 0:
+        parts["client"] = reaped_ms
+        return parts
+    for part in LAUNCHER_PARTS:
+        parts[part] = tally.parts_us[part] / tally.reported / 1000
+    if tally.with_container == tally.reported:
+        container_ms = tally.parts_us["container"] / tally.reported / 1000
+        inside = sum(tally.parts_us[part] for part in LAUNCHER_PARTS) / tally.reported / 1000
+        parts["init"] = max(0.0, container_ms - inside)
+        if reaped_ms > 0:
+            # runc-direct: this process reaped ``runc run`` and, through it, the whole container.
+            parts["runtime"] = max(0.0, reaped_ms - container_ms)
+    return parts

@@ -1,0 +1,59 @@
+"""CPU by part (sandbox/bench/cpu_parts.py) and the launcher's report that carries it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from proctor.sandbox.bench.cpu_parts import ContainerTally, Reading, per_call_ms, process_cpu_s
+from proctor.sandbox.containers import _Stream
+
+
+def test_the_launchers_report_carries_cpu_by_part_and_an_old_report_still_ends_the_call() -> None:
+    nonce = "ab" * 16
+    with_cpu = _Stream(1024, nonce)
+    with_cpu.feed(b"out" + f"\0proctor-exit:{nonce}:0:0:0:21000:5000:9000\0".encode())
+    assert with_cpu.report == (0, False, False) and with_cpu.cpu_us == (21000, 5000, 9000)
+    assert with_cpu.buffer.text() == "out"
+    without = _Stream(1024, nonce)
+    without.feed(f"\0proctor-exit:{nonce}:2:1:0\0".encode())
+    assert without.report == (2, True, False) and without.cpu_us is None
+
+
+def test_parts_per_call_split_the_containers_cgroup_by_the_launchers_own_accounting() -> None:
+    before = Reading(controller_s=1.0, children_s=10.0, engine={7: 5.0, 8: 1.0})
+    # pid 8 ended (its CPU stays counted as it was), pid 9 appeared during the round.
+    after = Reading(controller_s=1.2, children_s=10.5, engine={7: 5.1, 9: 0.1})
+    tally = ContainerTally()
+    for _ in range(4):
+        tally.add({"cpu_us": {"launcher": 20_000, "prepare": 5_000, "program": 30_000, "container": 75_000}})
+    parts = per_call_ms(before, after, 4, tally)
+    assert parts["controller"] == pytest.approx(50.0)
+    assert parts["engine"] == pytest.approx(50.0)
+    assert (parts["launcher"], parts["prepare"], parts["program"]) == (20.0, 5.0, 30.0)
+    assert parts["init"] == pytest.approx(20.0)  # 75 in the cgroup less the 55 the launcher counted
+    assert parts["runtime"] == pytest.approx(125.0 - 75.0)  # reaped by the controller, less the containers
+    assert parts["client"] is None
+
+
+def test_ways_without_a_launcher_show_what_the_controller_reaped_as_the_client() -> None:
+    before = Reading(controller_s=0.0, children_s=0.0)
+    after = Reading(controller_s=0.1, children_s=0.2)
+    parts = per_call_ms(before, after, 2, None)
+    assert parts["client"] == pytest.approx(100.0) and parts["launcher"] is None and parts["runtime"] is None
+
+
+def test_a_process_reaped_cpu_is_counted_with_its_parent() -> None:
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass",
+        ],
+        check=True,
+    )
+    assert child.returncode == 0
+    assert process_cpu_s(os.getpid(), children=True) - process_cpu_s(os.getpid(), children=False) >= 0.15
