@@ -305,8 +305,10 @@ if not prepare():
     os._exit(1)
 programs_us = 0
 try:
-    fresh = state()
-    fresh_tree = tree()
+    # Only a container that may be reset needs the picture of its fresh state (a dozen ms of
+    # this launcher's CPU): without one it serves one call only.
+    fresh = state() if config.get('recycle', True) else None
+    fresh_tree = tree() if fresh is not None else None
 except OSError:
     # Where a writable path or an IPC listing is missing (gVisor has no /dev/mqueue), the
     # container cannot be proved clean after a call: it serves one call only.
@@ -490,6 +492,7 @@ def container_settings(
     prepare: list[str] | None,
     runtime: str,
     program_uid: int,
+    recycle: bool = True,
 ) -> dict[str, Any]:
     """Every setting of one sandbox container: ``create_container``'s arguments but the image.
     The runc-direct path (sandbox/oci_direct.py) has the engine turn exactly these into a spec."""
@@ -512,6 +515,9 @@ def container_settings(
             # launcher installs its machine's in every process it demotes, and refuses to start
             # on a machine without one.
             "seccomp": filters_by_machine(),
+            # False: the container serves one call, so its launcher takes no picture of its
+            # fresh state to compare a reset against.
+            "recycle": recycle,
         }
     )
     # The engine copies the image directory's mode onto a tmpfs mounted over it, so ``mode``
@@ -605,6 +611,7 @@ def create_started_container(
     on_created: Callable[[str], None] | None = None,
     prepare: list[str] | None = None,
     runtime: str = RUNC,
+    recycle: bool = True,
 ) -> StartedContainer:
     """Create and start one locked-down container; return it once its launcher waits.
 
@@ -615,7 +622,7 @@ def create_started_container(
     ID as soon as the container exists, before it is started.
     """
     created = api.create_container(
-        image, **container_settings(api, limits, labels, user, prepare, runtime, container_uid())
+        image, **container_settings(api, limits, labels, user, prepare, runtime, container_uid(), recycle)
     )
     container_id: str = created["Id"]
     if on_created is not None:

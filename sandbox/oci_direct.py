@@ -252,6 +252,65 @@ class Template:
 _MARKS = (_MARK_UID, _MARK_NAME, _MARK_HOSTNAME, _MARK_HOSTNAME_FILE)
 
 
+# The launcher's code, compiled once per template by the image's own interpreter (marshal's
+# format is the interpreter's): each container's launcher then loads the code object instead of
+# compiling its source (about 10 ms of CPU per container in the pinned image).
+_COMPILER = (
+    "import marshal, sys; "
+    "sys.stdout.write(marshal.dumps(compile(sys.stdin.read(), '<launcher>', 'exec')).hex())"
+)
+# sys.argv then holds the launcher's configuration at [1], as under ``-c LAUNCHER``.
+LOADER = "import marshal, sys; exec(marshal.loads(bytes.fromhex(sys.argv.pop(1))))"
+_HEX = re.compile(r"[0-9a-f]+")
+
+
+def _launcher_index(args: list[str], source: str) -> int:
+    """Where the launcher's source is in the spec's arguments (right after ``-c``)."""
+    for index, arg in enumerate(args):
+        if arg == source and index > 0 and args[index - 1] == "-c":
+            return index
+    raise SandboxError("runc-direct: the spec's arguments do not hold the launcher's source")
+
+
+def precompile_launcher(template: Template, run_id: str, source: str) -> Template:
+    """``template`` with the launcher's source (``-c SOURCE``) replaced by :data:`LOADER` and the
+    code object the image's interpreter compiled from it, in one container of this template
+    (same root, limits, seccomp; the program never runs there). The launcher's configuration stays
+    the last argument; nothing else changes."""
+    runc = runc_binary()
+    if runc is None:
+        raise SandboxUnavailable("runc-direct needs the runc binary on PATH")
+    name = new_name(run_id)
+    bundle = owner_directory(run_id) / "bundles" / name
+    bundle.mkdir(parents=True)
+    try:
+        (bundle / "hostname").write_text(name[-12:] + "\n")
+        spec = call_spec(template, name, template.uid, bundle / "hostname")
+        args = spec["process"]["args"]
+        index = _launcher_index(args, source)
+        spec["process"]["args"] = [*args[:index], _COMPILER]
+        (bundle / "config.json").write_text(json.dumps(spec))
+        done = subprocess.run(
+            [runc, "--root", str(RUNC_ROOT), "run", "--bundle", str(bundle), name],
+            input=source.encode(),
+            capture_output=True,
+            timeout=_RUNC_TIMEOUT_S * 2,
+            check=False,
+        )
+    finally:
+        _runc("delete", "--force", name)
+        remove_cgroups(name)
+        shutil.rmtree(bundle, ignore_errors=True)
+    code = done.stdout.decode("ascii", "replace").strip()
+    if done.returncode != 0 or not _HEX.fullmatch(code):
+        said = (done.stderr.decode("utf-8", "replace").strip() or code)[-300:]
+        raise SandboxError(f"runc-direct: the image's interpreter did not compile the launcher: {said!r}")
+    compiled = copy.deepcopy(template.spec)
+    original = compiled["process"]["args"]
+    compiled["process"]["args"] = [*original[:index], LOADER, code, *original[index + 1 :]]
+    return Template(compiled, template.uid, template.rootfs)
+
+
 def owner_directory(run_id: str) -> Path:
     return STATE_ROOT / f"{os.getpid()}-{run_id}"
 

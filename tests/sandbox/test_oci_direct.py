@@ -144,6 +144,33 @@ async def test_a_closed_sandbox_leaves_no_container_cgroup_bundle_or_mount(sandb
     assert _leftovers(os.getpid(), run_id) == []
 
 
+@pytest.mark.docker
+@ROOT_AND_RUNC
+async def test_each_container_loads_the_launcher_its_image_compiled_once_and_reports_cpu_by_part(
+    sandbox_image: str,
+) -> None:
+    from proctor.sandbox.containers import LAUNCHER
+
+    box = await open_sandbox(
+        "docker", image=sandbox_image, pool_size=0, default_limits=TEST_LIMITS, engine_path="runc-direct"
+    )
+    try:
+        results = [await box.exec("print(6 * 7)") for _ in range(2)]
+        assert [r.stdout for r in results] == ["42\n", "42\n"]
+        (template,) = box.inner._templates.values()
+        args = template.spec["process"]["args"]
+        assert oci_direct.LOADER in args and LAUNCHER not in args
+        # A fresh pool's containers serve one call: no picture of their fresh state is taken.
+        assert json.loads(args[-1])["recycle"] is False
+        for result in results:
+            cpu = result.extra["cpu_us"]
+            assert set(cpu) == {"launcher", "prepare", "program", "container"}
+            assert all(value > 0 for value in cpu.values())
+            assert cpu["container"] >= cpu["launcher"] + cpu["prepare"] + cpu["program"]
+    finally:
+        await box.aclose()
+
+
 def _processes_with(token: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
