@@ -50,7 +50,7 @@ import docker
 
 from proctor.sandbox.api import DOCKER_PATH, FRESH, PER_SAMPLE, RUNC_DIRECT, Limits, SandboxError
 from proctor.sandbox.bench.calls import percentile
-from proctor.sandbox.bench.cpu_parts import PARTS, ContainerTally, Reading, per_call_ms
+from proctor.sandbox.bench.cpu_parts import PARTS, ContainerTally, Reading, Seen, per_call_ms
 from proctor.sandbox.factory import open_sandbox
 from proctor.sandbox.slots import execution_caller, process_slots
 
@@ -155,6 +155,7 @@ async def run_concurrency_benchmark(
             engine_path=path,
         )
     contenders = tuple(way for way in CONTENDERS if way in pools or way not in POOL_WAYS)
+    seen: dict[str, Seen] = {way: {} for way in pools}
     description = next(iter(pools.values())).describe()
     limits = Limits()
     user = description["user"]
@@ -178,7 +179,7 @@ async def run_concurrency_benchmark(
                 )  # fmt: skip
                 long_lived.append(out.strip())
             for program, expected in PROGRAMS.items():
-                tallies: dict[str, ContainerTally] = {way: ContainerTally() for way in pools}
+                tallies: dict[str, ContainerTally] = {way: ContainerTally(seen[way]) for way in pools}
                 ways: dict[str, Callable[[int], Awaitable[str]]] = {
                     way: _pooled(box, program, tallies, way) for way, box in pools.items()
                 }
@@ -213,15 +214,15 @@ async def run_concurrency_benchmark(
                     for way in order:
                         for box in pools.values():
                             await box.settle()
-                        tallies.update({name: ContainerTally() for name in pools})
+                        tallies.update({name: ContainerTally(seen[name]) for name in pools})
                         busy_before = machine_busy_s()
-                        reading = Reading.now()
+                        reading = Reading.now(long_lived if way == "docker exec" else ())
                         rate, samples = await _run_round(concurrency, calls, ways[way], expected)
                         # CPU is read once the pool has replaced what the round used (and removed
                         # it): a pooled way pays for as many containers as it served.
                         for box in pools.values():
                             await box.settle()
-                        after = Reading.now()
+                        after = Reading.now(long_lived if way == "docker exec" else ())
                         cpu[way].append((machine_busy_s() - busy_before) / (concurrency * calls))
                         parts[way].append(per_call_ms(reading, after, concurrency * calls, tallies.get(way)))
                         rates[way].append(rate)

@@ -25,9 +25,12 @@ from __future__ import annotations
 import os
 import resource
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from proctor.sandbox.containers import container_cpu_us
 
 PARTS = ("controller", "client", "engine", "runtime", "init", "launcher", "prepare", "program")
 # Container parts the launcher reports (RawRun.cpu_us); ``container`` is their cgroup's total.
@@ -108,14 +111,17 @@ class Reading:
     controller_s: float
     children_s: float
     engine: dict[int, float] = field(default_factory=dict)
+    # Long-lived containers' own cgroups (docker exec's): what ran in them, program and all.
+    containers_s: float = 0.0
 
     @classmethod
-    def now(cls) -> Reading:
+    def now(cls, containers: Sequence[str] = ()) -> Reading:
         children = resource.getrusage(resource.RUSAGE_CHILDREN)
         return cls(
             controller_s=time.process_time(),
             children_s=children.ru_utime + children.ru_stime,
             engine={pid: process_cpu_s(pid) for pid in engine_processes()},
+            containers_s=sum((container_cpu_us(c) or 0) for c in containers) / 1e6,
         )
 
 
@@ -126,10 +132,17 @@ def engine_delta_s(before: Reading, after: Reading) -> float:
     return sum(after.engine[pid] - before.engine.get(pid, 0.0) for pid in after.engine)
 
 
+# What a reset container's launcher and cgroup had counted at its last call, by container ID:
+# their counters run on across calls (the program's is per call), so a reused container adds
+# only what grew since (per-sample; its own reset included).
+Seen = dict[str, dict[str, int]]
+
+
 @dataclass
 class ContainerTally:
     """The launcher's and the cgroup's figures of the calls of one round (microseconds)."""
 
+    seen: Seen = field(default_factory=dict)
     calls: int = 0
     reported: int = 0
     parts_us: dict[str, int] = field(default_factory=lambda: dict.fromkeys((*LAUNCHER_PARTS, "container"), 0))
@@ -141,11 +154,17 @@ class ContainerTally:
         if not isinstance(cpu, dict):
             return
         self.reported += 1
+        totals = {part: int(value) for part, value in cpu.items()}
+        key = extra.get("container_id")
+        before = self.seen.get(str(key), {}) if key is not None else {}
+        if key is not None:
+            self.seen[str(key)] = totals
         for part in LAUNCHER_PARTS:
-            self.parts_us[part] += int(cpu.get(part, 0))
-        if "container" in cpu:
+            cumulative = part != "program"
+            self.parts_us[part] += totals.get(part, 0) - (before.get(part, 0) if cumulative else 0)
+        if "container" in totals:
             self.with_container += 1
-            self.parts_us["container"] += int(cpu["container"])
+            self.parts_us["container"] += totals["container"] - before.get("container", 0)
 
 
 def per_call_ms(
@@ -158,6 +177,9 @@ def per_call_ms(
     reaped_ms = (after.children_s - before.children_s) / calls * 1000
     if tally is None or tally.reported == 0:
         parts["client"] = reaped_ms
+        if after.containers_s > before.containers_s:
+            # docker exec: the program with runc exec's own start, in the long-lived container.
+            parts["program"] = (after.containers_s - before.containers_s) / calls * 1000
         return parts
     for part in LAUNCHER_PARTS:
         parts[part] = tally.parts_us[part] / tally.reported / 1000

@@ -28,8 +28,13 @@ def test_parts_per_call_split_the_containers_cgroup_by_the_launchers_own_account
     # pid 8 ended (its CPU stays counted as it was), pid 9 appeared during the round.
     after = Reading(controller_s=1.2, children_s=10.5, engine={7: 5.1, 9: 0.1})
     tally = ContainerTally()
-    for _ in range(4):
-        tally.add({"cpu_us": {"launcher": 20_000, "prepare": 5_000, "program": 30_000, "container": 75_000}})
+    for index in range(4):
+        tally.add(
+            {
+                "container_id": f"c{index}",
+                "cpu_us": {"launcher": 20_000, "prepare": 5_000, "program": 30_000, "container": 75_000},
+            }
+        )
     parts = per_call_ms(before, after, 4, tally)
     assert parts["controller"] == pytest.approx(50.0)
     assert parts["engine"] == pytest.approx(50.0)
@@ -57,3 +62,23 @@ def test_a_process_reaped_cpu_is_counted_with_its_parent() -> None:
     )
     assert child.returncode == 0
     assert process_cpu_s(os.getpid(), children=True) - process_cpu_s(os.getpid(), children=False) >= 0.15
+
+
+def test_a_reused_container_adds_only_what_its_counters_grew_by() -> None:
+    seen: dict[str, dict[str, int]] = {}
+    first, second = ContainerTally(seen), ContainerTally(seen)
+    first.add(
+        {"container_id": "c1", "cpu_us": {"launcher": 30, "prepare": 10, "program": 20, "container": 100}}
+    )
+    # The same container after a reset: launcher, entrypoint and cgroup counters ran on; the
+    # program's figure is this call's alone.
+    second.add(
+        {"container_id": "c1", "cpu_us": {"launcher": 34, "prepare": 15, "program": 7, "container": 140}}
+    )
+    assert second.parts_us == {"launcher": 4, "prepare": 5, "program": 7, "container": 40}
+
+
+def test_docker_exec_shows_what_ran_in_its_long_lived_containers_as_the_program() -> None:
+    before = Reading(controller_s=0.0, children_s=0.0, containers_s=1.0)
+    after = Reading(controller_s=0.0, children_s=0.1, containers_s=1.2)
+    assert per_call_ms(before, after, 4, None)["program"] == pytest.approx(50.0)
