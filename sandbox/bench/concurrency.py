@@ -412,13 +412,14 @@ def _parts_table(report: dict[str, Any]) -> Any:
         title="CPU ms per call by part (process accounting; - where a way cannot show the part; "
         "engine includes other clients of the same engine)"
     )
-    for column in ("program", "callers", "way", *PARTS, "sum"):
+    for column in ("program", "callers", "way", *PARTS, "sum but kernel"):
         table.add_column(column, justify="left" if column in ("program", "way") else "right")
     for row in report["results"]:
         for way, figures in row["ways"].items():
             by_part = figures.get("cpu_ms_per_call_by_part") or {}
             cells = [by_part.get(part) for part in PARTS]
-            total = sum(cell for cell in cells if cell is not None)
+            # The kernel's threads are machine-wide (everyone's): shown, not summed.
+            total = sum(by_part.get(part) or 0.0 for part in PARTS if part != "kernel")
             table.add_row(
                 row["program"],
                 str(row["concurrency"]),

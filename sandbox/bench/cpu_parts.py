@@ -17,7 +17,10 @@ not. Each is the kernel's own accounting of one part, read before and after a ro
   arrives, split by the launcher's own accounting (sandbox/containers.py, ``RawRun.cpu_us``) into
   ``init`` (runc init and docker-init, what the container's cgroup counted beyond the parts
   below), ``launcher``, ``prepare`` (the image's entrypoint) and ``program`` (the program and
-  every descendant it waited for).
+  every descendant it waited for);
+- ``kernel``: the kernel's own threads (kworkers, ksoftirqd, RCU) machine-wide: the deferred
+  work of tearing down namespaces, cgroups and mounts lands there, charged to no process; it
+  includes what everyone else's work causes, so it is shown apart and compared within a run.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from typing import Any
 
 from proctor.sandbox.containers import container_cpu_us
 
-PARTS = ("controller", "client", "engine", "runtime", "init", "launcher", "prepare", "program")
+PARTS = ("controller", "client", "engine", "runtime", "init", "launcher", "prepare", "program", "kernel")
 # Container parts the launcher reports (RawRun.cpu_us); ``container`` is their cgroup's total.
 LAUNCHER_PARTS = ("launcher", "prepare", "program")
 _PROC = Path("/proc")
@@ -64,6 +67,22 @@ def process_cpu_s(pid: int, children: bool = True) -> float:
 def _parent(pid: int) -> int:
     fields = _stat_fields(pid)
     return int(fields[1]) if fields is not None else 0
+
+
+_PF_KTHREAD = 0x00200000
+
+
+def kernel_threads_cpu_s() -> float:
+    """CPU of every kernel thread (the PF_KTHREAD flag in /proc/<pid>/stat), in seconds."""
+    total = 0.0
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat_fields(int(entry.name))
+        # Fields after the name: flags is [6], utime [11], stime [12].
+        if fields is not None and int(fields[6]) & _PF_KTHREAD:
+            total += (int(fields[11]) + int(fields[12])) * _TICK_S
+    return total
 
 
 def engine_processes() -> list[int]:
@@ -113,6 +132,7 @@ class Reading:
     engine: dict[int, float] = field(default_factory=dict)
     # Long-lived containers' own cgroups (docker exec's): what ran in them, program and all.
     containers_s: float = 0.0
+    kernel_s: float = 0.0
 
     @classmethod
     def now(cls, containers: Sequence[str] = ()) -> Reading:
@@ -122,6 +142,7 @@ class Reading:
             children_s=children.ru_utime + children.ru_stime,
             engine={pid: process_cpu_s(pid) for pid in engine_processes()},
             containers_s=sum((container_cpu_us(c) or 0) for c in containers) / 1e6,
+            kernel_s=kernel_threads_cpu_s(),
         )
 
 
@@ -174,6 +195,7 @@ def per_call_ms(
     parts: dict[str, float | None] = dict.fromkeys(PARTS)
     parts["controller"] = (after.controller_s - before.controller_s) / calls * 1000
     parts["engine"] = engine_delta_s(before, after) / calls * 1000
+    parts["kernel"] = (after.kernel_s - before.kernel_s) / calls * 1000
     reaped_ms = (after.children_s - before.children_s) / calls * 1000
     if tally is None or tally.reported == 0:
         parts["client"] = reaped_ms
