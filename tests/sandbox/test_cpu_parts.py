@@ -82,3 +82,29 @@ def test_docker_exec_shows_what_ran_in_its_long_lived_containers_as_the_program(
     before = Reading(controller_s=0.0, children_s=0.0, containers_s=1.0)
     after = Reading(controller_s=0.0, children_s=0.1, containers_s=1.2)
     assert per_call_ms(before, after, 4, None)["program"] == pytest.approx(50.0)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_the_bench_runs_as_many_calls_at_once_as_callers_and_splits_each_ways_cpu(
+    sandbox_image: str,
+) -> None:
+    from proctor.sandbox.bench.concurrency import run_concurrency_benchmark
+    from proctor.sandbox.oci_direct import available
+
+    paths = ("docker", "runc-direct") if available() is None else ("docker",)
+    report = await run_concurrency_benchmark([3], calls=1, rounds=1, image=sandbox_image, engine_paths=paths)
+    assert report["max_concurrent_executions"] is None
+    for row in report["results"]:
+        assert row["execution_slots"] == 3
+        for way, figures in row["ways"].items():
+            parts = figures["cpu_ms_per_call_by_part"]
+            assert parts["controller"] is not None and parts["engine"] is not None, way
+            if way.startswith("pool") or way == "per-sample":
+                assert all(parts[part] is not None for part in ("init", "launcher", "prepare", "program")), (
+                    way
+                )
+            if way == "pool (runc-direct)":
+                assert parts["runtime"] is not None and parts["runtime"] > 0
+            if way == "docker exec":
+                assert parts["program"] is not None and parts["program"] > 0
