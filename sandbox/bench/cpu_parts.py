@@ -72,17 +72,17 @@ def _parent(pid: int) -> int:
 _PF_KTHREAD = 0x00200000
 
 
-def kernel_threads_cpu_s() -> float:
-    """CPU of every kernel thread (the PF_KTHREAD flag in /proc/<pid>/stat), in seconds."""
-    total = 0.0
+def kernel_threads_cpu_s() -> dict[int, float]:
+    """CPU of each kernel thread (the PF_KTHREAD flag in /proc/<pid>/stat), in seconds."""
+    found: dict[int, float] = {}
     for entry in _PROC.iterdir():
         if not entry.name.isdigit():
             continue
         fields = _stat_fields(int(entry.name))
         # Fields after the name: flags is [6], utime [11], stime [12].
         if fields is not None and int(fields[6]) & _PF_KTHREAD:
-            total += (int(fields[11]) + int(fields[12])) * _TICK_S
-    return total
+            found[int(entry.name)] = (int(fields[11]) + int(fields[12])) * _TICK_S
+    return found
 
 
 def engine_processes() -> list[int]:
@@ -132,7 +132,8 @@ class Reading:
     engine: dict[int, float] = field(default_factory=dict)
     # Long-lived containers' own cgroups (docker exec's): what ran in them, program and all.
     containers_s: float = 0.0
-    kernel_s: float = 0.0
+    # Kernel workers come and go: per thread, so one that exits takes only its own figure away.
+    kernel: dict[int, float] = field(default_factory=dict)
 
     @classmethod
     def now(cls, containers: Sequence[str] = ()) -> Reading:
@@ -142,7 +143,7 @@ class Reading:
             children_s=children.ru_utime + children.ru_stime,
             engine={pid: process_cpu_s(pid) for pid in engine_processes()},
             containers_s=sum((container_cpu_us(c) or 0) for c in containers) / 1e6,
-            kernel_s=kernel_threads_cpu_s(),
+            kernel=kernel_threads_cpu_s(),
         )
 
 
@@ -150,7 +151,11 @@ def engine_delta_s(before: Reading, after: Reading) -> float:
     """The engine's CPU between two readings. A process gone by the second reading adds
     nothing more than it had (a shim reaped by containerd shows up in containerd's children);
     one that appeared counts from zero."""
-    return sum(after.engine[pid] - before.engine.get(pid, 0.0) for pid in after.engine)
+    return _grown(before.engine, after.engine)
+
+
+def _grown(before: dict[int, float], after: dict[int, float]) -> float:
+    return sum(after[pid] - before.get(pid, 0.0) for pid in after)
 
 
 # What a reset container's launcher and cgroup had counted at its last call, by container ID:
@@ -195,7 +200,7 @@ def per_call_ms(
     parts: dict[str, float | None] = dict.fromkeys(PARTS)
     parts["controller"] = (after.controller_s - before.controller_s) / calls * 1000
     parts["engine"] = engine_delta_s(before, after) / calls * 1000
-    parts["kernel"] = (after.kernel_s - before.kernel_s) / calls * 1000
+    parts["kernel"] = _grown(before.kernel, after.kernel) / calls * 1000
     reaped_ms = (after.children_s - before.children_s) / calls * 1000
     if tally is None or tally.reported == 0:
         parts["client"] = reaped_ms

@@ -44,6 +44,12 @@ def test_parts_per_call_split_the_containers_cgroup_by_the_launchers_own_account
     assert parts["client"] is None
 
 
+def test_a_kernel_worker_that_exits_during_the_round_takes_nothing_away() -> None:
+    before = Reading(controller_s=0.0, children_s=0.0, kernel={10: 5.0, 11: 40.0})
+    after = Reading(controller_s=0.0, children_s=0.0, kernel={10: 5.2, 12: 0.2})
+    assert per_call_ms(before, after, 4, None)["kernel"] == pytest.approx(100.0)
+
+
 def test_ways_without_a_launcher_show_what_the_controller_reaped_as_the_client() -> None:
     before = Reading(controller_s=0.0, children_s=0.0)
     after = Reading(controller_s=0.1, children_s=0.2)
