@@ -79,8 +79,26 @@ HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 # on the tmpfs, which must belong to the program, not to root.
 LAUNCHER = (
     """\
-import ctypes, errno, fcntl, json, os, resource, select, signal, stat, sys, threading, time
-config = json.loads(sys.argv[1])
+import ctypes, errno, fcntl, os, resource, select, stat, sys, time
+# The C cores of json, signal and threading: their Python wrappers import re, enum, functools
+# and collections, most of this launcher's start-up in every container.
+import _signal as signal, _thread
+try:
+    from _json import make_scanner
+    class JsonContext:
+        strict, object_hook, object_pairs_hook = True, None, None
+        parse_float, parse_int, parse_constant = float, int, float
+    scan_json = make_scanner(JsonContext())
+    def json_loads(data):
+        text = data.decode('utf-8') if isinstance(data, bytes) else data
+        value, end = scan_json(text, 0)
+        if end != len(text):
+            raise ValueError('trailing data after the JSON value')
+        return value
+except ImportError:
+    import json
+    json_loads = json.loads
+config = json_loads(sys.argv[1])
 SOURCE_FD = config['source_fd']
 uid, gid = config['uid'], config['gid']
 libc = ctypes.CDLL(None, use_errno=True)
@@ -208,6 +226,9 @@ def prepare(before_exec=None):
     argv = config['prepare'] + ['true'] if config['prepare'] else ['true']
     done = wait(spawn(argv, before_exec=before_exec))
     return sweep() and done == 0
+def cpu_us(who):
+    used = resource.getrusage(who)
+    return int((used.ru_utime + used.ru_stime) * 1e6)
 def state():
     found = {}
     for path in WRITABLE:
@@ -265,7 +286,7 @@ def take(n):
             os._exit(0)
         data += chunk
     return bytes(data)
-def feed(count, pipe):
+def feed(count, pipe, fed):
     broken = False
     while count > 0:
         chunk = os.read(0, min(count, 65536))
@@ -278,19 +299,23 @@ def feed(count, pipe):
             except OSError:
                 broken = True
     os.close(pipe)
+    fed.release()
 if not prepare():
     say(2, b'sandbox: the image entrypoint failed\\n')
     os._exit(1)
+programs_us = 0
 try:
-    fresh = state()
-    fresh_tree = tree()
+    # Only a container that may be reset needs the picture of its fresh state (a dozen ms of
+    # this launcher's CPU): without one it serves one call only.
+    fresh = state() if config.get('recycle', True) else None
+    fresh_tree = tree() if fresh is not None else None
 except OSError:
     # Where a writable path or an IPC listing is missing (gVisor has no /dev/mqueue), the
     # container cannot be proved clean after a call: it serves one call only.
     fresh = fresh_tree = None
 while True:
     say(1, b'\\0proctor-ready\\0')
-    request = json.loads(take(int(take(10))))
+    request = json_loads(take(int(take(10))))
     oom_before = oom_kills()
     signal.signal(signal.SIGALRM, kill_all)
     signal.alarm(request['backstop_s'])
@@ -307,20 +332,28 @@ while True:
     stdin, pipe = os.pipe()
     # Each call starts with the streams' own flags, whatever an earlier call left on them.
     restore_streams()
+    children_before = cpu_us(resource.RUSAGE_CHILDREN)
     pid = spawn(request['argv'], stdin, source=source)
     os.close(stdin)
     if source is not None:
         os.close(source)
-    feeder = threading.Thread(target=feed, args=(request['stdin_bytes'], pipe))
-    feeder.start()
+    fed = _thread.allocate_lock()
+    fed.acquire()
+    _thread.start_new_thread(feed, (request['stdin_bytes'], pipe, fed))
     code = wait(pid)
     clean = sweep()
     if clean:
-        feeder.join()
+        fed.acquire()
     signal.alarm(0)
     oom = int(oom_kills() > oom_before)
     reusable = int(bool(request['keep']) and clean and not oom and fresh is not None)
-    report = ('\\0proctor-exit:%s:%d:%d:%d\\0' % (request['nonce'], code, oom, reusable)).encode()
+    # CPU by part (process accounting of what this launcher reaped): itself so far, the image's
+    # entrypoint (its runs so far), and this program with every descendant it waited for.
+    program_us = cpu_us(resource.RUSAGE_CHILDREN) - children_before
+    prepare_us = children_before - programs_us
+    programs_us += program_us
+    report = ('\\0proctor-exit:%s:%d:%d:%d:%d:%d:%d\\0' % (request['nonce'], code, oom, reusable,
+              cpu_us(resource.RUSAGE_SELF), prepare_us, program_us)).encode()
     say(1, report)
     say(2, report)
     if not reusable or take(1) != b'R':
@@ -357,8 +390,10 @@ _KILL_GRACE_S = 5.0
 BACKSTOP_GRACE_S = 5.0
 _STREAM_STDOUT = 1
 _STREAM_STDERR = 2
-_REPORT = re.compile(rb"\x00proctor-exit:([0-9a-f]+):(-?\d+):([01]):([01])\x00$")
-_REPORT_MAX = 80
+# The trailing CPU figures (launcher, entrypoint, program, microseconds) are optional: a
+# report without them is still the launcher's.
+_REPORT = re.compile(rb"\x00proctor-exit:([0-9a-f]+):(-?\d+):([01]):([01])(?::(\d+):(\d+):(\d+))?\x00$")
+_REPORT_MAX = 160
 _SIGKILLED = 128 + 9
 READY_MARKER = b"\x00proctor-ready\x00"
 _READY_TIMEOUT_S = 60.0
@@ -444,6 +479,9 @@ class RawRun:
     # The launcher ended the call cleanly and waits for :func:`recycle_container`; the host's
     # connection to it is still open.
     reusable: bool = False
+    # CPU by part from the launcher's report (process accounting inside the container):
+    # ``launcher``, ``prepare`` (the image's entrypoint) and ``program``, microseconds.
+    cpu_us: dict[str, int] | None = None
 
 
 def container_settings(
@@ -454,6 +492,7 @@ def container_settings(
     prepare: list[str] | None,
     runtime: str,
     program_uid: int,
+    recycle: bool = True,
 ) -> dict[str, Any]:
     """Every setting of one sandbox container: ``create_container``'s arguments but the image.
     The runc-direct path (sandbox/oci_direct.py) has the engine turn exactly these into a spec."""
@@ -476,6 +515,9 @@ def container_settings(
             # launcher installs its machine's in every process it demotes, and refuses to start
             # on a machine without one.
             "seccomp": filters_by_machine(),
+            # False: the container serves one call, so its launcher takes no picture of its
+            # fresh state to compare a reset against.
+            "recycle": recycle,
         }
     )
     # The engine copies the image directory's mode onto a tmpfs mounted over it, so ``mode``
@@ -569,6 +611,7 @@ def create_started_container(
     on_created: Callable[[str], None] | None = None,
     prepare: list[str] | None = None,
     runtime: str = RUNC,
+    recycle: bool = True,
 ) -> StartedContainer:
     """Create and start one locked-down container; return it once its launcher waits.
 
@@ -579,7 +622,7 @@ def create_started_container(
     ID as soon as the container exists, before it is started.
     """
     created = api.create_container(
-        image, **container_settings(api, limits, labels, user, prepare, runtime, container_uid())
+        image, **container_settings(api, limits, labels, user, prepare, runtime, container_uid(), recycle)
     )
     container_id: str = created["Id"]
     if on_created is not None:
@@ -749,6 +792,7 @@ def run_program(
         )
         stdout, stderr = streams[_STREAM_STDOUT], streams[_STREAM_STDERR]
         report = stdout.report if stdout.report is not None and stderr.report is not None else None
+        container_us = container_cpu_us(container.id) if report is not None else None
         reusable = report is not None and report[2] and keep and not timed_out
     finally:
         if reusable:
@@ -791,7 +835,37 @@ def run_program(
         oom_killed=oom_killed,
         duration_s=time.monotonic() - started,
         reusable=reusable,
+        cpu_us=(
+            {
+                **dict(zip(("launcher", "prepare", "program"), stdout.cpu_us, strict=True)),
+                # Everything in the container until the report: the parts above, the runtime's
+                # init (runc init, then docker-init) and orphans docker-init reaped.
+                **({"container": container_us} if container_us is not None else {}),
+            }
+            if report is not None and stdout.cpu_us is not None
+            else None
+        ),
     )
+
+
+def container_cpu_us(container_id: str) -> int | None:
+    """CPU every process of the container has used so far (its cgroup's own count), in
+    microseconds; None where its group is not found (a remote engine, the systemd cgroup driver,
+    or a container already removed). Read when the launcher's report arrives, before the
+    container is gone."""
+    group = (
+        f"{oci_direct.CGROUP_PARENT}/{container_id}"
+        if oci_direct.is_direct(container_id)
+        else f"docker/{container_id}"
+    )
+    with contextlib.suppress(OSError, ValueError):
+        return int((oci_direct.CGROUP_ROOT / "cpuacct" / group / "cpuacct.usage").read_text()) // 1000
+    with contextlib.suppress(OSError, ValueError):
+        for line in (oci_direct.CGROUP_ROOT / group / "cpu.stat").read_text().splitlines():
+            key, _, value = line.partition(" ")
+            if key == "usage_usec":
+                return int(value)
+    return None
 
 
 def recycle_container(container: StartedContainer) -> None:
@@ -877,6 +951,8 @@ class _Stream:
         self._nonce = nonce.encode()
         self._tail = bytearray()
         self.report: tuple[int, bool, bool] | None = None
+        # What the launcher's report says each part used, microseconds (launcher, entrypoint, program).
+        self.cpu_us: tuple[int, int, int] | None = None
 
     def endswith(self, marker: bytes) -> bool:
         return self._tail.endswith(marker)
@@ -889,6 +965,8 @@ class _Stream:
             match = _REPORT.search(self._tail)
             if match is not None and match.group(1) == self._nonce:
                 self.report = (int(match.group(2)), match.group(3) == b"1", match.group(4) == b"1")
+                if match.group(5) is not None:
+                    self.cpu_us = (int(match.group(5)), int(match.group(6)), int(match.group(7)))
                 self.buffer.drop_tail(len(match.group(0)))
 
 

@@ -416,7 +416,8 @@ def bench_sandbox(
         str | None,
         typer.Option(
             "--max-sandbox-concurrency",
-            help="With --concurrency: the pool's execution slots (default: the engine's CPUs, as in a run).",
+            help="With --concurrency: the pool's execution slots (default: as many as callers, as "
+            "docker run and docker exec get).",
         ),
     ] = None,
     engine_paths_text: Annotated[

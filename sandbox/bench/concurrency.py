@@ -22,6 +22,14 @@ machine it includes others' work, so compare ways within one run only.
 
 Per-caller set-up is outside the timing: the exec way's long-lived containers, and one warm-up
 call per caller through each pool (per-sample's own containers, runc-direct's spec and root).
+The pools run as many calls at once as there are callers (the execution slots follow each caller
+count, as ``docker run`` and ``docker exec`` are not bounded either) unless
+``max_concurrent_executions`` fixes them.
+
+Each way's CPU per call is also split by part with process accounting (sandbox/bench/cpu_parts.py):
+this controller, the docker CLI, the engine, runc, the container's init, Proctor's launcher, the
+image's prepare step and the program. CPU figures are read once the pools have replaced (and
+removed) the containers a round used, so a pooled way pays for every container it served.
 """
 
 from __future__ import annotations
@@ -42,8 +50,9 @@ import docker
 
 from proctor.sandbox.api import DOCKER_PATH, FRESH, PER_SAMPLE, RUNC_DIRECT, Limits, SandboxError
 from proctor.sandbox.bench.calls import percentile
+from proctor.sandbox.bench.cpu_parts import PARTS, ContainerTally, Reading, Seen, per_call_ms
 from proctor.sandbox.factory import open_sandbox
-from proctor.sandbox.slots import execution_caller
+from proctor.sandbox.slots import execution_caller, process_slots
 
 PROGRAMS = {"print(1)": "1\n", "print(sum(range(10**7)))": "49999995000000\n"}
 POOL_DOCKER = "pool (docker)"
@@ -146,6 +155,7 @@ async def run_concurrency_benchmark(
             engine_path=path,
         )
     contenders = tuple(way for way in CONTENDERS if way in pools or way not in POOL_WAYS)
+    seen: dict[str, Seen] = {way: {} for way in pools}
     description = next(iter(pools.values())).describe()
     limits = Limits()
     user = description["user"]
@@ -158,6 +168,10 @@ async def run_concurrency_benchmark(
     floor = docker.APIClient(timeout=300)
     try:
         for concurrency in concurrencies:
+            if max_concurrent_executions is None:
+                # As many calls at once as there are callers, as docker run and docker exec get:
+                # the pools are then bounded by the same thing (the machine), not by slots.
+                process_slots(concurrency)
             while len(long_lived) < concurrency:
                 _, out = await _docker_cli(
                     "run", "-d", f"--name=proctor-bench-{tag}-{len(long_lived)}", "--label=proctor.bench=1",
@@ -165,8 +179,9 @@ async def run_concurrency_benchmark(
                 )  # fmt: skip
                 long_lived.append(out.strip())
             for program, expected in PROGRAMS.items():
+                tallies: dict[str, ContainerTally] = {way: ContainerTally(seen[way]) for way in pools}
                 ways: dict[str, Callable[[int], Awaitable[str]]] = {
-                    way: _pooled(box, program) for way, box in pools.items()
+                    way: _pooled(box, program, tallies, way) for way, box in pools.items()
                 }
 
                 async def run(index: int, program: str = program) -> str:
@@ -187,6 +202,7 @@ async def run_concurrency_benchmark(
                 rates: dict[str, list[float]] = {way: [] for way in contenders}
                 latencies: dict[str, list[float]] = {way: [] for way in contenders}
                 cpu: dict[str, list[float]] = {way: [] for way in contenders}
+                parts: dict[str, list[dict[str, float | None]]] = {way: [] for way in contenders}
                 # Warm-up, one call per caller and pool: the page cache, the first connection,
                 # the runc-direct spec and root, and each caller's own per-sample container, as
                 # the exec way's long-lived container per caller is made before its timing too.
@@ -198,13 +214,22 @@ async def run_concurrency_benchmark(
                     for way in order:
                         for box in pools.values():
                             await box.settle()
+                        tallies.update({name: ContainerTally(seen[name]) for name in pools})
                         busy_before = machine_busy_s()
+                        reading = Reading.now(long_lived if way == "docker exec" else ())
                         rate, samples = await _run_round(concurrency, calls, ways[way], expected)
+                        # CPU is read once the pool has replaced what the round used (and removed
+                        # it): a pooled way pays for as many containers as it served.
+                        for box in pools.values():
+                            await box.settle()
+                        after = Reading.now(long_lived if way == "docker exec" else ())
                         cpu[way].append((machine_busy_s() - busy_before) / (concurrency * calls))
+                        parts[way].append(per_call_ms(reading, after, concurrency * calls, tallies.get(way)))
                         rates[way].append(rate)
                         latencies[way].extend(samples)
                         rss_peak = max(rss_peak, controller_rss_mib())
-                results.append(_summarize(program, concurrency, contenders, rates, latencies, cpu))
+                results.append(_summarize(program, concurrency, contenders, rates, latencies, cpu, parts))
+                results[-1]["execution_slots"] = next(iter(pools.values())).slots.capacity
                 # Progress on stderr: a long run on a shared machine shows what it has so far.
                 print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     finally:
@@ -219,7 +244,8 @@ async def run_concurrency_benchmark(
         "calls_per_caller": calls,
         "rounds": rounds,
         "contenders": list(contenders),
-        "max_concurrent_executions": description.get("max_concurrent_executions"),
+        # None: each caller count's own (as many calls at once as callers).
+        "max_concurrent_executions": max_concurrent_executions,
         "controller_rss_mib": {
             "before": round(rss_before, 1),
             "peak": round(rss_peak, 1),
@@ -230,11 +256,14 @@ async def run_concurrency_benchmark(
     }
 
 
-def _pooled(box: Any, program: str) -> Callable[[int], Awaitable[str]]:
+def _pooled(
+    box: Any, program: str, tallies: dict[str, ContainerTally], way: str
+) -> Callable[[int], Awaitable[str]]:
     async def call(index: int) -> str:
         # Every caller is a sample of its own: per-sample keeps one container per caller.
         with execution_caller(("bench", index)):
             result = await box.exec(program, timeout=120)
+        tallies[way].add(result.extra)
         return str(result.stdout)
 
     return call
@@ -290,6 +319,7 @@ def _summarize(
     rates: dict[str, list[float]],
     latencies: dict[str, list[float]],
     cpu: dict[str, list[float]],
+    parts: dict[str, list[dict[str, float | None]]],
 ) -> dict[str, Any]:
     ways: dict[str, dict[str, Any]] = {
         way: {
@@ -298,6 +328,7 @@ def _summarize(
             "p50_ms": round(percentile(latencies[way], 0.5) * 1000, 1),
             "p95_ms": round(percentile(latencies[way], 0.95) * 1000, 1),
             "machine_cpu_ms_per_call": round(statistics.median(cpu[way]) * 1000, 1),
+            "cpu_ms_per_call_by_part": _median_parts(parts[way]),
         }
         for way in contenders
     }
@@ -313,6 +344,15 @@ def _summarize(
             if way in POOL_WAYS
         },
     }
+
+
+def _median_parts(rounds: list[dict[str, float | None]]) -> dict[str, float | None]:
+    """Each part's median over the rounds (None where the way cannot show that part)."""
+    merged: dict[str, float | None] = {}
+    for part in PARTS:
+        values = [value for r in rounds if (value := r.get(part)) is not None]
+        merged[part] = round(statistics.median(values), 1) if values else None
+    return merged
 
 
 def print_concurrency_table(report: dict[str, Any]) -> None:
@@ -354,9 +394,37 @@ def print_concurrency_table(report: dict[str, Any]) -> None:
             )
     console = Console(width=200)
     console.print(table)
+    console.print(_parts_table(report))
     rss = report["controller_rss_mib"]
     console.print(
         f"controller RSS {rss['before']} MiB before, {rss['peak']} MiB peak, {rss['after']} MiB after; "
-        f"execution slots {report['max_concurrent_executions']}; {report['machine']['cpus']} CPUs, "
+        f"execution slots {report['max_concurrent_executions'] or 'as many as callers'}; "
+        f"{report['machine']['cpus']} CPUs, "
         f"load average {report['machine']['load_average_1m']} at the end"
     )
+
+
+def _parts_table(report: dict[str, Any]) -> Any:
+    """CPU per call by part (sandbox/bench/cpu_parts.py): process accounting, not /proc/stat."""
+    from rich.table import Table
+
+    table = Table(
+        title="CPU ms per call by part (process accounting; - where a way cannot show the part; "
+        "engine includes other clients of the same engine)"
+    )
+    for column in ("program", "callers", "way", *PARTS, "sum but kernel"):
+        table.add_column(column, justify="left" if column in ("program", "way") else "right")
+    for row in report["results"]:
+        for way, figures in row["ways"].items():
+            by_part = figures.get("cpu_ms_per_call_by_part") or {}
+            cells = [by_part.get(part) for part in PARTS]
+            # The kernel's threads are machine-wide (everyone's): shown, not summed.
+            total = sum(by_part.get(part) or 0.0 for part in PARTS if part != "kernel")
+            table.add_row(
+                row["program"],
+                str(row["concurrency"]),
+                way,
+                *("-" if cell is None else f"{cell:.0f}" for cell in cells),
+                f"{total:.0f}",
+            )
+    return table

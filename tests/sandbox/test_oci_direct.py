@@ -83,6 +83,29 @@ def test_a_call_spec_changes_only_what_is_named(old: int, new: int) -> None:
     assert restored == expected
 
 
+@given(
+    old=st.integers(1, 2**31 - 1),
+    new=st.integers(1, 2**31 - 1),
+    token=st.text("0123456789abcdef", min_size=12, max_size=12),
+)
+def test_the_spec_rendered_once_per_template_is_the_call_spec_for_every_call(
+    old: int, new: int, token: str
+) -> None:
+    template = oci_direct.Template(_spec(old), old, Path("/run/proctor-oci/1-x/images/y/rootfs"))
+    name = f"proctor-oci-1-0123456789abcdef-{token}"
+    hostname_file = Path(f"/run/proctor-oci/1-x/bundles/{name}/hostname")
+    text = oci_direct.call_spec_text(template, name, new, hostname_file)
+    assert json.loads(text) == oci_direct.call_spec(template, name, new, hostname_file)
+
+
+def test_a_spec_that_holds_a_stand_in_is_refused() -> None:
+    spec = _spec(5)
+    spec["mounts"][2]["source"] = "/proctor-oci-mark-hostname-file"
+    template = oci_direct.Template(spec, 5, Path("/r"))
+    with pytest.raises(Exception, match="stand-ins"):
+        template.text()
+
+
 def test_a_spec_for_another_launcher_is_refused() -> None:
     spec = _spec(5)
     with pytest.raises(Exception, match="not the one generated"):
@@ -119,6 +142,33 @@ async def test_a_closed_sandbox_leaves_no_container_cgroup_bundle_or_mount(sandb
         await box.aclose()
     # Other sandboxes of this test process (the conformance fixture) are not this one's.
     assert _leftovers(os.getpid(), run_id) == []
+
+
+@pytest.mark.docker
+@ROOT_AND_RUNC
+async def test_each_container_loads_the_launcher_its_image_compiled_once_and_reports_cpu_by_part(
+    sandbox_image: str,
+) -> None:
+    from proctor.sandbox.containers import LAUNCHER
+
+    box = await open_sandbox(
+        "docker", image=sandbox_image, pool_size=0, default_limits=TEST_LIMITS, engine_path="runc-direct"
+    )
+    try:
+        results = [await box.exec("print(6 * 7)") for _ in range(2)]
+        assert [r.stdout for r in results] == ["42\n", "42\n"]
+        (template,) = box.inner._templates.values()
+        args = template.spec["process"]["args"]
+        assert oci_direct.LOADER in args and LAUNCHER not in args
+        # A fresh pool's containers serve one call: no picture of their fresh state is taken.
+        assert json.loads(args[-1])["recycle"] is False
+        for result in results:
+            cpu = result.extra["cpu_us"]
+            assert set(cpu) == {"launcher", "prepare", "program", "container"}
+            assert all(value > 0 for value in cpu.values())
+            assert cpu["container"] >= cpu["launcher"] + cpu["prepare"] + cpu["program"]
+    finally:
+        await box.aclose()
 
 
 def _processes_with(token: str) -> list[int]:

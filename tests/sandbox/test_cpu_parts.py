@@ -1,0 +1,116 @@
+"""CPU by part (sandbox/bench/cpu_parts.py) and the launcher's report that carries it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from proctor.sandbox.bench.cpu_parts import ContainerTally, Reading, per_call_ms, process_cpu_s
+from proctor.sandbox.containers import _Stream
+
+
+def test_the_launchers_report_carries_cpu_by_part_and_an_old_report_still_ends_the_call() -> None:
+    nonce = "ab" * 16
+    with_cpu = _Stream(1024, nonce)
+    with_cpu.feed(b"out" + f"\0proctor-exit:{nonce}:0:0:0:21000:5000:9000\0".encode())
+    assert with_cpu.report == (0, False, False) and with_cpu.cpu_us == (21000, 5000, 9000)
+    assert with_cpu.buffer.text() == "out"
+    without = _Stream(1024, nonce)
+    without.feed(f"\0proctor-exit:{nonce}:2:1:0\0".encode())
+    assert without.report == (2, True, False) and without.cpu_us is None
+
+
+def test_parts_per_call_split_the_containers_cgroup_by_the_launchers_own_accounting() -> None:
+    before = Reading(controller_s=1.0, children_s=10.0, engine={7: 5.0, 8: 1.0})
+    # pid 8 ended (its CPU stays counted as it was), pid 9 appeared during the round.
+    after = Reading(controller_s=1.2, children_s=10.5, engine={7: 5.1, 9: 0.1})
+    tally = ContainerTally()
+    for index in range(4):
+        tally.add(
+            {
+                "container_id": f"c{index}",
+                "cpu_us": {"launcher": 20_000, "prepare": 5_000, "program": 30_000, "container": 75_000},
+            }
+        )
+    parts = per_call_ms(before, after, 4, tally)
+    assert parts["controller"] == pytest.approx(50.0)
+    assert parts["engine"] == pytest.approx(50.0)
+    assert (parts["launcher"], parts["prepare"], parts["program"]) == (20.0, 5.0, 30.0)
+    assert parts["init"] == pytest.approx(20.0)  # 75 in the cgroup less the 55 the launcher counted
+    assert parts["runtime"] == pytest.approx(125.0 - 75.0)  # reaped by the controller, less the containers
+    assert parts["client"] is None
+
+
+def test_a_kernel_worker_that_exits_during_the_round_takes_nothing_away() -> None:
+    before = Reading(controller_s=0.0, children_s=0.0, kernel={10: 5.0, 11: 40.0})
+    after = Reading(controller_s=0.0, children_s=0.0, kernel={10: 5.2, 12: 0.2})
+    assert per_call_ms(before, after, 4, None)["kernel"] == pytest.approx(100.0)
+
+
+def test_ways_without_a_launcher_show_what_the_controller_reaped_as_the_client() -> None:
+    before = Reading(controller_s=0.0, children_s=0.0)
+    after = Reading(controller_s=0.1, children_s=0.2)
+    parts = per_call_ms(before, after, 2, None)
+    assert parts["client"] == pytest.approx(100.0) and parts["launcher"] is None and parts["runtime"] is None
+
+
+def test_a_process_reaped_cpu_is_counted_with_its_parent() -> None:
+    child = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.2: pass",
+        ],
+        check=True,
+    )
+    assert child.returncode == 0
+    assert process_cpu_s(os.getpid(), children=True) - process_cpu_s(os.getpid(), children=False) >= 0.15
+
+
+def test_a_reused_container_adds_only_what_its_counters_grew_by() -> None:
+    seen: dict[str, dict[str, int]] = {}
+    first, second = ContainerTally(seen), ContainerTally(seen)
+    first.add(
+        {"container_id": "c1", "cpu_us": {"launcher": 30, "prepare": 10, "program": 20, "container": 100}}
+    )
+    # The same container after a reset: launcher, entrypoint and cgroup counters ran on; the
+    # program's figure is this call's alone.
+    second.add(
+        {"container_id": "c1", "cpu_us": {"launcher": 34, "prepare": 15, "program": 7, "container": 140}}
+    )
+    assert second.parts_us == {"launcher": 4, "prepare": 5, "program": 7, "container": 40}
+
+
+def test_docker_exec_shows_what_ran_in_its_long_lived_containers_as_the_program() -> None:
+    before = Reading(controller_s=0.0, children_s=0.0, containers_s=1.0)
+    after = Reading(controller_s=0.0, children_s=0.1, containers_s=1.2)
+    assert per_call_ms(before, after, 4, None)["program"] == pytest.approx(50.0)
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+async def test_the_bench_runs_as_many_calls_at_once_as_callers_and_splits_each_ways_cpu(
+    sandbox_image: str,
+) -> None:
+    from proctor.sandbox.bench.concurrency import run_concurrency_benchmark
+    from proctor.sandbox.oci_direct import available
+
+    paths = ("docker", "runc-direct") if available() is None else ("docker",)
+    report = await run_concurrency_benchmark([3], calls=1, rounds=1, image=sandbox_image, engine_paths=paths)
+    assert report["max_concurrent_executions"] is None
+    for row in report["results"]:
+        assert row["execution_slots"] == 3
+        for way, figures in row["ways"].items():
+            parts = figures["cpu_ms_per_call_by_part"]
+            assert parts["controller"] is not None and parts["engine"] is not None, way
+            if way.startswith("pool") or way == "per-sample":
+                assert all(parts[part] is not None for part in ("init", "launcher", "prepare", "program")), (
+                    way
+                )
+            if way == "pool (runc-direct)":
+                assert parts["runtime"] is not None and parts["runtime"] > 0
+            if way == "docker exec":
+                assert parts["program"] is not None and parts["program"] > 0
