@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 from proctor.agent.text.capped_text import capped
 from proctor.agent.text.encodable import escape_unencodable
@@ -210,7 +210,7 @@ def json_tokens(value: Any) -> Iterator[str]:
             yield ", "
         written[0] = True
         if is_object:
-            key, item = following
+            key, item = cast(tuple[Any, Any], following)
             yield json.dumps(key if isinstance(key, str) else str(key)) + ": "
         else:
             item = following

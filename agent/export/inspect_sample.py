@@ -147,6 +147,7 @@ def arguments_of(raw_value: Any, field: str, fit: Fitter) -> tuple[dict[str, Any
     :data:`MAX_VALUE_DEPTH`, too large), the call keeps the text, noted, never the whole export.
     """
     raw = raw_value if isinstance(raw_value, str) else json.dumps(raw_value, default=str)
+    error: str | None
     try:
         parsed = json.loads(raw)
     except RecursionError:
@@ -247,15 +248,23 @@ def _usage(data: Any) -> Any:
 
     if not isinstance(data, dict):
         return None
-    counts = {key: data.get(key) for key in ("input_tokens", "output_tokens", "reasoning_tokens")}
-    if not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 2**63 for v in counts.values()):
+    inputs, outputs = _count(data.get("input_tokens")), _count(data.get("output_tokens"))
+    reasoning = _count(data.get("reasoning_tokens", 0))
+    if inputs is None or outputs is None or reasoning is None:
         return None
     return ModelUsage(
-        input_tokens=counts["input_tokens"],
-        output_tokens=counts["output_tokens"],
-        total_tokens=counts["input_tokens"] + counts["output_tokens"],
-        reasoning_tokens=counts["reasoning_tokens"] or None,
+        input_tokens=inputs,
+        output_tokens=outputs,
+        total_tokens=inputs + outputs,
+        reasoning_tokens=reasoning or None,
     )
+
+
+def _count(value: Any) -> int | None:
+    """A token count as a record holds it (an edited one may hold anything)."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63:
+        return value
+    return None
 
 
 def model_output(model: str, message: ChatMessageAssistant, stop_reason: str, usage: Any) -> ModelOutput:
@@ -285,6 +294,7 @@ class SampleBuilder:
         self.started = started or finished or dt.datetime.fromtimestamp(0, dt.UTC)
         self.finished = finished or self.started
         self.model = self.fit.text(record.model, "model")
+        self.duration = self.fit.number(record.duration_s, "duration_s")
         self._span = 0
         self._reply: str | None = None
 
@@ -407,7 +417,7 @@ class SampleBuilder:
                     scorer=SCORER,
                     span_id=scorer,
                     timestamp=self.finished,
-                    working_start=self.fit.number(self.record.duration_s, "duration_s") or 0.0,
+                    working_start=self.duration or 0.0,
                 )
             )
         with_span(None, None, scorer)
@@ -475,7 +485,7 @@ class SampleBuilder:
                         config=config,
                         output=model_output(
                             self.model,
-                            message,  # type: ignore[arg-type]
+                            message,
                             _stop_reason(entry.get("finish_reason")),
                             usage,
                         ),
@@ -668,35 +678,36 @@ class SampleBuilder:
 
 def eval_sample(record: SampleRecord, task: TaskInfo, settings: Settings) -> EvalSample:
     """The record as an Inspect sample that Inspect's writer holds (see the module doc)."""
-    from inspect_ai.event import InfoEvent
     from inspect_ai.log import EvalSample
-    from inspect_ai.model import ChatMessageUser, ModelOutput, ModelUsage
+    from inspect_ai.model import ModelOutput, ModelUsage
     from inspect_ai.scorer import Score
 
     builder = SampleBuilder(record, task, settings)
     fit = builder.fit
     sid = sample_id(record.task_id, fit)
-    messages = guarded(
+    messages: list[ChatMessage] = guarded(
         fit,
         "transcript",
         lambda: chat_messages(record.transcript, builder.model, fit),
-        lambda problem: [
-            ChatMessageUser(content=f"[proctor export: the transcript was left out: {problem}]")
-        ],
+        lambda problem: _summary_messages(f"[proctor export: the transcript was left out: {problem}]"),
     )
     question, target = builder.input_text(messages), builder.target()
     verdict = None if record.outcome in ERROR_OUTCOMES else (CORRECT if record.success else INCORRECT)
-    score = guarded(
+    score: Score | None = guarded(
         fit,
         "score",
         builder.score,
-        lambda problem: Score(value=verdict, explanation=f"[proctor export: left out: {problem}]"),
+        lambda problem: (
+            None
+            if verdict is None
+            else Score(value=verdict, explanation=f"[proctor export: left out: {problem}]")
+        ),
     )
-    events = guarded(
+    events: list[Event] = guarded(
         fit,
         "events",
         lambda: builder.events(messages, score, sid, question, target),
-        lambda problem: [InfoEvent(source="proctor export", data=f"[events left out: {problem}]")],
+        lambda problem: _summary_events(f"[proctor export: the events were left out: {problem}]"),
     )
     usage = ModelUsage(
         input_tokens=record.input_tokens,
@@ -711,7 +722,7 @@ def eval_sample(record: SampleRecord, task: TaskInfo, settings: Settings) -> Eva
             output_tokens=record.judge.output_tokens,
             total_tokens=record.judge.input_tokens + record.judge.output_tokens,
         )
-    duration = fit.number(record.duration_s, "duration_s")
+    duration = builder.duration
     sample = guarded(
         fit,
         "sample",
@@ -738,6 +749,18 @@ def eval_sample(record: SampleRecord, task: TaskInfo, settings: Settings) -> Eva
         lambda problem: bare_sample(sid, record.trial + 1, verdict, record.outcome.value, fit),
     )
     return holdable(sample, fit)
+
+
+def _summary_messages(text: str) -> list[ChatMessage]:
+    from inspect_ai.model import ChatMessageUser
+
+    return [ChatMessageUser(content=text)]
+
+
+def _summary_events(text: str) -> list[Event]:
+    from inspect_ai.event import InfoEvent
+
+    return [InfoEvent(source="proctor export", data=text)]
 
 
 def _problem(exc: BaseException) -> str:
@@ -824,8 +847,9 @@ def holdable(sample: EvalSample, fit: Fitter) -> EvalSample:
         return candidate
     fit.note("sample", "Inspect cannot write the rest; only the id, epoch, outcome and score are kept", None)
     verdict = None
-    if sample.scores and SCORER in sample.scores and isinstance(sample.scores[SCORER].value, str):
-        verdict = sample.scores[SCORER].value
+    kept = sample.scores.get(SCORER) if sample.scores else None
+    if kept is not None and isinstance(kept.value, str):
+        verdict = kept.value
     outcome = sample.metadata.get("outcome")
     return bare_sample(sample.id, sample.epoch, verdict, outcome if isinstance(outcome, str) else None, fit)
 
