@@ -1,10 +1,11 @@
 """A Proctor run as an Inspect AI eval log, built with ``inspect_ai.log``'s own types and writer.
 
 One log per model of the run (Inspect's log holds one model). Each record becomes an
-``EvalSample``: id = task id, epoch = trial + 1, the transcript as chat messages, the final
-reply as the output, and one score named ``proctor``: ``C``/``I`` (success), the points or EED
-score in ``metadata``. Error outcomes (they say nothing about the model) become the sample's
-``error`` and carry no score, so Inspect's metrics exclude them as Proctor's accuracy does.
+``EvalSample`` (:mod:`proctor.agent.export.inspect_sample`: the task's question as its input,
+the transcript as chat messages and as transcript events, one score named ``proctor``); error
+outcomes (they say nothing about the model) become the sample's ``error`` and carry no score, so
+Inspect's metrics exclude them as Proctor's accuracy does. Values Inspect's writer cannot hold
+are fitted first (:mod:`proctor.agent.export.inspect_bounds`), so no sample stops the export.
 
 Inspect runs in a child process, never in the caller's: importing inspect_ai calls
 ``nest_asyncio.apply()``, which patches ``asyncio`` for the whole process (its ``run``, the
@@ -23,23 +24,23 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from proctor.agent.errors import UserError
+from proctor.agent.export.inspect_bounds import Fitter
+from proctor.agent.export.inspect_sample import SCORER, Settings, TaskInfo, eval_sample
 from proctor.agent.inputs.config import RunConfig
 from proctor.agent.rescore.stored_run import validate_config
 from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
 from proctor.agent.results.store import RUN_HEADER, SUMMARY, read_json, records_from, refuse_run_file
+from proctor.agent.run.runner import model_labels
 
 if TYPE_CHECKING:
-    from inspect_ai.log import EvalLog, EvalSample
-    from inspect_ai.model import ChatMessage
+    from inspect_ai.log import EvalLog
 
 INSTALL_HINT = "the inspect_ai package is needed for --format inspect: pip install 'proctor[inspect]'"
-SCORER = "proctor"
-CORRECT, INCORRECT = "C", "I"
 _STATUS = {"finished": "success", "interrupted": "cancelled", "failed": "error", "running": "started"}
 
 
@@ -71,185 +72,9 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _tool_calls(entries: Any) -> list[Any]:
-    from inspect_ai.tool import ToolCall
-
-    calls = []
-    for index, entry in enumerate(entries if isinstance(entries, list) else []):
-        function = entry.get("function") if isinstance(entry, dict) else None
-        function = function if isinstance(function, dict) else {}
-        raw = _text(function.get("arguments"))
-        try:
-            arguments = json.loads(raw)
-            parse_error = None
-        except (ValueError, RecursionError):
-            arguments, parse_error = None, "arguments are not JSON"
-        if not isinstance(arguments, dict):
-            arguments, parse_error = {"raw_arguments": raw}, parse_error or "arguments are not an object"
-        call_id = _text(entry.get("id")) if isinstance(entry, dict) else ""
-        calls.append(
-            ToolCall(
-                id=call_id or f"call-{index}",
-                function=_text(function.get("name")) or "unknown",
-                arguments=arguments,
-                parse_error=parse_error,
-            )
-        )
-    return calls
-
-
-def chat_messages(transcript: Iterable[Mapping[str, Any]], model: str) -> list[ChatMessage]:
-    from inspect_ai.model import (
-        ChatMessageAssistant,
-        ChatMessageSystem,
-        ChatMessageTool,
-        ChatMessageUser,
-        ContentReasoning,
-        ContentText,
-    )
-
-    messages: list[ChatMessage] = []
-    for entry in transcript:
-        role, content = entry.get("role"), _text(entry.get("content"))
-        if role == "assistant":
-            reasoning = entry.get("reasoning")
-            body: Any = content
-            if reasoning:
-                body = [ContentReasoning(reasoning=_text(reasoning)), ContentText(text=content)]
-            messages.append(
-                ChatMessageAssistant(
-                    content=body, tool_calls=_tool_calls(entry.get("tool_calls")) or None, model=model
-                )
-            )
-        elif role == "tool":
-            messages.append(
-                ChatMessageTool(
-                    content=content,
-                    tool_call_id=_text(entry.get("tool_call_id")) or None,
-                    function=_text(entry.get("name")) or None,
-                )
-            )
-        elif role == "system":
-            messages.append(ChatMessageSystem(content=content))
-        else:
-            messages.append(ChatMessageUser(content=content))
-    return messages
-
-
-def _final_reply(record: SampleRecord) -> tuple[str, str | None]:
-    """The model's last reply, and the answer it submitted (FrontierMath: the answer() source)."""
-    reply = ""
-    for entry in reversed(record.transcript):
-        if entry.get("role") == "assistant":
-            reply = _text(entry.get("content"))
-            break
-    if record.submission is not None:
-        return reply, record.submission.code
-    if record.eed is not None and record.eed.extracted_answer is not None:
-        return reply, record.eed.extracted_answer
-    return reply, reply or None
-
-
-def _explanation(record: SampleRecord) -> str | None:
-    if record.judge is not None:
-        return record.judge.replies[-1] if record.judge.replies else record.judge.precheck
-    if record.submission is not None:
-        return record.submission.verification
-    if record.eed is not None:
-        return f"EED {record.eed.score:g} ({record.eed.status})"
-    return record.error
-
-
-def _score_metadata(record: SampleRecord) -> dict[str, Any]:
-    data: dict[str, Any] = {"outcome": record.outcome.value, "score": record.score, "success": record.success}
-    if record.judge is not None:
-        data["judge"] = record.judge.model_dump(exclude={"replies"})
-    if record.eed is not None:
-        data["eed"] = record.eed.model_dump()
-    if record.rescore is not None:
-        data["rescore"] = record.rescore.model_dump(mode="json")
-    return data
-
-
-def _stop_reason(record: SampleRecord) -> Literal["stop", "model_length", "content_filter"]:
-    """Inspect's own name for a provider's refusal (a scored sample there too)."""
-    refusal = record.provider_refusal
-    if refusal is None:
-        return "stop"
-    return "model_length" if refusal.kind == "context_overflow" else "content_filter"
-
-
-def eval_sample(record: SampleRecord, target: str) -> EvalSample:
-    from inspect_ai._util.error import EvalError
-    from inspect_ai.log import EvalSample
-    from inspect_ai.model import ModelOutput, ModelUsage
-    from inspect_ai.scorer import Score
-
-    reply, answer = _final_reply(record)
-    messages = chat_messages(record.transcript, record.model)
-    first_user = next((m for m in messages if m.role == "user"), None)
-    is_error = record.outcome in ERROR_OUTCOMES
-    scores = None
-    if not is_error:
-        scores = {
-            SCORER: Score(
-                value=CORRECT if record.success else INCORRECT,
-                answer=answer,
-                explanation=_explanation(record),
-                metadata=_score_metadata(record),
-            )
-        }
-    usage = ModelUsage(
-        input_tokens=record.input_tokens,
-        output_tokens=record.output_tokens,
-        total_tokens=record.total_tokens,
-        reasoning_tokens=record.reasoning_tokens or None,
-    )
-    judge_usage: dict[str, Any] = {}
-    if record.judge is not None and record.judge.model:
-        judge_usage["grader"] = ModelUsage(
-            input_tokens=record.judge.input_tokens,
-            output_tokens=record.judge.output_tokens,
-            total_tokens=record.judge.input_tokens + record.judge.output_tokens,
-        )
-    return EvalSample(
-        id=record.task_id,
-        epoch=record.trial + 1,
-        input=first_user.text if first_user is not None else "",
-        target=target,
-        messages=messages,
-        output=ModelOutput.from_content(record.model, reply, stop_reason=_stop_reason(record)),
-        scores=scores,
-        metadata={
-            "outcome": record.outcome.value,
-            "subject": record.subject,
-            "reasoning_effort": record.reasoning_effort,
-            "error": record.error,
-            "forced_submission_turn": record.forced_submission_turn,
-            "cap_reached": record.cap_reached,
-            "retries": record.retries,
-            "provider_refusal": (
-                record.provider_refusal.model_dump(mode="json") if record.provider_refusal else None
-            ),
-        },
-        model_usage={record.model: usage},
-        role_usage=judge_usage,
-        started_at=record.started_at,
-        completed_at=record.finished_at,
-        total_time=record.duration_s,
-        working_time=record.duration_s,
-        error=EvalError(
-            message=record.error or record.outcome.value,
-            traceback=record.harness_traceback or "",
-            traceback_ansi="",
-        )
-        if is_error
-        else None,
-    )
-
-
-def task_targets(config: RunConfig) -> dict[str, str]:
-    """Task id -> the reference each sample was graded against, when the tasks file still loads."""
+def task_infos(config: RunConfig) -> dict[str, TaskInfo]:
+    """Task id -> its question and the reference it was graded against, when the tasks file
+    still loads (else each sample falls back on what its record holds)."""
     from proctor.agent.tracks.registry import make_track
 
     if not config.tasks.is_file():
@@ -259,12 +84,16 @@ def task_targets(config: RunConfig) -> dict[str, str]:
         tasks = track.load_tasks(config.tasks)
     except (UserError, ValueError, TypeError, OSError):
         return {}
-    targets: dict[str, str] = {}
+    infos: dict[str, TaskInfo] = {}
     for task in tasks:
         reference = getattr(task, "answer", None) or getattr(task, "rubric", None)
         reference = reference or getattr(task, "verification_code", None)
-        targets[str(task.id)] = _text(reference)
-    return targets
+        question = getattr(task, "question", None)
+        infos[str(task.id)] = TaskInfo(
+            question=question if isinstance(question, str) else None,
+            target=None if reference is None else _text(reference),
+        )
+    return infos
 
 
 def _metrics(group: Any) -> dict[str, Any]:
@@ -313,8 +142,15 @@ def eval_log(
     from inspect_ai.model import ModelConfig, ModelUsage
 
     tasks_file = _mapping(header.get("tasks_file"))
-    targets = task_targets(config)
-    samples = [eval_sample(r, targets.get(r.task_id, "")) for r in records]
+    infos = task_infos(config)
+    models = dict(zip(model_labels(config.models), config.models, strict=True))
+    settings = Settings(
+        model=models.get(label),
+        judge=config.judge,
+        max_output_tokens=config.budget.max_output_tokens,
+        track=config.track,
+    )
+    samples = [eval_sample(r, infos.get(r.task_id, TaskInfo()), settings) for r in records]
     run_id = _text(header.get("run_id"))
     track = _text(header.get("track"))
     by_model = _mapping(summary.get("by_model"))
@@ -334,21 +170,7 @@ def eval_log(
         model=label,
         model_roles={"grader": ModelConfig(model=config.judge.name)} if config.judge is not None else None,
         config=EvalConfig(epochs=config.trials),
-        metadata={
-            "proctor_run": {
-                key: header.get(key)
-                for key in (
-                    "track",
-                    "status",
-                    "protocol",
-                    "tasks_file",
-                    "rescored_from",
-                    "rescore",
-                    "versions",
-                )
-                if header.get(key) is not None
-            }
-        },
+        metadata=_run_metadata(header),
     )
     usage = ModelUsage(
         input_tokens=sum(r.input_tokens for r in records),
@@ -379,6 +201,17 @@ def eval_log(
         ),
         samples=samples,
     )
+
+
+def _run_metadata(header: Mapping[str, Any]) -> dict[str, Any]:
+    """The header's facts about the run, fitted like a sample's values (run.json may be edited)."""
+    fit = Fitter()
+    keys = ("track", "status", "protocol", "tasks_file", "rescored_from", "rescore", "versions")
+    data = {
+        "proctor_run": fit.value({k: header.get(k) for k in keys if header.get(k) is not None}, "run.json")
+    }
+    report = fit.report()
+    return data if report is None else {**data, "proctor_export": report}
 
 
 def _slug(text: str) -> str:

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from proctor.agent.export.inspect_log import eval_sample
+from proctor.agent.export.inspect_log import export_inspect
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import render_report
-from proctor.agent.results.records import SampleRecord
 from tests.runner.conftest import read_lines
 from tests.runner.test_frontiermath_runs import proctor
+from tests.support.inspect_logs import read_log
 from tests.support.scripted_server import HttpError, Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
 
 OVERFLOW = {
@@ -118,9 +118,16 @@ def test_refusals_are_scored_failures_and_resume_does_not_rerun_them(tmp_path: P
 
     page = render_report(load_run(out))
     assert 'data-unscored="0"' in page and "2 refused by the provider, counted as failures" in page
-    exported = eval_sample(SampleRecord.model_validate(overflow), "40")
-    assert exported.scores is not None and exported.error is None
-    assert exported.output.stop_reason == "model_length"
+    # Exported and read back in child processes (inspect_ai never loads into pytest's): a scored
+    # sample, Inspect's own stop reason, and the refused request as the last model event.
+    (log_path,) = export_inspect(out, tmp_path / "refusals.eval")
+    exported = {s["id"]: s for s in read_log(log_path)["samples"]}["fm-1"]
+    assert exported["scores"] is not None and exported["error"] is None
+    assert exported["output"]["choices"][0]["stop_reason"] == "model_length"
+    refused = [e for e in exported["events"] if e["event"] == "model"][-1]
+    assert refused["error"] == (
+        "context_overflow (HTTP 400): Your input exceeds the context window of this model."
+    )
 
 
 @pytest.mark.slow

@@ -23,7 +23,9 @@ _READ_LOG = """
 import json, sys
 from inspect_ai.log import read_eval_log
 
-log = read_eval_log(sys.argv[1])
+# Attachments resolved: a long text (a prompt, a reply) is stored once in the log and referred
+# to from the events; a reader sees it whole.
+log = read_eval_log(sys.argv[1], resolve_attachments=True)
 data = log.model_dump(mode="json")
 for sample, dumped in zip(log.samples or [], data.get("samples") or []):
     dumped["output"]["completion"] = sample.output.completion
@@ -34,7 +36,7 @@ print(json.dumps(data))
 
 _CHAT_MESSAGES = """
 import json, sys
-from proctor.agent.export.inspect_log import chat_messages
+from proctor.agent.export.inspect_sample import chat_messages
 
 transcript, model = json.loads(sys.stdin.read())
 messages = chat_messages(transcript, model)
