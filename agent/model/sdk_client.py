@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.base import ChatResponse, ModelError, ProviderRefusal
 from proctor.agent.model.endpoint import Endpoint, without_secrets
+from proctor.agent.model.history import HistoryView, view_of
 from proctor.agent.model.provider_outcome import ProviderVerdict, classify_error, classify_finish
 from proctor.agent.model.reply_shapes import field_of
 from proctor.agent.model.retry import FailedReply, RetryCallback, RetryPolicy, call_with_retries
@@ -77,6 +78,9 @@ class SdkClient(ABC):
         self.retry_policy = retry_policy or RetryPolicy(max_retries=cfg.max_retries)
         self._sdk = self.endpoint.sdk_client()
 
+    # ``view`` below is the conversation's history as this request reads it (agent/model/history.py),
+    # taken once per request; None for a plain list of messages.
+
     @abstractmethod
     def _request(
         self,
@@ -84,14 +88,20 @@ class SdkClient(ABC):
         tools: list[dict[str, Any]] | None,
         tool_choice: str | dict[str, Any] | None,
         max_output_tokens: int | None,
+        view: HistoryView | None = None,
     ) -> dict[str, Any]: ...
 
     @abstractmethod
     def _to_response(
-        self, reply: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, retries: int
+        self,
+        reply: Any,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        retries: int,
+        view: HistoryView | None = None,
     ) -> ChatResponse: ...
 
-    def _encoded(self, request: dict[str, Any], messages: list[dict[str, Any]]) -> bytes | None:
+    def _encoded(self, request: dict[str, Any], view: HistoryView | None) -> bytes | None:
         """``request`` as the SDK would encode it, built faster; None leaves it to the SDK."""
         return None
 
@@ -103,7 +113,10 @@ class SdkClient(ABC):
         tool_choice: str | dict[str, Any] | None = None,
         max_output_tokens: int | None = None,
     ) -> ChatResponse:
-        request = self._request(messages, tools, tool_choice, max_output_tokens)
+        # One check of the history's cached prefix per request: the request's messages, their
+        # JSON and the reply's token floor all read this view.
+        view = view_of(messages)
+        request = self._request(messages, tools, tool_choice, max_output_tokens, view)
         semaphore = self.endpoint.semaphore()
 
         body = request
@@ -111,7 +124,7 @@ class SdkClient(ABC):
         # that does not encode cleanly (a lone surrogate, a value JSON cannot hold) goes to
         # the SDK as before, which fails or recovers in the same way as without this.
         try:
-            encoded = self._encoded(request, messages)
+            encoded = self._encoded(request, view)
         except Exception:  # an optimisation only: whatever it cannot encode, the SDK does
             encoded = None
 
@@ -158,7 +171,7 @@ class SdkClient(ABC):
             key_env=self.cfg.api_key_env,
             on_retry=self.on_retry,
         )
-        response = self._to_response(reply, messages, tools, retries)
+        response = self._to_response(reply, messages, tools, retries, view)
         verdict = classify_finish(response.finish_reason, bool(response.tool_calls))
         if verdict is not None:
             raise ProviderRefusal(self.shown_url, verdict)
