@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from openai.types.chat import ChatCompletion
-
 from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model import history, tokens
 from proctor.agent.model.base import ChatResponse, ToolCall, Usage
@@ -22,7 +20,7 @@ from proctor.agent.model.reply_shapes import (
     text_or_none,
 )
 from proctor.agent.model.retry import RetryCallback, RetryPolicy
-from proctor.agent.model.sdk_client import SdkClient
+from proctor.agent.model.sdk_client import JsonReply, SdkClient
 
 # OpenAI wants max_completion_tokens (max_tokens is refused by reasoning models); llama.cpp's
 # server and some older compatible servers only know max_tokens.
@@ -89,7 +87,8 @@ class OpenAIChatClient(SdkClient):
 
     path = "/chat/completions"
     reply_field = "choices"
-    reply_type = ChatCompletion
+    # Read as plain JSON (see JsonReply): every field is read through reply_shapes' checks.
+    reply_type = JsonReply
 
     def __init__(
         self,

@@ -7,6 +7,8 @@ import json
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
+import openai
+
 from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.base import ChatResponse, ModelError, ProviderRefusal
 from proctor.agent.model.endpoint import Endpoint, without_secrets
@@ -50,6 +52,24 @@ def refusal_in_body(reply: Any, defining_field: str) -> ProviderVerdict | None:
             name: field_of(error, name) for name in ("code", "type", "message", "metadata", "innererror")
         }
     return classify_error(200, {"error": error})
+
+
+class JsonReply(openai.BaseModel):
+    """The type the SDK's post is told to parse a reply into, which leaves it as decoded JSON.
+
+    The SDK builds its typed reply objects without validating them (``construct``), so they hold
+    whatever the server sent and agent/model/reply_shapes.py checks every field it reads either
+    way; building them (a model per choice, message and call, a pydantic union validation per
+    tool call) cost ~0.3 ms a turn for nothing. The SDK hands the decoded body to a cast type's
+    ``build`` hook (its ``ModelBuilderProtocol``), everything else about the exchange
+    (status errors, content types, JSON decoding) stays the SDK's. An SDK without that hook
+    constructs this model instead, with the reply's top-level fields as its attributes, which
+    ``field_of`` reads just the same.
+    """
+
+    @classmethod
+    def build(cls, *, response: Any, data: object) -> Any:
+        return data
 
 
 class SdkClient(ABC):
