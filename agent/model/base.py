@@ -72,7 +72,6 @@ class ChatResponse:
     # Retries this call needed before it succeeded, for the progress display and record.
     retries: int = 0
     reasoning: str | None = None
-    raw: dict[str, Any] = field(default_factory=dict)
     # The model declined (Chat Completions ``refusal``); its text, when it sent one.
     refusal: str | None = None
     # Where the reply left the OpenAI shape (content not text, no choices, ...), for the record.

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import ssl
+import sys
 import weakref
 from dataclasses import dataclass
 from urllib.parse import parse_qsl, urlencode, urlparse, urlunparse
@@ -31,6 +34,26 @@ LOCAL_SERVER_URL = "local llama.cpp server (started by proctor)"
 _SEMAPHORES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, asyncio.Semaphore]] = (
     weakref.WeakKeyDictionary()
 )
+
+
+@functools.cache
+def _shared_tls_context(cert_file: str | None, cert_dir: str | None) -> ssl.SSLContext | None:
+    """The SDK's HTTP library's own default TLS context, built once per process and trust setting.
+
+    Building one loads the system's CA bundle, tens of milliseconds of CPU, and every client
+    built its own (a run builds one per model and judge, a benchmark one per scenario). An
+    ``SSLContext`` is safe to share between clients. The arguments are the environment
+    variables that library reads (``SSL_CERT_FILE``, ``SSL_CERT_DIR``), so a change to them
+    gets a context of its own, as a new client would. None (each client builds its own, as
+    before) for a library without ``create_ssl_context``.
+    """
+    library = sys.modules[type(openai.DEFAULT_CONNECTION_LIMITS).__module__.split(".")[0]]
+    create = getattr(library, "create_ssl_context", None)
+    return None if create is None else create()
+
+
+def shared_tls_context() -> ssl.SSLContext | None:
+    return _shared_tls_context(os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
 
 
 def api_model_name(name: str) -> str:
@@ -144,6 +167,7 @@ class Endpoint:
         limits = limits_class(
             max_connections=self.max_connections, max_keepalive_connections=self.max_connections
         )
+        context = shared_tls_context()
         return openai.AsyncOpenAI(
             base_url=self.base_url,
             api_key=self.api_key,
@@ -153,5 +177,8 @@ class Endpoint:
                 limits=limits,
                 # Every reply is bounded in bytes, after decompression (agent/model/bounded_reply.py).
                 event_hooks={"request": [ask_for_boundable_encodings], "response": [bound_reply()]},
+                # True (the library's default: a context of the client's own) only where
+                # the library cannot build one to share.
+                verify=True if context is None else context,
             ),
         )

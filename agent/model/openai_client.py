@@ -5,8 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Literal
 
-from openai.types.chat import ChatCompletion
-
 from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model import history, tokens
 from proctor.agent.model.base import ChatResponse, ToolCall, Usage
@@ -22,7 +20,7 @@ from proctor.agent.model.reply_shapes import (
     text_or_none,
 )
 from proctor.agent.model.retry import RetryCallback, RetryPolicy
-from proctor.agent.model.sdk_client import SdkClient
+from proctor.agent.model.sdk_client import JsonReply, SdkClient
 
 # OpenAI wants max_completion_tokens (max_tokens is refused by reasoning models); llama.cpp's
 # server and some older compatible servers only know max_tokens.
@@ -68,17 +66,18 @@ def reply_usage(
     content: str | None,
     tool_calls: list[ToolCall],
     reasoning: str | None,
+    view: history.HistoryView | None = None,
 ) -> Usage:
     """:func:`usage_from_counts` for one reply: ``reported`` is (input, output, reasoning) as the
     provider sent them (None where not a sane count); estimates and floors come from the request
-    and the reply's own text."""
+    (``view``: its history as sent, when it had one) and the reply's own text."""
     calls = [(call.name, call.arguments) for call in tool_calls]
     return usage_from_counts(
         *reported,
         estimate_input=lambda: tokens.estimate_prompt_tokens(messages, tools),
         estimate_output=lambda: tokens.estimate_output_tokens(content, calls, reasoning),
         # Incremental for a conversation's history: the walk over it grew with every turn.
-        floor_input=lambda: history.prompt_tokens_floor(messages),
+        floor_input=lambda: history.prompt_tokens_floor(messages, view),
         floor_output=lambda: tokens.output_tokens_floor(content, calls, reasoning),
     )
 
@@ -88,7 +87,8 @@ class OpenAIChatClient(SdkClient):
 
     path = "/chat/completions"
     reply_field = "choices"
-    reply_type = ChatCompletion
+    # Read as plain JSON (see JsonReply): every field is read through reply_shapes' checks.
+    reply_type = JsonReply
 
     def __init__(
         self,
@@ -112,10 +112,11 @@ class OpenAIChatClient(SdkClient):
         tools: list[dict[str, Any]] | None,
         tool_choice: str | dict[str, Any] | None,
         max_output_tokens: int | None,
+        view: history.HistoryView | None = None,
     ) -> dict[str, Any]:
         # Chat Completions has no field for Responses reasoning items: a message never carries
         # them here (a history is one API's), and if one did they would stay behind.
-        sent = history.sent_messages(messages)
+        sent = history.sent_messages(messages, view)
         request: dict[str, Any] = {"model": api_model_name(self.cfg.name), "messages": sent}
         if tools:
             request["tools"] = tools
@@ -135,16 +136,16 @@ class OpenAIChatClient(SdkClient):
         request.update(self.cfg.extra_body)
         return request
 
-    def _encoded(self, request: dict[str, Any], messages: list[dict[str, Any]]) -> bytes | None:
+    def _encoded(self, request: dict[str, Any], view: history.HistoryView | None) -> bytes | None:
         # A conversation's history encodes only its new messages; the rest of the request is
         # small. Keys other than strings (from extra_body) are left to the SDK's encoder.
-        if not isinstance(messages, history.MessageHistory) or "messages" in self.cfg.extra_body:
+        if view is None or "messages" in self.cfg.extra_body:
             return None
         parts = []
         for key, value in request.items():
             if not isinstance(key, str):
                 return None
-            encoded = messages.encoded_sent_messages() if key == "messages" else history.dumps(value)
+            encoded = view.encoded() if key == "messages" else history.dumps(value)
             parts.append(history.dumps(key) + b":" + encoded)
         return b"{" + b",".join(parts) + b"}"
 
@@ -154,6 +155,7 @@ class OpenAIChatClient(SdkClient):
         messages: list[dict[str, Any]],
         tools: list[dict[str, Any]] | None,
         retries: int,
+        view: history.HistoryView | None = None,
     ) -> ChatResponse:
         deviations: list[str] = []
         choices = as_list(field_of(completion, "choices"))
@@ -185,6 +187,7 @@ class OpenAIChatClient(SdkClient):
             content=content,
             tool_calls=tool_calls,
             reasoning=reasoning,
+            view=view,
         )
         finish_reason = field_of(choice, "finish_reason")
         return ChatResponse(
@@ -194,7 +197,6 @@ class OpenAIChatClient(SdkClient):
             finish_reason=None if finish_reason is None else str(finish_reason)[:200],
             retries=retries,
             reasoning=reasoning,
-            raw=raw_dump(completion),
             refusal=text_or_none(field_of(message, "refusal")),
             deviations=deviations,
         )
@@ -209,12 +211,3 @@ def _raw_chat_call(call: Any) -> RawCall:
         type=field_of(call, "type"),
         has_function=function is not None,
     )
-
-
-def raw_dump(reply: Any) -> dict[str, Any]:
-    """The reply as JSON data, for debugging; empty when the SDK object cannot dump itself."""
-    try:
-        dumped = reply.model_dump(mode="json", exclude_none=True, warnings=False)
-    except Exception:
-        return {}
-    return dumped if isinstance(dumped, dict) else {}

@@ -20,7 +20,8 @@ from openai.types.responses import Response
 
 from proctor.agent.model.base import REPLAY_KEY, ChatResponse, ModelError
 from proctor.agent.model.endpoint import api_model_name
-from proctor.agent.model.openai_client import raw_dump, reply_usage
+from proctor.agent.model.history import HistoryView
+from proctor.agent.model.openai_client import reply_usage
 from proctor.agent.model.reasoning_items import ENCRYPTED_REASONING, layout_of, replay_input
 from proctor.agent.model.reply_shapes import (
     RawCall,
@@ -159,6 +160,7 @@ class OpenAIResponsesClient(SdkClient):
         tools: list[dict[str, Any]] | None,
         tool_choice: str | dict[str, Any] | None,
         max_output_tokens: int | None,
+        view: HistoryView | None = None,
     ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": api_model_name(self.cfg.name),
@@ -192,7 +194,12 @@ class OpenAIResponsesClient(SdkClient):
         return request
 
     def _to_response(
-        self, response: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, retries: int
+        self,
+        response: Any,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        retries: int,
+        view: HistoryView | None = None,
     ) -> ChatResponse:
         texts: list[str] = []
         summaries: list[str] = []
@@ -245,6 +252,7 @@ class OpenAIResponsesClient(SdkClient):
             content=content,
             tool_calls=tool_calls,
             reasoning=reasoning,
+            view=view,
         )
         return ChatResponse(
             content=content,
@@ -253,7 +261,6 @@ class OpenAIResponsesClient(SdkClient):
             finish_reason=_finish_reason(response, bool(tool_calls)),
             retries=retries,
             reasoning=reasoning,
-            raw=raw_dump(response),
             refusal="\n".join(refusals) if refusals else None,
             deviations=deviations,
             replay=layout.replay,

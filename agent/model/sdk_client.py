@@ -7,9 +7,12 @@ import json
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
+import openai
+
 from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.base import ChatResponse, ModelError, ProviderRefusal
 from proctor.agent.model.endpoint import Endpoint, without_secrets
+from proctor.agent.model.history import HistoryView, view_of
 from proctor.agent.model.provider_outcome import ProviderVerdict, classify_error, classify_finish
 from proctor.agent.model.reply_shapes import field_of
 from proctor.agent.model.retry import FailedReply, RetryCallback, RetryPolicy, call_with_retries
@@ -51,6 +54,24 @@ def refusal_in_body(reply: Any, defining_field: str) -> ProviderVerdict | None:
     return classify_error(200, {"error": error})
 
 
+class JsonReply(openai.BaseModel):
+    """The type the SDK's post is told to parse a reply into, which leaves it as decoded JSON.
+
+    The SDK builds its typed reply objects without validating them (``construct``), so they hold
+    whatever the server sent and agent/model/reply_shapes.py checks every field it reads either
+    way; building them (a model per choice, message and call, a pydantic union validation per
+    tool call) cost ~0.3 ms a turn for nothing. The SDK hands the decoded body to a cast type's
+    ``build`` hook (its ``ModelBuilderProtocol``), everything else about the exchange
+    (status errors, content types, JSON decoding) stays the SDK's. An SDK without that hook
+    constructs this model instead, with the reply's top-level fields as its attributes, which
+    ``field_of`` reads just the same.
+    """
+
+    @classmethod
+    def build(cls, *, response: Any, data: object) -> Any:
+        return data
+
+
 class SdkClient(ABC):
     """A ModelClient whose API differs only in request shape, path and response parsing."""
 
@@ -77,6 +98,9 @@ class SdkClient(ABC):
         self.retry_policy = retry_policy or RetryPolicy(max_retries=cfg.max_retries)
         self._sdk = self.endpoint.sdk_client()
 
+    # ``view`` below is the conversation's history as this request reads it (agent/model/history.py),
+    # taken once per request; None for a plain list of messages.
+
     @abstractmethod
     def _request(
         self,
@@ -84,14 +108,20 @@ class SdkClient(ABC):
         tools: list[dict[str, Any]] | None,
         tool_choice: str | dict[str, Any] | None,
         max_output_tokens: int | None,
+        view: HistoryView | None = None,
     ) -> dict[str, Any]: ...
 
     @abstractmethod
     def _to_response(
-        self, reply: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, retries: int
+        self,
+        reply: Any,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        retries: int,
+        view: HistoryView | None = None,
     ) -> ChatResponse: ...
 
-    def _encoded(self, request: dict[str, Any], messages: list[dict[str, Any]]) -> bytes | None:
+    def _encoded(self, request: dict[str, Any], view: HistoryView | None) -> bytes | None:
         """``request`` as the SDK would encode it, built faster; None leaves it to the SDK."""
         return None
 
@@ -103,7 +133,10 @@ class SdkClient(ABC):
         tool_choice: str | dict[str, Any] | None = None,
         max_output_tokens: int | None = None,
     ) -> ChatResponse:
-        request = self._request(messages, tools, tool_choice, max_output_tokens)
+        # One check of the history's cached prefix per request: the request's messages, their
+        # JSON and the reply's token floor all read this view.
+        view = view_of(messages)
+        request = self._request(messages, tools, tool_choice, max_output_tokens, view)
         semaphore = self.endpoint.semaphore()
 
         body = request
@@ -111,7 +144,7 @@ class SdkClient(ABC):
         # that does not encode cleanly (a lone surrogate, a value JSON cannot hold) goes to
         # the SDK as before, which fails or recovers in the same way as without this.
         try:
-            encoded = self._encoded(request, messages)
+            encoded = self._encoded(request, view)
         except Exception:  # an optimisation only: whatever it cannot encode, the SDK does
             encoded = None
 
@@ -158,7 +191,7 @@ class SdkClient(ABC):
             key_env=self.cfg.api_key_env,
             on_retry=self.on_retry,
         )
-        response = self._to_response(reply, messages, tools, retries)
+        response = self._to_response(reply, messages, tools, retries, view)
         verdict = classify_finish(response.finish_reason, bool(response.tool_calls))
         if verdict is not None:
             raise ProviderRefusal(self.shown_url, verdict)

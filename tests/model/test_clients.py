@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import ModelConfig
+from proctor.agent.model import endpoint as endpoint_module
 from proctor.agent.model import tokens
 from proctor.agent.model.base import ModelClient, ModelError
 from proctor.agent.model.endpoint import Endpoint, api_model_name
@@ -352,3 +354,49 @@ def test_endpoint_resolution(monkeypatch: pytest.MonkeyPatch) -> None:
 
     assert api_model_name("openai/gpt-5") == "gpt-5"
     assert api_model_name("meta-llama/Llama-3.1-8B") == "meta-llama/Llama-3.1-8B"
+
+
+async def test_clients_share_one_tls_context_per_trust_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Loading the CA bundle is tens of ms of CPU: once per process, not once per client."""
+    loads: list[object] = []
+    original = ssl.SSLContext.load_verify_locations
+
+    def counted(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        loads.append(args or kwargs)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    endpoint_module._shared_tls_context.cache_clear()
+    endpoint = Endpoint.from_config(ModelConfig(name="openai/m", base_url="https://127.0.0.1:9/v1"))
+    clients = [endpoint.sdk_client() for _ in range(3)]
+    assert len(loads) == 1
+    # The CA file the library reads from the environment: a context of its own, as before.
+    monkeypatch.setenv("SSL_CERT_FILE", "/etc/ssl/certs/ca-certificates.crt")
+    clients += [endpoint.sdk_client() for _ in range(2)]
+    assert len(loads) == 2
+    for client in clients:
+        await client.close()
+
+
+async def test_chat_replies_are_read_as_json_without_building_sdk_objects(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing reads the SDK's typed reply: it is not built (agent/model/sdk_client.py, JsonReply)."""
+    import openai._base_client as sdk_base
+
+    built: list[object] = []
+    original = sdk_base.construct_type
+
+    def counted(**kwargs: Any) -> object:
+        built.append(kwargs.get("type_"))
+        return original(**kwargs)
+
+    monkeypatch.setattr(sdk_base, "construct_type", counted)
+    with ScriptedServer([Reply(tool_calls=[ToolCallSpec("python", '{"code": "print(1)"}')])]) as server:
+        client, _ = _client(server)
+        response = await client.complete(QUESTION)
+        await client.aclose()
+    assert [(c.name, c.arguments) for c in response.tool_calls] == [("python", '{"code": "print(1)"}')]
+    assert built == []

@@ -22,6 +22,7 @@ from proctor.agent.model import history, tokens
 from proctor.agent.model.base import REPLAY_KEY, record_message
 from proctor.agent.model.history import MessageHistory
 from proctor.agent.model.openai_client import OpenAIChatClient
+from tests.support.scripted_server import Reply, ReportedUsage, ScriptedServer
 
 HOSTILE_TEXT = st.one_of(
     st.text(max_size=40),
@@ -179,9 +180,10 @@ def test_the_chat_request_bytes_equal_the_sdk_encoding_of_the_request(
     tools = [{"type": "function", "function": {"name": "python", "parameters": {"type": "object"}}}]
     for message in messages:
         conversation.append(message)
-        request = client._request(conversation, tools, "auto", max_tokens)
+        view = history.view_of(conversation)
+        request = client._request(conversation, tools, "auto", max_tokens, view)
         expected = _outcome(lambda request=request: history.dumps(request))
-        got = _outcome(lambda request=request: client._encoded(request, conversation))
+        got = _outcome(lambda request=request, view=view: client._encoded(request, view))
         if got == ("value", None):
             # Left to the SDK: only where the fast path does not apply.
             assert "messages" in extra_body
@@ -192,5 +194,37 @@ def test_the_chat_request_bytes_equal_the_sdk_encoding_of_the_request(
 def test_a_plain_list_is_left_to_the_sdk_and_walked_from_scratch() -> None:
     client = OpenAIChatClient(ModelConfig(name="openai/m", base_url="http://127.0.0.1:9/v1"))
     plain = [{"role": "user", "content": "x" * 600}]
-    assert client._encoded(client._request(plain, None, None, None), plain) is None
+    assert history.view_of(plain) is None
+    assert client._encoded(client._request(plain, None, None, None), None) is None
     assert history.prompt_tokens_floor(plain) == tokens.prompt_tokens_floor(plain) == 3
+
+
+async def test_a_request_checks_the_history_once_and_sees_edits_made_before_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The prefix check, the one per-turn cost that grows with the conversation, runs once per
+    request: the request's messages, their bytes and the reply's token floor share it."""
+    checks: list[int] = []
+    original = MessageHistory._sync
+
+    def counted(self: MessageHistory) -> None:
+        checks.append(len(self))
+        original(self)
+
+    monkeypatch.setattr(MessageHistory, "_sync", counted)
+    conversation = MessageHistory([{"role": "user", "content": "x" * 2560}])
+    script = [Reply(content="a", usage=ReportedUsage(5, 1)), Reply(content="b", usage=ReportedUsage(5, 1))]
+    with ScriptedServer(script) as server:
+        client = OpenAIChatClient(ModelConfig(name="openai/m", base_url=server.base_url, max_retries=0))
+        first = await client.complete(conversation)
+        conversation.append(first.as_message())
+        conversation[0]["content"] = "edited in place"
+        second = await client.complete(conversation)
+        await client.aclose()
+    assert checks == [1, 2]
+    assert server.requests[1].json["messages"] == [
+        {"role": "user", "content": "edited in place"},
+        {"role": "assistant", "content": "a"},
+    ]
+    # 2,560 characters cannot be 5 tokens (floor 10): estimated; after the edit the floor is 1.
+    assert first.usage.estimated and not second.usage.estimated
