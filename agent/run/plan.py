@@ -25,14 +25,9 @@ from proctor.agent.results.records import RERUN_ON_RESUME
 from proctor.agent.results.store import RunStore, sample_key
 from proctor.agent.run.preflight import uses_of
 from proctor.agent.run.progress import RunProgress
-from proctor.agent.run.runner import (
-    Runner,
-    _base_header,
-    default_run_dir,
-    model_labels,
-    plan_samples,
-    select_tasks,
-)
+from proctor.agent.run.run_header import _base_header
+from proctor.agent.run.runner import Runner
+from proctor.agent.run.sample_plan import default_run_dir, model_labels, plan_samples, select_tasks
 from proctor.agent.tracks.registry import make_track
 
 # Ids listed in the plan; the rest are counted.

@@ -9,42 +9,35 @@ and ``--resume`` runs exactly those again.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import datetime as dt
-import hashlib
-import importlib
-import importlib.metadata
-import logging
-import os
-import platform
-import re
-import socket
 import sys
 import time
-import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs import selection
-from proctor.agent.inputs.config import MAX_PLANNED_SAMPLES, PAPER_SOURCE, ModelConfig, RunConfig
+from proctor.agent.inputs.config import PAPER_SOURCE, ModelConfig, RunConfig
 from proctor.agent.inputs.run_config_loader import parse_size
-from proctor.agent.model.api_choice import choose_api
 from proctor.agent.model.base import ModelClient, ModelError
-from proctor.agent.model.endpoint import without_secrets
-from proctor.agent.results.records import RERUN_ON_RESUME, Outcome, ReferenceRecord, SampleRecord
-from proctor.agent.results.store import RunStore, checked_header, file_sha256, resume_conflicts, sample_key
+from proctor.agent.results.records import RERUN_ON_RESUME, SampleRecord, utc_now
+from proctor.agent.results.store import RunStore, checked_header, resume_conflicts, sample_key
 from proctor.agent.results.summary import judge_prices_from_config, prices_from_config, summarize
+from proctor.agent.run.clients import open_clients
 from proctor.agent.run.endpoint_record import (
     endpoint_changes,
-    endpoints_record,
     pin_recorded_endpoints,
     refuse_or_record,
 )
-from proctor.agent.run.guard import GuardedClient, RunGuard, StopReason
+from proctor.agent.run.failure_records import (
+    _fallback_model_error,
+    describe_exception,
+    harness_error_record,
+    reference_or_none,
+)
+from proctor.agent.run.guard import RunGuard, StopReason
 from proctor.agent.run.hardware import calibrate, hardware_record, host_memory_bytes, memory_check
 from proctor.agent.run.preflight import (
     EndpointUse,
@@ -54,96 +47,22 @@ from proctor.agent.run.preflight import (
     uses_of,
 )
 from proctor.agent.run.progress import RunProgress, one_line
+from proctor.agent.run.run_header import _base_header
+from proctor.agent.run.sample_plan import (
+    PlannedSample,
+    check_plan_size,
+    default_run_dir,
+    model_labels,
+    plan_samples,
+    select_tasks,
+)
 from proctor.agent.run.sample_workers import ShieldedWrites, drive_workers, final_status
-from proctor.agent.text.encodable import safe_text
-from proctor.agent.tracks.base import SampleContext, Track, model_failure
-from proctor.agent.tracks.frontiermath.profiles import get_profile
+from proctor.agent.tracks.base import SampleContext, Track
 from proctor.agent.tracks.registry import make_track
 from proctor.sandbox import Limits, Sandbox, execution_caller, open_sandbox
 
-log = logging.getLogger(__name__)
-
 # open_sandbox's signature: (backend, *, image, pool_size, default_limits) -> Sandbox.
 SandboxOpener = Callable[..., Awaitable[Sandbox]]
-
-
-def utc_now() -> str:
-    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
-
-
-def model_labels(models: list[ModelConfig]) -> list[str]:
-    """The name each model's records carry; the effort is added only to tell twins apart."""
-    names = [m.name for m in models]
-    labels = [
-        f"{m.name}@{m.reasoning_effort or 'default'}" if names.count(m.name) > 1 else m.name for m in models
-    ]
-    if len(set(labels)) != len(labels):
-        raise UserError("field 'models': the same model with the same reasoning effort is listed twice")
-    return labels
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-") or "run"
-
-
-def default_run_dir(config: RunConfig, *, now: dt.datetime | None = None) -> Path:
-    stamp = (now or dt.datetime.now(dt.UTC)).strftime("%Y%m%dT%H%M%SZ")
-    first = config.models[0].name.split("/", 1)[-1]
-    more = f"+{len(config.models) - 1}" if len(config.models) > 1 else ""
-    return Path("runs") / f"{stamp}-{_slug(config.track)}-{_slug(first)}{more}"
-
-
-def select_tasks(tasks: list[Any], config: RunConfig) -> list[Any]:
-    """Apply the selection (agent/inputs/selection.py: filter, task ids, limit), keeping file order."""
-    counts = collections.Counter(str(task.id) for task in tasks)
-    duplicated = sorted(task_id for task_id, count in counts.items() if count > 1)
-    if duplicated:
-        raise UserError(f"{config.tasks}: task ids must be unique; repeated: {', '.join(duplicated[:5])}")
-    return selection.select(
-        tasks,
-        task_filter=config.task_filter,
-        task_ids=config.task_ids,
-        limit=config.limit_tasks,
-        source=str(config.tasks),
-    )
-
-
-def _version(distribution: str) -> str | None:
-    try:
-        return importlib.metadata.version(distribution)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-def environment_info() -> dict[str, Any]:
-    return {
-        "versions": {
-            "proctor": _version("proctor"),
-            "python": platform.python_version(),
-            "openai": _version("openai"),
-            "sympy": _version("sympy"),
-            "pydantic": _version("pydantic"),
-        },
-        "host": {
-            "hostname": socket.gethostname(),
-            "platform": platform.platform(),
-            "machine": platform.machine(),
-            "cpus": os.cpu_count(),
-            "python_executable": sys.executable,
-        },
-    }
-
-
-@dataclass(frozen=True)
-class PlannedSample:
-    label: str
-    model: ModelConfig
-    task: Any
-    trial: int
-
-    @property
-    def key(self) -> tuple[str, str, int]:
-        return (self.label, str(self.task.id), self.trial)
 
 
 @dataclass
@@ -157,200 +76,6 @@ class RunResult:
     harness_errors: list[str] = field(default_factory=list)
     # Why the run stopped early (an endpoint refused for good); None when it did not.
     stop: StopReason | None = None
-
-
-def check_plan_size(config: RunConfig, task_count: int) -> None:
-    """One line when models x tasks x trials passes ``MAX_PLANNED_SAMPLES``: the plan is a list
-    in memory, and one of 10**400 trials (each field is bounded, their product is not) would
-    take the machine's memory, or forever, before the first sample ran."""
-    count = len(config.models) * task_count * config.trials
-    if count > MAX_PLANNED_SAMPLES:
-        raise UserError(
-            f"field 'trials': {len(config.models)} model(s) x {task_count:,} task(s) x {config.trials:,} "
-            f"trial(s) plan {count:,} samples; one run holds at most {MAX_PLANNED_SAMPLES:,}"
-        )
-
-
-def plan_samples(labels: list[str], config: RunConfig, tasks: list[Any]) -> list[PlannedSample]:
-    """Trial-major order, so early results already span tasks and models.
-
-    The count is checked before the list is built (see :func:`check_plan_size`).
-    """
-    check_plan_size(config, len(tasks))
-    return [
-        PlannedSample(label, model, task, trial)
-        for trial in range(config.trials)
-        for task in tasks
-        for label, model in zip(labels, config.models, strict=True)
-    ]
-
-
-def _prompt_template_hash(config: RunConfig) -> str | None:
-    if config.prompt_template is None:
-        return None
-    return hashlib.sha256(config.prompt_template.read_bytes()).hexdigest()
-
-
-def recorded_config(config: RunConfig) -> dict[str, Any]:
-    """The config as run.json keeps it: every value explicit, credentials in base URLs removed
-    (a resumed run reads it back, so such a URL must be given again with the config)."""
-    data = config.model_dump(mode="json")
-    for entry in [*data.get("models", []), data.get("judge")]:
-        if isinstance(entry, dict) and isinstance(entry.get("base_url"), str):
-            entry["base_url"] = without_secrets(entry["base_url"])
-    return data
-
-
-def _base_header(
-    config: RunConfig, run_id: str, labels: list[str], task_count: int, uses: list[EndpointUse]
-) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "track": config.track,
-        "status": "running",
-        "created_at": utc_now(),
-        "config": recorded_config(config),
-        "tasks_file": {
-            "path": str(config.tasks),
-            "sha256": file_sha256(config.tasks),
-            "selected_tasks": task_count,
-        },
-        "prompt_template_sha256": _prompt_template_hash(config),
-        # The conversation rules that ran, spelled out, so a reader need not know this version's code.
-        "protocol": get_profile(config.protocol).describe() if config.track == "frontiermath" else None,
-        "models": [
-            {"label": label, "name": m.name, "reasoning_effort": m.reasoning_effort, "api": choose_api(m).api}
-            for label, m in zip(labels, config.models, strict=True)
-        ],
-        # Which API each model and the judge is spoken to with, and why (agent/model/api_choice.py).
-        "api_choices": [
-            {"role": use.role, "label": use.label, **choose_api(use.cfg).as_json()} for use in uses
-        ],
-        # The base URL each model and the judge talks to, after the environment; never a key.
-        "endpoints": endpoints_record(uses),
-        "events": [],
-        "sessions": [],
-        **environment_info(),
-    }
-
-
-def _fallback_model_error(
-    sample: PlannedSample, run_id: str, track: Track, error: ModelError, started_at: str, started: float
-) -> SampleRecord:
-    """A track let a ModelError escape; record it as the outcome it is rather than lose it: a
-    provider's refusal of the conversation is scored, any other failure an error."""
-    failure = model_failure(error)
-    return SampleRecord(
-        run_id=run_id,
-        track=track.name,
-        task_id=str(sample.task.id),
-        trial=sample.trial,
-        model=sample.label,
-        subject=getattr(sample.task, "subject", None),
-        reasoning_effort=sample.model.reasoning_effort,
-        outcome=failure.outcome,
-        error=failure.error if failure.refusal is not None else f"{type(error).__name__}: {error}",
-        provider_refusal=failure.refusal,
-        started_at=started_at,
-        finished_at=utc_now(),
-        duration_s=time.monotonic() - started,
-    )
-
-
-def reference_or_none(track: Track, task: Any) -> ReferenceRecord | None:
-    """The track's reference for ``task``; None rather than losing the record if it cannot say."""
-    try:
-        return track.reference_for(task)
-    except Exception as exc:  # a malformed task must not cost the sample its record
-        log.warning("no reference for task %s: %s", getattr(task, "id", "?"), describe_exception(exc))
-        return None
-
-
-# Bounds on what a harness_error record keeps of the exception (a hostile reply can make the
-# message itself huge).
-MAX_ERROR_CHARS = 2_000
-MAX_TRACEBACK_CHARS = 8_000
-
-
-def describe_exception(error: BaseException) -> str:
-    """``Type: message``, bounded; never raises, whatever the exception's ``__str__`` does."""
-    try:
-        message = str(error)
-    except Exception:  # a broken __str__ must not lose the sample either
-        message = "<message unavailable>"
-    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
-    return safe_text(text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS] + " [...]")
-
-
-def _traceback_tail(error: BaseException) -> str:
-    try:
-        text = "".join(traceback.format_exception(error))
-    except Exception:
-        return "<traceback unavailable>"
-    # The end holds the raising frame; that is the part worth keeping.
-    return safe_text(text if len(text) <= MAX_TRACEBACK_CHARS else "[...]\n" + text[-MAX_TRACEBACK_CHARS:])
-
-
-def harness_error_record(
-    sample: PlannedSample,
-    run_id: str,
-    track_name: str,
-    error: BaseException,
-    started_at: str,
-    started: float,
-) -> SampleRecord:
-    """Proctor itself failed on this sample: keep the failure as a result counted apart."""
-    return SampleRecord(
-        run_id=run_id,
-        track=track_name,
-        task_id=str(sample.task.id),
-        trial=sample.trial,
-        model=sample.label,
-        subject=getattr(sample.task, "subject", None),
-        reasoning_effort=sample.model.reasoning_effort,
-        outcome=Outcome.HARNESS_ERROR,
-        error=describe_exception(error),
-        harness_traceback=_traceback_tail(error),
-        started_at=started_at,
-        finished_at=utc_now(),
-        duration_s=time.monotonic() - started,
-    )
-
-
-@contextlib.asynccontextmanager
-async def _local_server(model: ModelConfig) -> AsyncIterator[str]:
-    """Start llama.cpp for a ``local/...`` model and yield its OpenAI-compatible base URL."""
-    # Imported here: only runs with local models pay for it.
-    from proctor.agent.model.local_server import local_model_server
-
-    async with local_model_server(model.name) as base_url:
-        yield base_url
-
-
-async def open_clients(
-    stack: contextlib.AsyncExitStack,
-    labelled: list[tuple[str, ModelConfig]],
-    judge: ModelConfig | None,
-    guard: RunGuard,
-) -> tuple[dict[str, ModelClient], ModelClient | None]:
-    """Every client counts its retries into the running sample and trips ``guard`` on a refusal."""
-    from proctor.agent.model.factory import make_client
-
-    local_urls: dict[str, str] = {}
-
-    async def client_for(model: ModelConfig, role: str) -> ModelClient:
-        override = None
-        if model.name.startswith("local/") and model.base_url is None:
-            if model.name not in local_urls:
-                local_urls[model.name] = await stack.enter_async_context(_local_server(model))
-            override = local_urls[model.name]
-        client = make_client(model, base_url_override=override, on_retry=guard.retry_callback(role))
-        stack.push_async_callback(client.aclose)
-        return GuardedClient(client, guard, role)
-
-    clients = {label: await client_for(model, "model") for label, model in labelled}
-    judge_client = await client_for(judge, "judge") if judge is not None else None
-    return clients, judge_client
 
 
 class Runner:

@@ -184,7 +184,8 @@ def test_dry_run_with_resume_counts_what_is_done_without_touching_the_run(tmp_pa
     ]
     from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
     from proctor.agent.run.preflight import endpoint_uses
-    from proctor.agent.run.runner import _base_header, model_labels
+    from proctor.agent.run.run_header import _base_header
+    from proctor.agent.run.sample_plan import model_labels
 
     recorded = load_run_config(None, RunFlags(tasks=FM_TASKS, models=["openai/m"], out=run_dir))
     labels = model_labels(recorded.models)
@@ -248,7 +249,8 @@ def test_dry_run_refuses_what_the_run_would_refuse(
 ) -> None:
     from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
     from proctor.agent.run.preflight import endpoint_uses
-    from proctor.agent.run.runner import _base_header, model_labels
+    from proctor.agent.run.run_header import _base_header
+    from proctor.agent.run.sample_plan import model_labels
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
