@@ -18,7 +18,7 @@ from proctor.agent.tracks.base import Track, model_failure
 log = logging.getLogger(__name__)
 
 
-def _fallback_model_error(
+def fallback_model_error(
     sample: PlannedSample, run_id: str, track: Track, error: ModelError, started_at: str, started: float
 ) -> SampleRecord:
     """A track let a ModelError escape; record it as the outcome it is rather than lose it: a

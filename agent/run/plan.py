@@ -25,7 +25,7 @@ from proctor.agent.results.records import RERUN_ON_RESUME
 from proctor.agent.results.store import RunStore, sample_key
 from proctor.agent.run.preflight import uses_of
 from proctor.agent.run.progress import RunProgress
-from proctor.agent.run.run_header import _base_header
+from proctor.agent.run.run_header import base_header
 from proctor.agent.run.runner import Runner
 from proctor.agent.run.sample_plan import default_run_dir, model_labels, plan_samples, select_tasks
 from proctor.agent.tracks.registry import make_track
@@ -129,7 +129,7 @@ def _check_run_dir(config: RunConfig, run_dir: Path, labels: list[str], task_cou
     """Refuse what the run would refuse (a directory holding another run, a resume whose config
     changed what a score means), with the runner's own check: it only reads."""
     uses = uses_of(config, labels)
-    header = _base_header(config, "dry-run", labels, task_count, uses)
+    header = base_header(config, "dry-run", labels, task_count, uses)
     runner = Runner(config, progress=RunProgress(Console(file=io.StringIO())), handle_signals=False)
     runner._prepare_store(run_dir, header)
 

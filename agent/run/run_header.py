@@ -66,7 +66,7 @@ def recorded_config(config: RunConfig) -> dict[str, Any]:
     return data
 
 
-def _base_header(
+def base_header(
     config: RunConfig, run_id: str, labels: list[str], task_count: int, uses: list[EndpointUse]
 ) -> dict[str, Any]:
     return {

@@ -32,8 +32,8 @@ from proctor.agent.run.endpoint_record import (
     refuse_or_record,
 )
 from proctor.agent.run.failure_records import (
-    _fallback_model_error,
     describe_exception,
+    fallback_model_error,
     harness_error_record,
     reference_or_none,
 )
@@ -47,7 +47,7 @@ from proctor.agent.run.preflight import (
     uses_of,
 )
 from proctor.agent.run.progress import RunProgress, one_line
-from proctor.agent.run.run_header import _base_header
+from proctor.agent.run.run_header import base_header
 from proctor.agent.run.sample_plan import (
     PlannedSample,
     check_plan_size,
@@ -195,7 +195,7 @@ class Runner:
         labels = [label for label, _ in labelled]
         uses = uses_of(config, labels)
         run_id = run_dir.name
-        header = _base_header(given, run_id, labels, len(tasks), uses)
+        header = base_header(given, run_id, labels, len(tasks), uses)
         header["track_settings"] = track.effective_settings(config)
         header["defaults_applied"] = config.defaults_applied
         # Every value taken from the paper because the config left it unset, by field path.
@@ -558,7 +558,7 @@ class Runner:
                         f"track {track.name} returned {type(record).__name__}, not a SampleRecord"
                     )
             except ModelError as exc:
-                record = _fallback_model_error(sample, run_id, track, exc, started_at, started)
+                record = fallback_model_error(sample, run_id, track, exc, started_at, started)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

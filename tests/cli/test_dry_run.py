@@ -184,13 +184,13 @@ def test_dry_run_with_resume_counts_what_is_done_without_touching_the_run(tmp_pa
     ]
     from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
     from proctor.agent.run.preflight import endpoint_uses
-    from proctor.agent.run.run_header import _base_header
+    from proctor.agent.run.run_header import base_header
     from proctor.agent.run.sample_plan import model_labels
 
     recorded = load_run_config(None, RunFlags(tasks=FM_TASKS, models=["openai/m"], out=run_dir))
     labels = model_labels(recorded.models)
     uses = endpoint_uses(list(zip(labels, recorded.models, strict=True)), recorded.judge)
-    header = _base_header(recorded, "r", labels, 14, uses)
+    header = base_header(recorded, "r", labels, 14, uses)
     (run_dir / "run.json").write_text(json.dumps(header))
     samples = run_dir / "samples.jsonl"
     samples.write_text("".join(r.model_dump_json() + "\n" for r in records) + '{"torn')
@@ -249,7 +249,7 @@ def test_dry_run_refuses_what_the_run_would_refuse(
 ) -> None:
     from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
     from proctor.agent.run.preflight import endpoint_uses
-    from proctor.agent.run.run_header import _base_header
+    from proctor.agent.run.run_header import base_header
     from proctor.agent.run.sample_plan import model_labels
 
     run_dir = tmp_path / "run"
@@ -261,7 +261,7 @@ def test_dry_run_refuses_what_the_run_would_refuse(
     recorded = load_run_config(None, RunFlags(tasks=FM_TASKS, models=["openai/m"], out=run_dir))
     labels = model_labels(recorded.models)
     uses = endpoint_uses(list(zip(labels, recorded.models, strict=True)), recorded.judge)
-    header = _base_header(recorded, "r", labels, 14, uses)
+    header = base_header(recorded, "r", labels, 14, uses)
     (run_dir / "run.json").write_text(json.dumps(header))
     before = sorted((p.name, p.read_bytes()) for p in run_dir.iterdir())
     line = _main_error(
