@@ -299,11 +299,7 @@ class Rescorer:
             async with contextlib.AsyncExitStack() as stack:
                 sandbox = await self._open_sandbox(regrader, grading, header, stack)
                 judge = await self._open_judge(regrader, grading, stack)
-                if not store.locked:
-                    # A fresh directory: claimed as it is created (see agent/run/runner.py).
-                    store.lock()
-                    if store.header_path.exists() or store.holds_samples():
-                        raise UserError(f"{self.out}: another run started in this directory meanwhile")
+                store.claim()
                 store.write_header(header)
                 header_written = True
                 writer = store.open_writer()

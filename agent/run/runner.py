@@ -278,12 +278,7 @@ class Runner:
                 clients, judge = (
                     await open_clients(stack, labelled, config.judge, self.guard) if pending else ({}, None)
                 )
-                if not store.locked:
-                    # A fresh directory: claimed as it is created; a run that appeared in it
-                    # meanwhile is another process's.
-                    store.lock()
-                    if store.header_path.exists() or store.holds_samples():
-                        raise UserError(f"{run_dir}: another run started in this directory meanwhile")
+                store.claim()
                 store.write_header(header)
                 header_written = True
                 writer = store.open_writer()
