@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sys
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,6 @@ from typing import Any
 from proctor.agent.errors import UserError
 from proctor.agent.inputs import selection
 from proctor.agent.inputs.config import PAPER_SOURCE, ModelConfig, RunConfig
-from proctor.agent.inputs.run_config_loader import parse_size
 from proctor.agent.model.base import ModelClient, ModelError
 from proctor.agent.results.records import RERUN_ON_RESUME, SampleRecord, utc_now
 from proctor.agent.results.store import RunStore, checked_header, resume_conflicts, sample_key
@@ -38,7 +36,6 @@ from proctor.agent.run.failure_records import (
     reference_or_none,
 )
 from proctor.agent.run.guard import RunGuard, StopReason
-from proctor.agent.run.hardware import calibrate, hardware_record, host_memory_bytes, memory_check
 from proctor.agent.run.preflight import (
     EndpointUse,
     check_keys,
@@ -48,6 +45,7 @@ from proctor.agent.run.preflight import (
 )
 from proctor.agent.run.progress import RunProgress, one_line
 from proctor.agent.run.run_header import base_header
+from proctor.agent.run.run_sandbox import SandboxOpener, open_run_sandbox
 from proctor.agent.run.sample_plan import (
     PlannedSample,
     check_plan_size,
@@ -59,10 +57,7 @@ from proctor.agent.run.sample_plan import (
 from proctor.agent.run.sample_workers import ShieldedWrites, drive_workers, final_status
 from proctor.agent.tracks.base import SampleContext, Track
 from proctor.agent.tracks.registry import make_track
-from proctor.sandbox import Limits, Sandbox, execution_caller, open_sandbox
-
-# open_sandbox's signature: (backend, *, image, pool_size, default_limits) -> Sandbox.
-SandboxOpener = Callable[..., Awaitable[Sandbox]]
+from proctor.sandbox import Sandbox, execution_caller
 
 
 @dataclass
@@ -101,7 +96,7 @@ class Runner:
         # "quick" or "full": audit the opened sandbox before any sample runs (`proctor run --audit`).
         self.audit = audit
         # Benchmarks inject an in-process double here; runs always use open_sandbox.
-        self.sandbox_opener: SandboxOpener = sandbox_opener or open_sandbox
+        self.sandbox_opener = sandbox_opener
         self.progress = progress
         self.config_file = config_file
         self.handle_signals = handle_signals
@@ -271,7 +266,14 @@ class Runner:
         failure: BaseException | None = None
         try:
             async with contextlib.AsyncExitStack() as stack:
-                sandbox = await self._open_sandbox(track, pending, header)
+                sandbox = await open_run_sandbox(
+                    config,
+                    header,
+                    needed=track.needs_sandbox and bool(pending),
+                    opener=self.sandbox_opener,
+                    audit=self.audit,
+                    console=self.progress.console,
+                )
                 if sandbox is not None:
                     stack.push_async_callback(sandbox.aclose)
                 # Clients first: a bad key or URL is a config error and should leave no run behind.
@@ -326,114 +328,6 @@ class Runner:
             harness_errors=self.harness_errors,
             stop=stop,
         )
-
-    async def _open_sandbox(
-        self, track: Track, pending: list[PlannedSample], header: dict[str, Any]
-    ) -> Sandbox | None:
-        if not track.needs_sandbox or not pending:
-            header.setdefault("sandbox", None)
-            # No code runs in a sandbox this session: the host is still worth recording.
-            if not header.get("hardware"):
-                header["hardware"] = hardware_record(None, self._limits(), None)
-            return None
-        box = self.config.sandbox
-        try:
-            memory = parse_size(box.memory)
-        except ValueError as exc:
-            raise UserError(f"field 'sandbox.memory': {exc}") from None
-        # Passed only when set: injected openers (benchmarks) need not know the option.
-        bound: dict[str, Any] = (
-            {"max_concurrent_executions": box.max_concurrent_executions}
-            if box.max_concurrent_executions is not None
-            else {}
-        )
-        if box.ray_address is not None:
-            bound["ray_address"] = box.ray_address
-        if box.ray_allow_unauthenticated:
-            bound["ray_allow_unauthenticated"] = True
-        # Likewise the runtime and engine, which only the docker backend has.
-        if box.runtime != "runc" or box.docker_host is not None:
-            bound.update(runtime=box.runtime, docker_host=box.docker_host)
-        if box.isolation != "fresh":
-            bound.update(isolation=box.isolation)
-        if box.engine_path != "docker":
-            bound.update(engine_path=box.engine_path)
-        sandbox = await self.sandbox_opener(
-            box.backend,
-            image=box.image,
-            pool_size=box.pool_size,
-            default_limits=Limits(memory_bytes=memory, cpus=box.cpus),
-            **bound,
-        )
-        described = sandbox.describe()
-        isolates_less = bool(described.get("isolates_less", sandbox.backend != "docker"))
-        header.update(sandbox=described, sandbox_isolates_less=isolates_less)
-        warning = described.get("warning")
-        if warning:
-            # Said before any sample runs, and kept in run.json (sandbox.warning) and the summary.
-            print(f"proctor: {warning}", file=sys.stderr, flush=True)
-        # Each session records its own sandbox: a resumed run may have moved backend.
-        header["sessions"][-1].update(
-            sandbox_backend=sandbox.backend, sandbox_image_id=described.get("image_id")
-        )
-        self._check_memory(described, memory, header)
-        if self.audit:
-            await self._audit_sandbox(sandbox, header)
-        limits = Limits(memory_bytes=memory, cpus=box.cpus)
-        try:
-            calibration = await calibrate(sandbox, limits) if box.calibrate else None
-        except BaseException:
-            await sandbox.aclose()
-            raise
-        header["hardware"] = hardware_record(described, limits, calibration)
-        header["sessions"][-1]["calibration"] = calibration
-        return sandbox
-
-    def _check_memory(self, described: dict[str, Any], memory: int, header: dict[str, Any]) -> None:
-        """Record whether every call that may run at once can have its memory; warn if not."""
-        slots = described.get("max_concurrent_executions")
-        check = memory_check(
-            memory_bytes=memory,
-            samples_in_flight=self.config.max_concurrency,
-            execution_slots=slots if isinstance(slots, int) and not isinstance(slots, bool) else None,
-            host_bytes=host_memory_bytes(),
-            backend=str(described.get("backend") or self.config.sandbox.backend),
-        )
-        header["sandbox_memory_check"] = check
-        header["sessions"][-1]["sandbox_memory_check"] = check
-        if check.get("warning"):
-            print(f"proctor: warning: {check['warning']}", file=sys.stderr, flush=True)
-
-    def _limits(self) -> Limits:
-        box = self.config.sandbox
-        return Limits(memory_bytes=parse_size(box.memory), cpus=box.cpus)
-
-    async def _audit_sandbox(self, sandbox: Sandbox, header: dict[str, Any]) -> None:
-        """Audit the very sandbox this run will use; refuse to start when anything is broken."""
-        from proctor.agent.audit import audit_sandbox
-        from proctor.agent.audit.render import headline
-
-        box = self.config.sandbox
-        limits = Limits(memory_bytes=parse_size(box.memory), cpus=box.cpus)
-        try:
-            report = await audit_sandbox(sandbox, limits, quick=self.audit == "quick")
-        except BaseException:
-            await sandbox.aclose()
-            raise
-        header["audit"] = report.summary()
-        header["sessions"][-1]["audit"] = header["audit"]
-        self.progress.console.print(headline(report), markup=False, highlight=False, soft_wrap=True)
-        if report.broken:
-            await sandbox.aclose()
-            # Through ray a check runs on every node: say on which one it failed.
-            names = ", ".join(
-                f"{row.id}{f' on node {row.node}' if row.node else ''} ({row.observed})"
-                for row in report.broken
-            )
-            failed = len(report.broken)
-            raise UserError(
-                f"--audit {self.audit}: the sandbox failed {failed} check(s), not starting: {names}"
-            )
 
     async def _run_pending(
         self,

@@ -143,10 +143,10 @@ def test_no_model_client_sandbox_or_local_server_is_made(
     import proctor.agent.model.factory
     import proctor.agent.model.local_server
     import proctor.agent.results.store
-    import proctor.agent.run.runner
+    import proctor.agent.run.run_sandbox
 
     monkeypatch.setattr(proctor.agent.model.factory, "make_client", trap("make_client"))
-    monkeypatch.setattr(proctor.agent.run.runner, "open_sandbox", trap("open_sandbox"))
+    monkeypatch.setattr(proctor.agent.run.run_sandbox, "open_sandbox", trap("open_sandbox"))
     monkeypatch.setattr(proctor.agent.model.local_server, "local_model_server", trap("local_model_server"))
     monkeypatch.setattr(proctor.agent.results.store.RunStore, "write_header", trap("write_header"))
     monkeypatch.chdir(tmp_path)
