@@ -26,7 +26,7 @@ from proctor.agent.results.store import RunStore, sample_key
 from proctor.agent.run.preflight import uses_of
 from proctor.agent.run.progress import RunProgress
 from proctor.agent.run.run_header import base_header
-from proctor.agent.run.runner import Runner
+from proctor.agent.run.runner import Runner, RunOptions
 from proctor.agent.run.sample_plan import default_run_dir, model_labels, plan_samples, select_tasks
 from proctor.agent.tracks.registry import make_track
 
@@ -130,7 +130,7 @@ def _check_run_dir(config: RunConfig, run_dir: Path, labels: list[str], task_cou
     changed what a score means), with the runner's own check: it only reads."""
     uses = uses_of(config, labels)
     header = base_header(config, "dry-run", labels, task_count, uses)
-    runner = Runner(config, progress=RunProgress(Console(file=io.StringIO())), handle_signals=False)
+    runner = Runner(config, RunOptions(RunProgress(Console(file=io.StringIO())), handle_signals=False))
     runner._prepare_store(run_dir, header)
 
 

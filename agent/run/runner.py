@@ -73,37 +73,39 @@ class RunResult:
     stop: StopReason | None = None
 
 
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run goes beside its config: what `proctor run`'s flags, the Python API and the
+    benchmarks choose, passed to the runner as one value."""
+
+    progress: RunProgress
+    # The config file the run was given, recorded in run.json.
+    config_file: Path | None = None
+    # SIGINT/SIGTERM stop the run gracefully; off where the run is not in the main thread.
+    handle_signals: bool = True
+    # Benchmarks inject an in-process double here; runs always use open_sandbox.
+    sandbox_opener: SandboxOpener | None = None
+    # "quick" or "full": audit the opened sandbox before any sample runs (`proctor run --audit`).
+    audit: str | None = None
+    # Probe every endpoint with one tiny request before anything is spent (`proctor run`
+    # does; `--no-preflight` turns it off).
+    preflight: bool = False
+    # A resume may move a model or the judge to another endpoint, kept as an event in run.json
+    # (`--allow-endpoint-change`); without it such a resume is refused.
+    allow_endpoint_change: bool = False
+
+
 class Runner:
     """One invocation of `proctor run`: fresh or resumed, ends with a summary either way."""
 
-    def __init__(
-        self,
-        config: RunConfig,
-        *,
-        progress: RunProgress,
-        config_file: Path | None = None,
-        handle_signals: bool = True,
-        sandbox_opener: SandboxOpener | None = None,
-        audit: str | None = None,
-        preflight: bool = False,
-        allow_endpoint_change: bool = False,
-    ) -> None:
+    def __init__(self, config: RunConfig, options: RunOptions) -> None:
         self.config = config
-        # Probe every endpoint with one tiny request before anything is spent (`proctor run`
-        # does; `--no-preflight` turns it off).
-        self.preflight = preflight
-        self.allow_endpoint_change = allow_endpoint_change
-        # "quick" or "full": audit the opened sandbox before any sample runs (`proctor run --audit`).
-        self.audit = audit
-        # Benchmarks inject an in-process double here; runs always use open_sandbox.
-        self.sandbox_opener = sandbox_opener
-        self.progress = progress
-        self.config_file = config_file
-        self.handle_signals = handle_signals
+        self.options = options
+        self.progress = options.progress
         self.interrupted = False
         self.harness_errors: list[str] = []
         self._workers: list[asyncio.Task[None]] = []
-        self.guard = RunGuard(on_any_retry=progress.model_retry)
+        self.guard = RunGuard(on_any_retry=options.progress.model_retry)
         self._stop_announced = False
 
     # -- setup -------------------------------------------------------------------------
@@ -121,7 +123,7 @@ class Runner:
                 )
             events = refuse_or_record(
                 endpoint_changes(previous.get("endpoints"), header["endpoints"]),
-                allowed=self.allow_endpoint_change,
+                allowed=self.options.allow_endpoint_change,
                 run_json=str(store.header_path),
                 now=utc_now(),
             )
@@ -202,8 +204,8 @@ class Runner:
             task_ids=config.task_ids,
             limit=config.limit_tasks,
         )
-        if self.config_file is not None:
-            header["config_file"] = str(self.config_file)
+        if self.options.config_file is not None:
+            header["config_file"] = str(self.options.config_file)
         store = RunStore(run_dir)
         if run_dir.is_dir():
             # Before anything is read: a second process must not resume what this one writes.
@@ -253,7 +255,7 @@ class Runner:
             # Before the sandbox, the store or any sample: a missing key or a dead endpoint
             # costs seconds and leaves nothing behind.
             check_keys(uses)
-            if self.preflight:
+            if self.options.preflight:
                 session["preflight"] = [result.as_json() for result in await preflight(uses)]
         header["sessions"].append(session)
         header.update(
@@ -270,8 +272,8 @@ class Runner:
                     config,
                     header,
                     needed=track.needs_sandbox and bool(pending),
-                    opener=self.sandbox_opener,
-                    audit=self.audit,
+                    opener=self.options.sandbox_opener,
+                    audit=self.options.audit,
                     console=self.progress.console,
                 )
                 if sandbox is not None:
@@ -381,7 +383,7 @@ class Runner:
             for _ in range(min(self.config.max_concurrency, max(len(pending), 1)))
         ]
         await drive_workers(
-            self._workers, writes, handle_signals=self.handle_signals, on_signal=self._interrupt
+            self._workers, writes, handle_signals=self.options.handle_signals, on_signal=self._interrupt
         )
         return finished
 
@@ -489,8 +491,9 @@ async def execute_run(
     preflight: bool = False,
     allow_endpoint_change: bool = False,
 ) -> RunResult:
-    runner = Runner(
-        config,
+    """Run ``config`` to the end: the entry of `proctor run`, the Python API and the benchmarks
+    (each option is :class:`RunOptions`'s field of the same name)."""
+    options = RunOptions(
         progress=progress,
         config_file=config_file,
         handle_signals=handle_signals,
@@ -499,4 +502,4 @@ async def execute_run(
         preflight=preflight,
         allow_endpoint_change=allow_endpoint_change,
     )
-    return await runner.run()
+    return await Runner(config, options).run()
