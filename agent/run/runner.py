@@ -16,19 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proctor.agent.errors import UserError
 from proctor.agent.inputs import selection
 from proctor.agent.inputs.config import PAPER_SOURCE, ModelConfig, RunConfig
 from proctor.agent.model.base import ModelClient, ModelError
 from proctor.agent.results.records import RERUN_ON_RESUME, SampleRecord, utc_now
-from proctor.agent.results.store import RunStore, checked_header, resume_conflicts, sample_key
+from proctor.agent.results.store import RunStore, sample_key
 from proctor.agent.results.summary import judge_prices_from_config, prices_from_config, summarize
 from proctor.agent.run.clients import open_clients
-from proctor.agent.run.endpoint_record import (
-    endpoint_changes,
-    pin_recorded_endpoints,
-    refuse_or_record,
-)
 from proctor.agent.run.failure_records import (
     describe_exception,
     fallback_model_error,
@@ -44,6 +38,7 @@ from proctor.agent.run.preflight import (
     uses_of,
 )
 from proctor.agent.run.progress import RunProgress, one_line
+from proctor.agent.run.resume import pinned_to_recorded_endpoints, prepare_header
 from proctor.agent.run.run_header import base_header
 from proctor.agent.run.run_sandbox import SandboxOpener, open_run_sandbox
 from proctor.agent.run.sample_plan import (
@@ -109,48 +104,6 @@ class Runner:
         self._stop_announced = False
 
     # -- setup -------------------------------------------------------------------------
-    def _prepare_store(
-        self, run_dir: Path, header: dict[str, Any], store: RunStore | None = None
-    ) -> tuple[RunStore, dict[str, Any]]:
-        store = store or RunStore(run_dir)
-        if self.config.resume and store.header_path.exists():
-            previous = checked_header(store.read_header(), store.header_path)
-            conflicts = resume_conflicts(previous, header)
-            if conflicts:
-                raise UserError(
-                    f"{store.header_path}: cannot resume this run with a different config: "
-                    + "; ".join(conflicts)
-                )
-            events = refuse_or_record(
-                endpoint_changes(previous.get("endpoints"), header["endpoints"]),
-                allowed=self.options.allow_endpoint_change,
-                run_json=str(store.header_path),
-                now=utc_now(),
-            )
-            header = {
-                **header,
-                "run_id": previous["run_id"],
-                "created_at": previous.get("created_at"),
-                "sessions": list(previous.get("sessions") or []),
-                # Kept when this session opens no sandbox (nothing left to run).
-                "sandbox": previous.get("sandbox"),
-                "sandbox_isolates_less": previous.get("sandbox_isolates_less"),
-                # The resumed config is read back from run.json with every value explicit.
-                "defaults_applied": previous.get("defaults_applied", []),
-                "paper_defaults": previous.get("paper_defaults", header.get("paper_defaults")),
-                "hardware": previous.get("hardware"),
-                "events": list(previous.get("events") or []) + events,
-            }
-        elif self.config.resume and store.holds_samples():
-            raise UserError(
-                f"{run_dir}: holds samples.jsonl but no run.json; cannot check it is the same run"
-            )
-        elif store.holds_samples():
-            raise UserError(
-                f"{run_dir}: already holds a run; pass --resume to continue it or choose another --out"
-            )
-        return store, header
-
     def _say_paper_defaults(self, record: Any) -> None:
         """The run's first line names every value it took from the paper unasked."""
         values = record.get("values") if isinstance(record, dict) else None
@@ -162,16 +115,6 @@ class Runner:
             markup=False,
             highlight=False,
             soft_wrap=True,
-        )
-
-    @staticmethod
-    def _pinned_to_recorded_endpoints(config: RunConfig, store: RunStore) -> RunConfig:
-        """A resume talks to the endpoints run.json records, not the new shell's environment."""
-        if not store.header_path.exists():
-            return config
-        previous = store.read_header()
-        return pin_recorded_endpoints(
-            config, previous.get("endpoints"), model_labels(config.models), str(store.header_path)
         )
 
     # -- the run -----------------------------------------------------------------------
@@ -187,7 +130,7 @@ class Runner:
         # run.json keeps the config as given; the pinned URLs are in its "endpoints".
         given = config
         if config.resume:
-            config = self.config = self._pinned_to_recorded_endpoints(config, RunStore(run_dir))
+            config = self.config = pinned_to_recorded_endpoints(config, RunStore(run_dir))
         labelled = list(zip(model_labels(config.models), config.models, strict=True))
         labels = [label for label, _ in labelled]
         uses = uses_of(config, labels)
@@ -227,7 +170,9 @@ class Runner:
     ) -> RunResult:
         config = self.config
         labels = [label for label, _ in labelled]
-        store, header = self._prepare_store(run_dir, header, store)
+        header = prepare_header(
+            config, store, header, allow_endpoint_change=self.options.allow_endpoint_change
+        )
         run_id = header["run_id"]
 
         loaded = store.load(repair=True)
