@@ -26,7 +26,7 @@ from proctor.agent.model.base import ModelClient
 from proctor.agent.rescore.regrade import NotRescored, RegradeContext, Regrader, regrader_for
 from proctor.agent.rescore.settings import describe_changes, judge_endpoint
 from proctor.agent.rescore.stored_run import StoredRun, StoredSample
-from proctor.agent.results.records import RERUN_ON_RESUME, Outcome, RescoreNote, SampleRecord
+from proctor.agent.results.records import RERUN_ON_RESUME, Outcome, RescoreNote, SampleRecord, utc_now
 from proctor.agent.results.store import (
     RunStore,
     SampleKey,
@@ -36,16 +36,12 @@ from proctor.agent.results.store import (
     sample_key,
 )
 from proctor.agent.results.summary import prices_from_config, summarize
+from proctor.agent.run.clients import open_clients
+from proctor.agent.run.failure_records import describe_exception, reference_or_none
 from proctor.agent.run.guard import RunGuard
 from proctor.agent.run.progress import RunProgress
-from proctor.agent.run.runner import (
-    describe_exception,
-    environment_info,
-    model_labels,
-    open_clients,
-    reference_or_none,
-    utc_now,
-)
+from proctor.agent.run.run_header import environment_info
+from proctor.agent.run.sample_plan import model_labels
 from proctor.agent.run.sample_workers import ShieldedWrites, drive_workers, final_status
 from proctor.agent.tracks.registry import make_track
 from proctor.sandbox import Limits, Sandbox, execution_caller, open_sandbox
@@ -303,11 +299,7 @@ class Rescorer:
             async with contextlib.AsyncExitStack() as stack:
                 sandbox = await self._open_sandbox(regrader, grading, header, stack)
                 judge = await self._open_judge(regrader, grading, stack)
-                if not store.locked:
-                    # A fresh directory: claimed as it is created (see agent/run/runner.py).
-                    store.lock()
-                    if store.header_path.exists() or store.holds_samples():
-                        raise UserError(f"{self.out}: another run started in this directory meanwhile")
+                store.claim()
                 store.write_header(header)
                 header_written = True
                 writer = store.open_writer()

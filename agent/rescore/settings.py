@@ -177,7 +177,7 @@ def describe_changes(stored: StoredRun, config: RunConfig, tasks_sha256: str) ->
         )
     versions = stored.header.get("versions")
     old_version = versions.get("proctor") if isinstance(versions, dict) else None
-    from proctor.agent.run.runner import environment_info
+    from proctor.agent.run.run_header import environment_info
 
     new_version = environment_info()["versions"]["proctor"]
     if old_version != new_version:

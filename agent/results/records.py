@@ -6,6 +6,7 @@ track fills a :class:`SampleRecord`; the store, summaries and reports read only 
 
 from __future__ import annotations
 
+import datetime as dt
 from enum import StrEnum
 from typing import Annotated, Any
 
@@ -40,6 +41,11 @@ ERROR_OUTCOMES = frozenset(
 # An error says nothing about the model, so it is not a result: --resume runs the sample again
 # (after a fixed endpoint, engine or bug) and the new record supersedes the old one.
 RERUN_ON_RESUME = ERROR_OUTCOMES
+
+
+# The one timestamp format of records (started_at, finished_at) and of run.json's sessions.
+def utc_now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds")
 
 
 # Counts (tokens, turns, trials, retries, sizes) are never negative, and no run reaches 2**63

@@ -450,6 +450,19 @@ class RunStore:
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
 
+    def claim(self) -> None:
+        """Lock a run directory this process is about to write its first header into.
+
+        A directory that already existed was locked before anything in it was read; a fresh one
+        is claimed only as it is created, so a run that appeared in it meanwhile is another
+        process's, and this one is refused rather than write over it.
+        """
+        if self.locked:
+            return
+        self.lock()
+        if self.header_path.exists() or self.holds_samples():
+            raise UserError(f"{self.directory}: another run started in this directory meanwhile")
+
     def unlock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)

@@ -8,13 +8,10 @@ only named. ``--resume`` reads the run directory's samples (read-only) to count 
 
 from __future__ import annotations
 
-import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-from rich.console import Console
 
 from proctor.agent.cli.terminal_text import escape_for_terminal
 from proctor.agent.inputs.config import PAPER_SOURCE, ModelConfig, RunConfig
@@ -24,15 +21,9 @@ from proctor.agent.model.endpoint import DEFAULT_BASE_URL, is_local_model
 from proctor.agent.results.records import RERUN_ON_RESUME
 from proctor.agent.results.store import RunStore, sample_key
 from proctor.agent.run.preflight import uses_of
-from proctor.agent.run.progress import RunProgress
-from proctor.agent.run.runner import (
-    Runner,
-    _base_header,
-    default_run_dir,
-    model_labels,
-    plan_samples,
-    select_tasks,
-)
+from proctor.agent.run.resume import prepare_header
+from proctor.agent.run.run_header import base_header
+from proctor.agent.run.sample_plan import default_run_dir, model_labels, plan_samples, select_tasks
 from proctor.agent.tracks.registry import make_track
 
 # Ids listed in the plan; the rest are counted.
@@ -134,9 +125,8 @@ def _check_run_dir(config: RunConfig, run_dir: Path, labels: list[str], task_cou
     """Refuse what the run would refuse (a directory holding another run, a resume whose config
     changed what a score means), with the runner's own check: it only reads."""
     uses = uses_of(config, labels)
-    header = _base_header(config, "dry-run", labels, task_count, uses)
-    runner = Runner(config, progress=RunProgress(Console(file=io.StringIO())), handle_signals=False)
-    runner._prepare_store(run_dir, header)
+    header = base_header(config, "dry-run", labels, task_count, uses)
+    prepare_header(config, RunStore(run_dir), header, allow_endpoint_change=False)
 
 
 def build_plan(config: RunConfig) -> list[tuple[str, str]]:

@@ -143,10 +143,10 @@ def test_no_model_client_sandbox_or_local_server_is_made(
     import proctor.agent.model.factory
     import proctor.agent.model.local_server
     import proctor.agent.results.store
-    import proctor.agent.run.runner
+    import proctor.agent.run.run_sandbox
 
     monkeypatch.setattr(proctor.agent.model.factory, "make_client", trap("make_client"))
-    monkeypatch.setattr(proctor.agent.run.runner, "open_sandbox", trap("open_sandbox"))
+    monkeypatch.setattr(proctor.agent.run.run_sandbox, "open_sandbox", trap("open_sandbox"))
     monkeypatch.setattr(proctor.agent.model.local_server, "local_model_server", trap("local_model_server"))
     monkeypatch.setattr(proctor.agent.results.store.RunStore, "write_header", trap("write_header"))
     monkeypatch.chdir(tmp_path)
@@ -184,12 +184,13 @@ def test_dry_run_with_resume_counts_what_is_done_without_touching_the_run(tmp_pa
     ]
     from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
     from proctor.agent.run.preflight import endpoint_uses
-    from proctor.agent.run.runner import _base_header, model_labels
+    from proctor.agent.run.run_header import base_header
+    from proctor.agent.run.sample_plan import model_labels
 
     recorded = load_run_config(None, RunFlags(tasks=FM_TASKS, models=["openai/m"], out=run_dir))
     labels = model_labels(recorded.models)
     uses = endpoint_uses(list(zip(labels, recorded.models, strict=True)), recorded.judge)
-    header = _base_header(recorded, "r", labels, 14, uses)
+    header = base_header(recorded, "r", labels, 14, uses)
     (run_dir / "run.json").write_text(json.dumps(header))
     samples = run_dir / "samples.jsonl"
     samples.write_text("".join(r.model_dump_json() + "\n" for r in records) + '{"torn')
@@ -248,7 +249,8 @@ def test_dry_run_refuses_what_the_run_would_refuse(
 ) -> None:
     from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
     from proctor.agent.run.preflight import endpoint_uses
-    from proctor.agent.run.runner import _base_header, model_labels
+    from proctor.agent.run.run_header import base_header
+    from proctor.agent.run.sample_plan import model_labels
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -259,7 +261,7 @@ def test_dry_run_refuses_what_the_run_would_refuse(
     recorded = load_run_config(None, RunFlags(tasks=FM_TASKS, models=["openai/m"], out=run_dir))
     labels = model_labels(recorded.models)
     uses = endpoint_uses(list(zip(labels, recorded.models, strict=True)), recorded.judge)
-    header = _base_header(recorded, "r", labels, 14, uses)
+    header = base_header(recorded, "r", labels, 14, uses)
     (run_dir / "run.json").write_text(json.dumps(header))
     before = sorted((p.name, p.read_bytes()) for p in run_dir.iterdir())
     line = _main_error(

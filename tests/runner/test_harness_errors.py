@@ -21,7 +21,8 @@ from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.base import ModelError
 from proctor.agent.results.records import ReferenceRecord, SampleRecord
 from proctor.agent.results.store import load_samples
-from proctor.agent.run.runner import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS, execute_run
+from proctor.agent.run.failure_records import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
+from proctor.agent.run.runner import execute_run
 from proctor.agent.tracks.base import SampleContext
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
 from proctor.agent.tracks.olympiad import OlympiadTrack

@@ -27,7 +27,7 @@ import pytest
 from proctor.agent.errors import UserError
 from proctor.agent.report.loader import load_run
 from proctor.agent.results.records import Outcome, SampleRecord
-from proctor.agent.results.store import LOCK, SampleWriter, load_samples, sample_key
+from proctor.agent.results.store import LOCK, RunStore, SampleWriter, load_samples, sample_key
 from proctor.agent.results.summary import wall_seconds
 from proctor.agent.run.runner import execute_run
 from tests.runner.conftest import make_config, quiet_progress, read_lines, write_tasks
@@ -314,6 +314,29 @@ def test_a_killed_writer_leaves_the_directory_unlocked(tmp_path: Path, echo_serv
     os.waitpid(pid, 0)
     result = asyncio.run(run(config.model_copy(update={"resume": True})))
     assert result.status == "finished" and result.finished == 4
+
+
+@pytest.mark.parametrize("planted", ["run.json", "samples.jsonl"])
+def test_a_run_that_appeared_in_a_fresh_directory_before_it_was_claimed_is_refused(
+    tmp_path: Path, planted: str
+) -> None:
+    """`proctor run` and `proctor rescore` claim a fresh directory only as they write its first
+    header; a run another process started there in between is that process's, not overwritten."""
+    out = tmp_path / "run"
+    mine = RunStore(out)
+    mine.claim()
+    assert mine.locked and (out / LOCK).exists()
+    mine.claim()  # already this process's: nothing more to check
+    mine.unlock()
+    (out / planted).write_text('{"run_id": "theirs"}\n')
+    late = RunStore(out)
+    try:
+        with pytest.raises(UserError) as caught:
+            late.claim()
+    finally:
+        late.unlock()
+    assert str(caught.value) == f"{out}: another run started in this directory meanwhile"
+    assert (out / planted).read_text() == '{"run_id": "theirs"}\n'
 
 
 def test_a_task_path_that_is_a_fifo_nobody_writes_is_one_line_not_a_hang(tmp_path: Path) -> None:

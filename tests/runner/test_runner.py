@@ -14,7 +14,8 @@ from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.results.records import SampleRecord
 from proctor.agent.results.store import load_samples
-from proctor.agent.run.runner import default_run_dir, execute_run
+from proctor.agent.run.runner import execute_run
+from proctor.agent.run.sample_plan import default_run_dir
 from proctor.agent.tracks.base import SampleContext
 from tests.runner.conftest import make_config, quiet_progress, read_lines, write_tasks
 from tests.runner.echo_track import EchoTrack

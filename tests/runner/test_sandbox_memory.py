@@ -7,19 +7,16 @@ once times that memory exceed the host's, the run says so on stderr and in run.j
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from rich.console import Console
 
 from proctor.agent.inputs.config import RunConfig, SandboxConfig
 from proctor.agent.inputs.run_config_loader import parse_size
 from proctor.agent.run.hardware import hardware_record, hardware_summary, host_memory_bytes, memory_check
-from proctor.agent.run.progress import RunProgress
-from proctor.agent.run.runner import Runner
+from proctor.agent.run.run_sandbox import check_memory
 from proctor.sandbox import Limits
 
 GIB = 1 << 30
@@ -83,14 +80,13 @@ def test_the_runner_warns_on_stderr_and_records_in_run_json(
     concurrency: int, warned: bool, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A 16 GiB host; 64 samples in flight with 64 slots want 256 GiB at the default 4 GiB.
-    monkeypatch.setattr("proctor.agent.run.runner.host_memory_bytes", lambda: 16 * GIB)
+    monkeypatch.setattr("proctor.agent.run.run_sandbox.host_memory_bytes", lambda: 16 * GIB)
     config = RunConfig.model_validate(
         {"tasks": "t.jsonl", "models": [{"name": "openai/m"}], "max_concurrency": concurrency}
     )
-    runner = Runner(config, progress=RunProgress(Console(file=io.StringIO())), handle_signals=False)
     header: dict[str, object] = {"sessions": [{}]}
     described = {"backend": "docker", "max_concurrent_executions": 64}
-    runner._check_memory(described, parse_size(config.sandbox.memory), header)  # type: ignore[arg-type]
+    check_memory(config, described, parse_size(config.sandbox.memory), header)  # type: ignore[arg-type]
     check = header["sandbox_memory_check"]
     assert isinstance(check, dict) and check["exceeds_host"] is warned
     assert header["sessions"] == [{"sandbox_memory_check": check}]
