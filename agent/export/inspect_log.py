@@ -35,7 +35,7 @@ from proctor.agent.inputs.config import RunConfig
 from proctor.agent.rescore.stored_run import validate_config
 from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
 from proctor.agent.results.store import RUN_HEADER, SUMMARY, read_json, records_from, refuse_run_file
-from proctor.agent.run.runner import model_labels
+from proctor.agent.run.sample_plan import model_labels
 
 if TYPE_CHECKING:
     from inspect_ai.log import EvalLog

@@ -45,7 +45,7 @@ from proctor.agent.results.records import (
     ToolCallRecord,
 )
 from proctor.agent.results.store import SampleWriter, load_samples
-from proctor.agent.run.runner import recorded_config
+from proctor.agent.run.run_header import recorded_config
 from tests.support.inspect_logs import REPO, inspect_installed, read_log
 
 needs_inspect = pytest.mark.skipif(not inspect_installed(), reason="pip install 'proctor[inspect]'")
