@@ -31,6 +31,7 @@ from proctor.agent.audit.command_sandbox import CommandSandbox
 from proctor.agent.audit.compare import parse_specs, split_list
 from proctor.sandbox import Limits
 from tests.audit.test_audit import proctor, rows_of
+from tests.support.cli import proctor_in_process
 
 LABEL = "proctor-audit-test-command=1"
 PYTHON = shlex.quote(sys.executable)
@@ -176,7 +177,7 @@ def test_specs_name_proctors_sandboxes_and_labelled_commands() -> None:
     ],
 )
 def test_bad_command_or_list_is_one_line_and_exit_2(args: list[str], message: str) -> None:
-    result = proctor("sandbox", "audit", *args, timeout=60)
+    result = proctor_in_process("sandbox", "audit", *args)
     assert result.returncode == 2, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert message in result.stderr
