@@ -2,7 +2,8 @@
 weakened configuration broken (with evidence and a non-zero exit), reports the local backend
 honestly, and `proctor run --audit quick` refuses a broken sandbox or records a sound one.
 
-The CLI runs as a real process from this checkout (``PYTHONPATH``), as a user would run it.
+An audit runs the CLI as a real process from this checkout (``PYTHONPATH``), as a user would run
+it; a refused flag or file is main()'s answer in this process (tests/support/cli.py).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from proctor.agent.audit.battery import ALL_CHECKS, select_checks
 from proctor.agent.audit.model import escape_text
 from proctor.agent.report.page import _audit_text
 from tests.sandbox.conftest import RUNSC_INSTALLED
+from tests.support.cli import proctor_in_process
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -97,7 +99,7 @@ def test_every_check_is_classed_bounded_and_quick_subset_is_small() -> None:
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
-    result = proctor("sandbox", "audit", *args, timeout=60)
+    result = proctor_in_process("sandbox", "audit", *args)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [
         f"proctor: error: {result.stderr.split('error: ', 1)[1].strip()}"
@@ -108,7 +110,7 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None
 def test_bad_limits_field_names_file_and_field(tmp_path: Path) -> None:
     config = tmp_path / "run.yaml"
     config.write_text("sandbox:\n  memory: lots\n")
-    result = proctor("sandbox", "audit", "--limits-from", str(config), timeout=60)
+    result = proctor_in_process("sandbox", "audit", "--limits-from", str(config))
     assert result.returncode == 2
     assert f"{config}: field 'sandbox.memory'" in result.stderr and "Traceback" not in result.stderr
 
@@ -294,11 +296,10 @@ def test_the_engine_default_runtime_is_accepted_and_recorded(tmp_path: Path) -> 
 def test_runtime_the_engine_lacks_is_refused_in_one_line() -> None:
     # The main engine never has runsc registered (gVisor gets an engine of its own); naming it
     # leaves no other engine to try.
-    result = proctor(
+    result = proctor_in_process(
         "sandbox",
         "audit",
         *("--backend", "docker", "--runtime", "runsc", "--docker-host", "unix:///var/run/docker.sock"),
-        timeout=60,
     )
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1

@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 
 from proctor.agent.cli import commands_registry  # noqa: F401  (registers every command)
 from proctor.agent.cli.app import app
+from tests.support.cli import proctor_in_process
 from tests.support.scripted_server import Reply, ScriptedServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,10 +118,17 @@ def test_dry_run_of_a_judged_config_names_the_judge_and_reads_the_key_variables(
 
 
 def test_dry_run_with_a_bad_selection_is_one_line_exit_2(tmp_path: Path) -> None:
-    done = proctor(
-        ["run", "--tasks", str(FM_TASKS), "--model", "openai/m", "--task-id", "nope-*", "--dry-run"],
+    # main() in this process (tests/support/cli.py): only its one line is checked here.
+    done = proctor_in_process(
+        "run",
+        "--tasks",
+        str(FM_TASKS),
+        "--model",
+        "openai/m",
+        "--task-id",
+        "nope-*",
+        "--dry-run",
         cwd=tmp_path,
-        env={},
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [

@@ -11,6 +11,7 @@ import pytest
 
 from proctor.agent.tracks.frontiermath.checks import check_submission_code
 from proctor.agent.tracks.frontiermath.tasks import load_frontiermath_tasks
+from tests.support.cli import proctor_in_process
 
 SAMPLES = Path(__file__).resolve().parents[2] / "configs" / "tasks" / "frontiermath-samples.jsonl"
 # Libraries the host lacks; the local backend runs the host's Python.
@@ -95,10 +96,10 @@ def test_validate_lists_failing_references_and_exits_1(tmp_path: Path) -> None:
     ]
     path = tmp_path / "tasks.jsonl"
     path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    table = proctor("validate", "--tasks", str(path), "--backend", "local")
+    table = proctor_in_process("validate", "--tasks", str(path), "--backend", "local")
     assert table.returncode == 1
     assert "failing references: wrong, commented" in table.stdout
-    as_json = proctor("validate", "--tasks", str(path), "--backend", "local", "--json")
+    as_json = proctor_in_process("validate", "--tasks", str(path), "--backend", "local", "--json")
     report = json.loads(as_json.stdout)
     assert as_json.returncode == 1
     assert report["failed"] == ["wrong", "commented"] and report["unchecked"] == ["no-reference"]
@@ -109,19 +110,21 @@ def test_validate_lists_failing_references_and_exits_1(tmp_path: Path) -> None:
         "commented": "invalid_submission",
         "no-reference": None,
     }
-    strict = proctor("validate", "--tasks", str(path), "--backend", "local", "--json", "--require-reference")
+    strict = proctor_in_process(
+        "validate", "--tasks", str(path), "--backend", "local", "--json", "--require-reference"
+    )
     assert json.loads(strict.stdout)["failed"] == ["wrong", "commented", "no-reference"]
 
 
 def test_validate_bad_input_exits_2_with_one_line(tmp_path: Path) -> None:
     path = tmp_path / "tasks.jsonl"
     path.write_text('{"id": "a", "question": "q", "answer": "1"}\n')
-    result = proctor("validate", "--tasks", str(path), "--backend", "local")
+    result = proctor_in_process("validate", "--tasks", str(path), "--backend", "local")
     assert result.returncode == 2
     assert result.stderr.strip() == f"proctor: error: {path}:1: field 'answer_type': field required"
-    missing = proctor("validate", "--tasks", str(tmp_path / "absent.jsonl"))
+    missing = proctor_in_process("validate", "--tasks", str(tmp_path / "absent.jsonl"))
     assert missing.returncode == 2 and "task file not found" in missing.stderr
-    backend = proctor("validate", "--tasks", str(path), "--backend", "vm")
+    backend = proctor_in_process("validate", "--tasks", str(path), "--backend", "vm")
     assert backend.returncode == 2 and "unknown backend" in backend.stderr
 
 

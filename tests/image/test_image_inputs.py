@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +19,7 @@ from proctor.sandbox.image import (
     top_level_pins,
 )
 from proctor.sandbox.image_base import BOOTSTRAP_BASE_IMAGE, debian_mirror
+from tests.support.cli import proctor_in_process
 
 # The issue's list, written out here so that a drift in requirements.in or the lock fails.
 ISSUE_PINS = {
@@ -123,14 +121,8 @@ def test_debian_mirror_comes_from_the_deb822_sources(tmp_path: Path, monkeypatch
 
 
 def test_cli_without_an_engine_prints_one_line_and_exits_2(tmp_path: Path) -> None:
-    env = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
-    completed = subprocess.run(
-        [sys.executable, "-c", "from proctor.agent.cli import main; main()", "image", "build"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    # main() in this process (tests/support/cli.py), its environment pointing at no engine.
+    completed = proctor_in_process("image", "build", env={"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"})
     assert completed.returncode == 2
     assert "Traceback" not in completed.stderr
     lines = completed.stderr.strip().splitlines()

@@ -26,6 +26,7 @@ ray_exceptions = pytest.importorskip("ray.exceptions")
 
 from proctor.sandbox.ray_backend import RaySandbox, Worker  # noqa: E402
 from proctor.sandbox.ray_worker import ImageRefused  # noqa: E402
+from tests.support.cli import proctor_in_process  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 IMAGE_ID = "sha256:" + "a" * 64
@@ -277,15 +278,8 @@ def test_an_address_where_no_cluster_answers_fails_at_once_in_one_line(
     args: list[str], expected: str
 ) -> None:
     # Ray itself retries an unreachable GCS for minutes; the probe answers in milliseconds.
-    completed = subprocess.run(
-        [sys.executable, "-c", "from proctor.agent.cli import main; main()", *args],
-        input="print(1)\n",
-        capture_output=True,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        cwd=REPO,
-        timeout=60,
-    )
+    # main() in this process (tests/support/cli.py), which has Ray imported already.
+    completed = proctor_in_process(*args, stdin="print(1)\n", cwd=REPO)
     assert (completed.returncode, completed.stderr.strip()) == (2, f"proctor: error: {expected}")
 
 

@@ -7,11 +7,14 @@ import sys
 import urllib.request
 from pathlib import Path
 
+from tests.support.cli import proctor_in_process
+
 PROCTOR = [sys.executable, "-c", "from proctor.agent.cli import main; main()"]
 
 
-def _proctor(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*PROCTOR, *args], capture_output=True, text=True, timeout=timeout)
+def _proctor(*args: str) -> subprocess.CompletedProcess[str]:
+    # main() in this process (tests/support/cli.py); --serve below keeps a real process.
+    return proctor_in_process(*args)
 
 
 def test_view_writes_the_report_next_to_the_run(small_run: Path) -> None:

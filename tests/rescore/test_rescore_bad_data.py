@@ -8,9 +8,6 @@ no output directory, and leave the original as it was.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,6 +16,7 @@ import pytest
 
 from proctor.agent.errors import UserError
 from tests.rescore.conftest import StoredResearchRun, fixed_points_judge, read_lines, rescore
+from tests.support.cli import proctor_in_process
 from tests.support.scripted_server import ScriptedServer
 
 REPO = Path(__file__).resolve().parents[2]
@@ -196,26 +194,18 @@ def test_the_cli_exits_2_with_one_line_for_a_corrupted_record(
     lines = read_lines(samples)
     lines[2]["outcome"] = 17
     write_lines(samples, lines)
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "test"}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from proctor.agent.cli import main; main()",
-            "rescore",
-            str(research_run.directory),
-            "--judge",
-            "openai/j",
-            "--judge-base-url",
-            "http://127.0.0.1:9/v1",
-            "--out",
-            str(tmp_path / "out"),
-        ],
-        capture_output=True,
-        text=True,
+    # main() in this process (tests/support/cli.py): its one line and exit code are the subject.
+    done = proctor_in_process(
+        "rescore",
+        str(research_run.directory),
+        "--judge",
+        "openai/j",
+        "--judge-base-url",
+        "http://127.0.0.1:9/v1",
+        "--out",
+        str(tmp_path / "out"),
+        env={"OPENAI_API_KEY": "test"},
         cwd=REPO,
-        env=env,
-        timeout=120,
     )
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr

@@ -9,9 +9,7 @@ huge tree, and ``--out`` naming a file or a path below one.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from proctor.agent.errors import UserError
 from proctor.agent.inputs.input_files import MAX_NESTING
 from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
 from proctor.agent.tracks.science_tasks import load_science_tasks
+from tests.support.cli import proctor_in_process
 
 REPO = Path(__file__).resolve().parents[2]
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -30,17 +29,11 @@ NOWHERE = "http://127.0.0.1:9/v1"
 
 
 def proctor(*args: str, base_url: str | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OPENAI_API_KEY": "test"}
+    # In this process (tests/support/cli.py): what is tested is main()'s answer, not a process.
+    env = {"OPENAI_API_KEY": "test"}
     if base_url is not None:
         env["OPENAI_BASE_URL"] = base_url
-    return subprocess.run(
-        [sys.executable, "-c", "from proctor.agent.cli import main; main()", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env=env,
-        timeout=120,
-    )
+    return proctor_in_process(*args, env=env, cwd=REPO)
 
 
 def one_error_line(done: subprocess.CompletedProcess[str]) -> str:
