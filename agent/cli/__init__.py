@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import NoReturn
 
 import typer
 
@@ -15,11 +17,35 @@ from proctor.agent.cli.app import app
 from proctor.agent.cli.flag_hints import hint_for
 from proctor.agent.errors import UserError
 
+# The variable the shell's completion script sets (agent/cli/completion_cmd.py prints it).
+COMPLETE_VAR = "_PROCTOR_COMPLETE"
+
+
+def complete() -> NoReturn:
+    """Answer the shell's request for completions (the script `proctor completion SHELL`
+    prints sets ``COMPLETE_VAR``) with typer's completion classes, imported only then."""
+    from typer._completion_classes import completion_init
+
+    completion_init()
+    try:
+        app(prog_name="proctor", complete_var=COMPLETE_VAR)  # answers, then exits
+    except SystemExit:
+        raise
+    except Exception:
+        # Nothing to offer rather than a traceback in the middle of the user's command line
+        # (a command whose module cannot be imported here, say).
+        raise SystemExit(1) from None
+    raise SystemExit(1)
+
 
 def main() -> None:
+    if os.environ.get(COMPLETE_VAR):
+        complete()
     # standalone_mode=False lets usage mistakes print as one line instead of a boxed usage page.
+    # The program name is fixed: usage lines and the completion variable say "proctor" however
+    # the console script was started (python -m, a wrapper, a renamed link).
     try:
-        result = app(standalone_mode=False)
+        result = app(standalone_mode=False, prog_name="proctor", complete_var=COMPLETE_VAR)
     except UserError as exc:
         from proctor.agent.run.progress import one_line
 

@@ -24,6 +24,7 @@ MODULES = (
     "bench_eed_cmd",
     "bench_loop_cmd",
     "bench_submission_cmd",
+    "completion_cmd",
     "export_cmd",
     "image_cmd",
     "list_cmd",
@@ -43,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "validate": "validate_cmd",
     "view": "view_cmd",
     "compare": "view_cmd",
+    "completion": "completion_cmd",
 }
 # Sub-command groups (created in app.py) -> the modules that add commands to each.
 GROUPS: dict[str, tuple[str, ...]] = {
@@ -111,6 +113,16 @@ class LazyGroup(typer_core.TyperGroup):
         self._listing = True
         try:
             super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
+
+    def shell_complete(self, ctx: Any, incomplete: str) -> list[Any]:
+        # Completing a command's name needs its name and help, as the root help does: a TAB
+        # after `proctor r` imports nothing. A command's options are completed by the command
+        # itself, which resolve_command imports as running it would.
+        self._listing = True
+        try:
+            return list(super().shell_complete(ctx, incomplete))
         finally:
             self._listing = False
 
