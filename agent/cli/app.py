@@ -1,7 +1,6 @@
 """The typer applications every command module registers on."""
 
 import atexit
-import importlib.metadata
 from typing import Annotated
 
 import typer
@@ -17,6 +16,8 @@ app = typer.Typer(
     cls=LazyGroup,
     help="Sandboxed code-execution agent runtime for expert-level math and science evaluations.",
     no_args_is_help=True,
+    # Completion scripts come from `proctor completion SHELL` (completion_cmd.py): one per shell,
+    # named, instead of two root options that guess the shell.
     add_completion=False,
     pretty_exceptions_enable=False,
 )
@@ -36,6 +37,8 @@ SWEEP_JOIN_S = 3.0
 
 def proctor_version() -> str:
     """The installed distribution's version (package metadata), or say it is not installed."""
+    import importlib.metadata  # only here: every other command would pay for it at startup
+
     try:
         return importlib.metadata.version("proctor")
     except importlib.metadata.PackageNotFoundError:

@@ -110,9 +110,13 @@ class LazyGroup(typer_core.TyperGroup):
         return typer.main.get_command(app).commands.get(cmd_name)  # type: ignore[attr-defined]
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
+        # Drawn here, not by typer's renderer, whose imports cost more than the rest of
+        # `proctor --help` (root_help.py).
+        from proctor.agent.cli.root_help import print_root_help
+
         self._listing = True
         try:
-            super().format_help(ctx, formatter)
+            print_root_help(self, ctx)
         finally:
             self._listing = False
 
