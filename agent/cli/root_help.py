@@ -1,21 +1,94 @@
-"""`proctor --help` (and bare `proctor`): the root's page, laid out as typer's pages are.
+"""`proctor --help` and `proctor --version`: the root's answers, without typer.
 
-Typer's own renderer (typer.rich_utils) imports rich's Markdown (markdown-it), Syntax
-(pygments) and Traceback when it loads, for markup modes and pretty tracebacks this CLI does
-not use: measured at ~0.15 s of CPU, half of what `proctor --help` cost. The root page is a
-usage line, the group's help and two panels, drawn here with the few rich classes they need.
-Every other command's page is still typer's: those commands import far more anyway.
+Both answer before typer is imported (agent/cli/__init__.py), from the texts here and the
+command table (command_table.py); app.py builds the typer root from the same texts, and
+tests/cli/test_lazy_cli.py checks that typer's root gives the same page. Typer's import is
+~0.1 s of CPU; its rich help renderer (typer.rich_utils) imports rich's Markdown (markdown-it),
+Syntax (pygments) and Traceback, for markup modes and pretty tracebacks this CLI does not use,
+~0.15 s more. The page is drawn here, laid out as typer's pages are, with the few rich classes
+it needs. Every other command's page is still typer's: those commands import far more anyway.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NamedTuple
+
+from proctor.agent.cli.command_table import COMMANDS, GROUPS, docstring
+
+ROOT_HELP = "Sandboxed code-execution agent runtime for expert-level math and science evaluations."
+VERSION_HELP = "Print the version and exit."
+# Click's own text for --help, which typer keeps.
+HELP_HELP = "Show this message and exit."
+GROUP_HELP = {
+    "sandbox": "Run programs in the sandbox and clean up after crashed runs.",
+    "image": "Build the pinned sandbox image.",
+    "bench": "Benchmarks (not timed tests): sandbox, loop, eed, submission.",
+    "score": "Deterministic scorers.",
+    "list": "List tracks, and the tasks and subjects of a task file.",
+}
+ROOT_USAGE = "proctor [OPTIONS] COMMAND [ARGS]..."
 
 # Typer's look, so the root page and a command's page read as one program's.
 STYLE_USAGE = "yellow"
 STYLE_NAME = "bold cyan"
 STYLE_BORDER = "dim"
+
+
+def proctor_version() -> str:
+    """The installed distribution's version (package metadata), or say it is not installed."""
+    import importlib.metadata  # only here: every other command would pay for it at startup
+
+    try:
+        return importlib.metadata.version("proctor")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
+class RootPage(NamedTuple):  # not a dataclass: importing dataclasses costs --version 0.01 s
+    usage: str
+    help: str
+    options: list[tuple[str, str]]
+    commands: list[tuple[str, str]]
+
+
+def first_paragraph(text: str) -> str:
+    # A docstring's first paragraph, its line breaks (source wrapping) read as spaces.
+    return " ".join(text.strip().split("\n\n")[0].split())
+
+
+def static_page() -> RootPage:
+    """The root page from the texts and the command table: no typer, no command imported."""
+    return RootPage(
+        usage=ROOT_USAGE,
+        help=first_paragraph(ROOT_HELP),
+        options=[("--version", VERSION_HELP), ("--help", HELP_HELP)],
+        commands=[
+            *((name, first_paragraph(docstring(module, name))) for name, module in COMMANDS.items()),
+            *((name, first_paragraph(GROUP_HELP[name])) for name in GROUPS),
+        ],
+    )
+
+
+def page_of(group: Any, ctx: Any) -> RootPage:
+    """The root page from typer's root group; ``group.get_command`` must answer without
+    importing commands (LazyGroup's listing mode)."""
+    options = [
+        record
+        for param in group.get_params(ctx)
+        if not getattr(param, "hidden", False) and (record := param.get_help_record(ctx)) is not None
+    ]
+    commands = []
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        if command is not None and not command.hidden:
+            commands.append((name, first_paragraph(command.short_help or command.help or "")))
+    return RootPage(
+        usage=group.get_usage(ctx).removeprefix("Usage: "),
+        help=first_paragraph(group.help or ""),
+        options=[(names, help_text) for names, help_text in options],
+        commands=commands,
+    )
 
 
 def _console() -> Any:
@@ -48,36 +121,19 @@ def _panel(title: str, rows: list[tuple[str, str]]) -> Any:
     return Panel(table, title=title, title_align="left", border_style=STYLE_BORDER, box=box.ROUNDED)
 
 
-def _first_paragraph(text: str) -> str:
-    # A docstring's first paragraph, its line breaks (source wrapping) read as spaces.
-    return " ".join(text.strip().split("\n\n")[0].split())
-
-
-def print_root_help(group: Any, ctx: Any) -> None:
-    """The usage line, the group's help, then its options and its commands, each in a panel.
-
-    ``group.get_command`` must answer without importing commands (LazyGroup's listing mode)."""
+def print_page(page: RootPage) -> None:
+    """The usage line, the help, then the options and the commands, each in a panel."""
     from rich.padding import Padding
     from rich.text import Text
 
     console = _console()
     usage = Text()
     usage.append("Usage: ", style=STYLE_USAGE)
-    usage.append(group.get_usage(ctx).removeprefix("Usage: "), style="bold")
+    usage.append(page.usage, style="bold")
     console.print(Padding(usage, 1))
-    if group.help:
-        console.print(Padding(Text(_first_paragraph(group.help)), (0, 1, 1, 1)))
-    options = [
-        record
-        for param in group.get_params(ctx)
-        if not getattr(param, "hidden", False) and (record := param.get_help_record(ctx)) is not None
-    ]
-    if options:
-        console.print(_panel("Options", [(names, help_text) for names, help_text in options]))
-    commands = []
-    for name in group.list_commands(ctx):
-        command = group.get_command(ctx, name)
-        if command is not None and not command.hidden:
-            commands.append((name, _first_paragraph(command.short_help or command.help or "")))
-    if commands:
-        console.print(_panel("Commands", commands))
+    if page.help:
+        console.print(Padding(Text(page.help), (0, 1, 1, 1)))
+    if page.options:
+        console.print(_panel("Options", page.options))
+    if page.commands:
+        console.print(_panel("Commands", page.commands))

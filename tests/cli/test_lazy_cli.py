@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 import typer
+from typer import _click as typer_click
 from typer.testing import CliRunner
 
-from proctor.agent.cli import commands_registry
+from proctor.agent.cli import commands_registry, root_help
 from proctor.agent.cli.app import app
 from proctor.agent.cli.commands_registry import COMMANDS, GROUPS, MODULES, LazyGroup
 
@@ -50,10 +51,12 @@ print("LOADED", sorted(name for name in {heavy!r} if name in sys.modules and nam
 
 @pytest.mark.parametrize("argv", [["--version"], ["--help"], []])
 def test_version_and_help_import_no_heavy_module(argv: list[str]) -> None:
-    # --version reads the package metadata: that is its answer.
+    # --version reads the package metadata: that is its answer. Both answer before typer loads;
+    # bare `proctor` (a usage error that shows the page) goes through typer.
     unwanted = [
         *HEAVY,
         *(name for name in SLOW_START if argv != ["--version"] or name != "importlib.metadata"),
+        *(["typer"] if argv else []),
     ]
     done = subprocess.run(
         [sys.executable, "-c", PROBE.format(heavy=tuple(unwanted)), *argv],
@@ -67,6 +70,26 @@ def test_version_and_help_import_no_heavy_module(argv: list[str]) -> None:
         assert done.stdout.startswith("proctor ")
     else:
         assert "quickstart" in done.stdout and "sandbox" in done.stdout
+        assert done.stdout.count("Usage:") == 1  # bare `proctor` printed the page twice
+
+
+def test_the_page_without_typer_is_typers_root_page() -> None:
+    # What `proctor --help` prints before typer loads (root_help.static_page) against what the
+    # typer root itself says (its options, commands, help texts): a command or root option
+    # added to one and not the other fails here.
+    root = typer.main.get_command(app)
+    assert isinstance(root, LazyGroup)
+    root._listing = True
+    try:
+        from_typer = root_help.page_of(root, typer_click.Context(root, info_name="proctor"))
+    finally:
+        root._listing = False
+    assert root_help.static_page() == from_typer
+    assert [name for name, _ in from_typer.commands] == [*COMMANDS, *GROUPS]
+    assert from_typer.options == [
+        ("--version", "Print the version and exit."),
+        ("--help", "Show this message and exit."),
+    ]
 
 
 def _registrations() -> dict[str, set[str]]:
