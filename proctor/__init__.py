@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
-import importlib.metadata
 import importlib.util
 import sys
 from collections.abc import Sequence
@@ -37,6 +36,8 @@ if TYPE_CHECKING:
     from proctor.sandbox import Sandbox as Sandbox
     from proctor.sandbox import SandboxError as SandboxError
     from proctor.sandbox import open_sandbox as open_sandbox
+
+    __version__: str  # the installed distribution's, read on first use (__getattr__)
 
 _EXPORTS = {
     "Run": "proctor.agent.api",
@@ -83,13 +84,23 @@ _HERE = Path(__file__).resolve().parent
 if not (_HERE / "agent").is_dir() and (_HERE.parent / "agent" / "__init__.py").is_file():
     sys.meta_path.insert(0, _CheckoutParts(_HERE.parent))
 
-try:
-    __version__ = importlib.metadata.version("proctor")
-except importlib.metadata.PackageNotFoundError:  # a checkout that was never installed
-    __version__ = "0+unknown"
+
+def _installed_version() -> str:
+    # Read when asked for: importlib.metadata costs ~0.03 s of CPU, which every `proctor`
+    # command (and `import proctor`) paid before printing anything.
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version("proctor")
+    except importlib.metadata.PackageNotFoundError:  # a checkout that was never installed
+        return "0+unknown"
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        version = _installed_version()
+        globals()["__version__"] = version
+        return version
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'proctor' has no attribute {name!r}")

@@ -1,13 +1,13 @@
 """The typer applications every command module registers on."""
 
 import atexit
-import importlib.metadata
 from typing import Annotated
 
 import typer
 
 from proctor.agent.cli import help_types
 from proctor.agent.cli.commands_registry import LazyGroup
+from proctor.agent.cli.root_help import GROUP_HELP, ROOT_HELP, VERSION_HELP, proctor_version
 
 help_types.install()
 
@@ -15,31 +15,22 @@ app = typer.Typer(
     name="proctor",
     # Commands are imported when asked for (commands_registry.py): --version and --help stay fast.
     cls=LazyGroup,
-    help="Sandboxed code-execution agent runtime for expert-level math and science evaluations.",
+    # The texts are root_help.py's: `proctor --help` shows them without building this app.
+    help=ROOT_HELP,
     no_args_is_help=True,
+    # Completion scripts come from `proctor completion SHELL` (completion_cmd.py): one per shell,
+    # named, instead of two root options that guess the shell.
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-sandbox_app = typer.Typer(
-    help="Run programs in the sandbox and clean up after crashed runs.", no_args_is_help=True
-)
-image_app = typer.Typer(help="Build the pinned sandbox image.", no_args_is_help=True)
-bench_app = typer.Typer(
-    help="Benchmarks (not timed tests): sandbox, loop, eed, submission.", no_args_is_help=True
-)
-score_app = typer.Typer(help="Deterministic scorers.", no_args_is_help=True)
-list_app = typer.Typer(help="List tracks, and the tasks and subjects of a task file.", no_args_is_help=True)
+sandbox_app = typer.Typer(help=GROUP_HELP["sandbox"], no_args_is_help=True)
+image_app = typer.Typer(help=GROUP_HELP["image"], no_args_is_help=True)
+bench_app = typer.Typer(help=GROUP_HELP["bench"], no_args_is_help=True)
+score_app = typer.Typer(help=GROUP_HELP["score"], no_args_is_help=True)
+list_app = typer.Typer(help=GROUP_HELP["list"], no_args_is_help=True)
 
 # Bounded: a slow engine never holds a command's exit for longer than this.
 SWEEP_JOIN_S = 3.0
-
-
-def proctor_version() -> str:
-    """The installed distribution's version (package metadata), or say it is not installed."""
-    try:
-        return importlib.metadata.version("proctor")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown (not installed: pip install -e .)"
 
 
 def _print_version(value: bool) -> None:
@@ -52,7 +43,7 @@ def _print_version(value: bool) -> None:
 def sweep_leftovers(
     version: Annotated[
         bool,
-        typer.Option("--version", is_eager=True, callback=_print_version, help="Print the version and exit."),
+        typer.Option("--version", is_eager=True, callback=_print_version, help=VERSION_HELP),
     ] = False,
 ) -> None:
     """Every command first removes, in the background, sandbox containers that stopped after

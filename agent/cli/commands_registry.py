@@ -2,85 +2,28 @@
 
 Importing every command module took about 2 s (openai, docker, pydantic, sympy behind them)
 before `proctor --version` could answer. The root group (:class:`LazyGroup`) now imports a
-command's module when that command is asked for; `proctor --help` lists the commands from their
-docstrings, read from the source without importing it. tests/cli/test_lazy_cli.py checks
-that this table names every command in the order and with the help an eager import gives.
+command's module when that command is asked for; its listing (the root page, completing a
+command's name) reads each command's docstring from the source without importing it. The table
+of which module defines what is command_table.py's (typer-free, for root_help.py);
+tests/cli/test_lazy_cli.py checks that it names every command in the order and with the help an
+eager import gives.
 """
 
 from __future__ import annotations
 
-import ast
-import importlib
 from difflib import get_close_matches
-from pathlib import Path
 from typing import Any
 
 import typer
 from typer import core as typer_core
 
-# Every command module, in the order the eager registry imported them (the order of --help).
-MODULES = (
-    "audit_cmd",
-    "bench_eed_cmd",
-    "bench_loop_cmd",
-    "bench_submission_cmd",
-    "export_cmd",
-    "image_cmd",
-    "list_cmd",
-    "rescore_cmd",
-    "run_cmd",
-    "sandbox_cmd",
-    "score_cmd",
-    "validate_cmd",
-    "view_cmd",
-)
-# Top-level commands -> the module that defines each (decorated ``@app.command("NAME")``).
-COMMANDS: dict[str, str] = {
-    "export": "export_cmd",
-    "rescore": "rescore_cmd",
-    "run": "run_cmd",
-    "quickstart": "run_cmd",
-    "validate": "validate_cmd",
-    "view": "view_cmd",
-    "compare": "view_cmd",
-}
-# Sub-command groups (created in app.py) -> the modules that add commands to each.
-GROUPS: dict[str, tuple[str, ...]] = {
-    "sandbox": ("audit_cmd", "sandbox_cmd"),
-    "image": ("image_cmd",),
-    "bench": ("bench_eed_cmd", "bench_loop_cmd", "bench_submission_cmd", "sandbox_cmd"),
-    "score": ("score_cmd",),
-    "list": ("list_cmd",),
-}
-_HERE = Path(__file__).resolve().parent
-
-
-def load(*modules: str) -> None:
-    for module in modules:
-        importlib.import_module(f"proctor.agent.cli.{module}")
-
-
-def load_all() -> None:
-    load(*MODULES)
-
-
-def _docstring(module: str, name: str) -> str:
-    """The docstring of the function ``module`` registers as command ``name``, read from source."""
-    tree = ast.parse((_HERE / f"{module}.py").read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        for decorator in node.decorator_list:
-            if (
-                isinstance(decorator, ast.Call)
-                and isinstance(decorator.func, ast.Attribute)
-                and decorator.func.attr == "command"
-                and decorator.args
-                and isinstance(decorator.args[0], ast.Constant)
-                and decorator.args[0].value == name
-            ):
-                return ast.get_docstring(node) or ""
-    raise LookupError(f"{module}.py registers no command {name!r}")
+# The table itself is typer-free (command_table.py), so `proctor --help` can read it alone.
+from proctor.agent.cli.command_table import COMMANDS as COMMANDS
+from proctor.agent.cli.command_table import GROUPS as GROUPS
+from proctor.agent.cli.command_table import MODULES as MODULES
+from proctor.agent.cli.command_table import docstring
+from proctor.agent.cli.command_table import load as load
+from proctor.agent.cli.command_table import load_all as load_all
 
 
 class LazyGroup(typer_core.TyperGroup):
@@ -94,7 +37,7 @@ class LazyGroup(typer_core.TyperGroup):
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
         if self._listing and cmd_name in COMMANDS:
             # The root help needs a name and a help text, not the command: no import.
-            return typer_core.TyperCommand(cmd_name, help=_docstring(COMMANDS[cmd_name], cmd_name))
+            return typer_core.TyperCommand(cmd_name, help=docstring(COMMANDS[cmd_name], cmd_name))
         if cmd_name in COMMANDS:
             load(COMMANDS[cmd_name])
         elif cmd_name in GROUPS:
@@ -108,9 +51,23 @@ class LazyGroup(typer_core.TyperGroup):
         return typer.main.get_command(app).commands.get(cmd_name)  # type: ignore[attr-defined]
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
+        # Drawn here, not by typer's renderer, whose imports cost more than the rest of
+        # `proctor --help` (root_help.py).
+        from proctor.agent.cli.root_help import page_of, print_page
+
         self._listing = True
         try:
-            super().format_help(ctx, formatter)
+            print_page(page_of(self, ctx))
+        finally:
+            self._listing = False
+
+    def shell_complete(self, ctx: Any, incomplete: str) -> list[Any]:
+        # Completing a command's name needs its name and help, as the root help does: a TAB
+        # after `proctor r` imports nothing. A command's options are completed by the command
+        # itself, which resolve_command imports as running it would.
+        self._listing = True
+        try:
+            return list(super().shell_complete(ctx, incomplete))
         finally:
             self._listing = False
 

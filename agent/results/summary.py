@@ -160,12 +160,15 @@ def _cost(records: Sequence[SampleRecord], prices: Prices | None) -> float | Non
     return total if priced else None
 
 
+def judge_asked(record: SampleRecord) -> bool:
+    """Whether a judge model was asked about this sample (and so its tokens cost something)."""
+    # A judge record without a model is a judged track run without a judge: nobody was asked.
+    return record.judge is not None and record.judge.decided_by == "judge" and bool(record.judge.model)
+
+
 def _judge_usage(records: Sequence[SampleRecord], prices: JudgePrices | None) -> dict[str, Any]:
     """The judge's tokens (all attempts) and their cost at the judge's prices."""
-    # A judge record without a model is a judged track run without a judge: nobody was asked.
-    asked = [
-        r.judge for r in records if r.judge is not None and r.judge.decided_by == "judge" and r.judge.model
-    ]
+    asked = [r.judge for r in records if r.judge is not None and judge_asked(r)]
     input_tokens = sum(j.input_tokens for j in asked)
     output_tokens = sum(j.output_tokens for j in asked)
     cost: float | None = None
@@ -180,6 +183,15 @@ def _judge_usage(records: Sequence[SampleRecord], prices: JudgePrices | None) ->
         "total_tokens": input_tokens + output_tokens,
         "cost_usd": cost,
     }
+
+
+def sample_costs(
+    record: SampleRecord, prices: Prices | None, judge_prices: JudgePrices | None
+) -> tuple[float | None, float | None]:
+    """(answering model's cost, judge's cost) of one sample, as :func:`summarize_group` adds them
+    up; None where nothing is priced. Lets the live panel keep a running total that ends where
+    the summary's does."""
+    return _cost([record], prices), _judge_usage([record], judge_prices)["cost_usd"]
 
 
 def _total_cost(model_cost: float | None, judge_cost: float | None) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """What `proctor run` shows while it works, and the summary table it ends with.
 
 On a terminal: a rich Live panel (samples done / total, running accuracy, tokens, sandbox
-calls in flight, errors, retries) and one row per running sample (its turn, tokens so far,
-and how long it has waited for the model). Elsewhere (CI, pipes): one plain line per finished
+calls in flight, errors, retries, the time left and, when every model's prices are known, the
+cost so far) and one row per running sample (its turn, tokens so far, and how long it has
+waited for the model). Elsewhere (CI, pipes): one plain line per finished
 sample, and for a long sample a line at most every ``PLAIN_PROGRESS_INTERVAL_S`` as its turns
 end, so logs stay readable and a slow run is never silent.
 """
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +29,42 @@ from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
 PLAIN_PROGRESS_INTERVAL_S = 30.0
 # Running samples listed in the live panel; more are counted in one line.
 MAX_SAMPLE_ROWS = 8
+# Samples this session must finish before the panel estimates the time left: one sample that
+# failed in a second (or ran all night) says too little about the rest.
+ETA_MIN_FINISHED = 3
+NO_ESTIMATE = "\u2014"
 
 SampleKey = tuple[str, str, int]
+
+
+@dataclass(frozen=True)
+class Pricing:
+    """The prices the run summary's cost uses (``prices_from_config`` and
+    ``judge_prices_from_config`` in agent/results/summary.py), for the panel's running cost."""
+
+    # Record label -> (input, output) USD per million tokens, for the models that set any.
+    models: Mapping[str, tuple[float | None, float | None]]
+    # Every answering model's label: a model missing from ``models`` has no known price.
+    labels: Sequence[str]
+    # The judge's (input, output) prices; None when it sets neither (or there is no judge).
+    judge: tuple[float | None, float | None] | None = None
+    # Whether the track asks a judge about every answer, so its price is needed up front.
+    judged: bool = False
+
+    def unpriced(self) -> list[str]:
+        """What the cost needs and has no price for (both of input and output): labels, "judge"."""
+        missing = [
+            label
+            for label in self.labels
+            if any(price is None for price in self.models.get(label, (None, None)))
+        ]
+        if self.judged and (self.judge is None or any(price is None for price in self.judge)):
+            missing.append("judge")
+        return missing
+
+    @property
+    def any_price(self) -> bool:
+        return bool(self.models) or self.judge is not None
 
 
 @dataclass
@@ -70,6 +106,16 @@ class SampleProgress:
         self.run.sample_turn_finished(self.key, turn, tokens)
 
 
+def _fmt_duration(seconds: float) -> str:
+    """``45s``, ``3m 20s``, ``2h 05m``: the time left, as precise as it is worth."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {whole % 3600 // 60:02d}m"
+
+
 def _fmt_tokens(count: int) -> str:
     if count >= 1_000_000:
         return f"{count / 1e6:.2f}M"
@@ -107,6 +153,16 @@ class RunProgress:
         self.active: dict[SampleKey, RunningSample] = {}
         self._started = clock()
         self._live: Live | None = None
+        # For the time left: when each sample now running started (the runner's samples are
+        # also in ``active`` by key; rescore's are only here), how long each sample finished
+        # this session took, and the most samples seen in flight at once (the run's concurrency).
+        self._starts: deque[float] = deque()
+        self.session_durations: list[float] = []
+        self.peak_running = 0
+        self.pricing: Pricing | None = None
+        self.cost_usd = 0.0
+        # Names of what finished samples used without a known price ("judge", a model label).
+        self.unpriced: list[str] = []
 
     # -- RunEvents ---------------------------------------------------------------------
     def sandbox_call_started(self) -> None:
@@ -163,9 +219,20 @@ class RunProgress:
             )
 
     # -- runner hooks ------------------------------------------------------------------
-    def begin(self, *, total: int, already_done: list[SampleRecord], run_dir: str) -> None:
+    def begin(
+        self,
+        *,
+        total: int,
+        already_done: list[SampleRecord],
+        run_dir: str,
+        pricing: Pricing | None = None,
+    ) -> None:
         self.total = total
         self.resumed = len(already_done)
+        self.pricing = pricing
+        self.unpriced = pricing.unpriced() if pricing is not None else []
+        # Samples of earlier sessions count in the cost (the summary's total covers them), not
+        # in the time left: they ran at another time, perhaps at another concurrency.
         for record in already_done:
             self._count(record)
         self._started = self.clock()
@@ -180,10 +247,20 @@ class RunProgress:
 
     def sample_started(self) -> None:
         self.running += 1
+        self.peak_running = max(self.peak_running, self.running)
+        self._starts.append(self.clock())
 
     def sample_finished(self, record: SampleRecord) -> None:
         self.running = max(0, self.running - 1)
-        self.active.pop((record.model, record.task_id, record.trial), None)
+        now = self.clock()
+        oldest = self._starts.popleft() if self._starts else None
+        sample = self.active.pop((record.model, record.task_id, record.trial), None)
+        # A sample without a row (rescore's) is timed from the oldest start still open: over
+        # the run the durations add up the same, and the record's own duration_s may include
+        # an earlier session's work (a rescored sample keeps its first run's time).
+        started = sample.started if sample is not None else oldest
+        if started is not None:
+            self.session_durations.append(max(0.0, now - started))
         self._count(record)
         if not self.use_live:
             parts = [
@@ -214,13 +291,66 @@ class RunProgress:
     def _count(self, record: SampleRecord) -> None:
         self.done += 1
         self.finished_tokens += record.total_tokens
+        self._add_cost(record)
         if record.outcome in ERROR_OUTCOMES:
             self.error_outcomes += 1
         else:
             self.scored += 1
             self.successes += int(record.success)
 
+    def _add_cost(self, record: SampleRecord) -> None:
+        if self.pricing is None or not self.pricing.any_price:
+            return
+        from proctor.agent.results.summary import judge_asked, sample_costs
+
+        model_cost, judge_cost = sample_costs(record, self.pricing.models, self.pricing.judge)
+        # A judge the config did not announce (a track that asks one only sometimes) or a model
+        # without a price makes the total unknown, rather than quietly too low.
+        if judge_asked(record) and judge_cost is None and "judge" not in self.unpriced:
+            self.unpriced.append("judge")
+        if model_cost is None and record.model not in self.unpriced:
+            self.unpriced.append(record.model)
+        self.cost_usd += (model_cost or 0.0) + (judge_cost or 0.0)
+
     # -- display -----------------------------------------------------------------------
+    def eta_seconds(self) -> float | None:
+        """Seconds until the last planned sample should finish, or None while too few finished.
+
+        The work left is each queued sample at the mean duration of this session's finished
+        samples plus what each running sample has left of that mean; the run's concurrency
+        (the most samples seen in flight) shares it out, and the last running sample bounds it
+        from below. Between finishes it counts down with the clock; a finish moves the mean by
+        one sample in many, so the estimate does not jump.
+        """
+        finished = len(self.session_durations)
+        # A short session says when its last sample should end from the others.
+        needed = min(ETA_MIN_FINISHED, max(1, self.total - self.resumed - 1))
+        if finished < needed:
+            return None
+        mean = sum(self.session_durations) / finished
+        now = self.clock()
+        starts = [sample.started for sample in self.active.values()] or list(self._starts)
+        left_running = [max(0.0, mean - (now - started)) for started in starts]
+        queued = max(0, self.total - self.done - len(starts))
+        work = queued * mean + sum(left_running)
+        slots = max(self.peak_running, 1)
+        return max(0.0, work / slots, max(left_running, default=0.0))
+
+    def eta_text(self) -> str:
+        if self.done >= self.total:
+            return "ETA 0s"
+        eta = self.eta_seconds()
+        return f"ETA {NO_ESTIMATE}" if eta is None else f"ETA {_fmt_duration(eta)}"
+
+    def cost_text(self) -> str | None:
+        """The cost so far, when every model (and the judge) used has a price; a note when only
+        some have; None (nothing said) when the config prices nothing."""
+        if self.pricing is None or not self.pricing.any_price:
+            return None
+        if self.unpriced:
+            return f"cost unknown (no prices for {', '.join(visible(name) for name in self.unpriced)})"
+        return f"cost ${self.cost_usd:.4f}"
+
     @property
     def tokens(self) -> int:
         # Live counts come from tracks as calls finish; finished records are a floor.
@@ -277,9 +407,15 @@ class RunProgress:
         retry = Text(f"retries {self.retries}")
         if self.last_retry_reason:
             retry.append(f" (last: {self.last_retry_reason[:60]})", style="dim")
-        stats.add_row(errors, retry, Text(""))
+        stats.add_row(errors, retry, Text(self.eta_text()))
+        parts: list[RenderableType] = [bar, stats]
+        cost = self.cost_text()
+        if cost is not None:
+            parts.append(Text(cost))
         rows = self.sample_rows()
-        return Group(bar, stats) if rows is None else Group(bar, stats, rows)
+        if rows is not None:
+            parts.append(rows)
+        return Group(*parts)
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -37,7 +37,7 @@ from proctor.agent.run.preflight import (
     require_judge,
     uses_of,
 )
-from proctor.agent.run.progress import RunProgress, one_line
+from proctor.agent.run.progress import Pricing, RunProgress, one_line
 from proctor.agent.run.resume import pinned_to_recorded_endpoints, prepare_header
 from proctor.agent.run.run_header import base_header
 from proctor.agent.run.run_sandbox import SandboxOpener, open_run_sandbox
@@ -233,7 +233,17 @@ class Runner:
                 writer = store.open_writer()
                 stack.callback(store.close)
                 self._say_paper_defaults(header.get("paper_defaults"))
-                self.progress.begin(total=len(planned), already_done=already, run_dir=str(run_dir))
+                self.progress.begin(
+                    total=len(planned),
+                    already_done=already,
+                    run_dir=str(run_dir),
+                    pricing=Pricing(
+                        models=prices,
+                        labels=labels,
+                        judge=judge_prices_from_config(config.judge),
+                        judged=track.needs_judge and config.judge is not None,
+                    ),
+                )
                 stack.callback(self.progress.end)
                 ran_now = await self._run_pending(track, pending, run_id, sandbox, clients, judge, writer)
         except BaseException as exc:  # finished samples still get their header and summary
