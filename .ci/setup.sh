@@ -28,7 +28,8 @@ apt_install() {
 
 # Debian packages: the engine, debootstrap (for the local base image when no registry
 # answers), bubblewrap (the local backend's sandbox: `proctor run --backend local` needs
-# it, so it is always installed), and Chromium only for the report's browser tests.
+# it, so it is always installed), and, for the tests only, Chromium (the report's browser
+# tests) and zsh and fish (`proctor completion` is checked in each shell it supports).
 pkgs=()
 command -v dockerd >/dev/null || pkgs+=(docker.io)
 command -v debootstrap >/dev/null || pkgs+=(debootstrap)
@@ -37,6 +38,8 @@ command -v bwrap >/dev/null || pkgs+=(bubblewrap)
 command -v lxcfs >/dev/null || pkgs+=(lxcfs)
 if [ "$want_tests" = 1 ]; then
   command -v chromium >/dev/null || pkgs+=(chromium)
+  command -v zsh >/dev/null || pkgs+=(zsh)
+  command -v fish >/dev/null || pkgs+=(fish)
 fi
 if [ "${#pkgs[@]}" -gt 0 ]; then
   log "installing Debian packages: ${pkgs[*]}"
