@@ -794,6 +794,9 @@ def run_program(
         report = stdout.report if stdout.report is not None and stderr.report is not None else None
         container_us = container_cpu_us(container.id) if report is not None else None
         reusable = report is not None and report[2] and keep and not timed_out
+        if report is not None and not reusable:
+            # The launcher exits after its report: removal lets runc run reap it (no forced kill).
+            oci_direct.note_exiting(container.id)
     finally:
         if reusable:
             container.busy = False

@@ -66,6 +66,10 @@ BUNDLE_DIRS = (
 # Mount destinations inside file systems runc mounts itself: their mount points exist there.
 _RUNTIME_TREES = ("/proc", "/sys", "/dev")
 _RUNC_TIMEOUT_S = 30.0
+# How long a container whose launcher has reported (and so exits by itself) gets to end before
+# it is forced: forcing it starts ``runc delete`` and kills the container's init before
+# ``runc run`` reaps it, so the call's CPU would vanish from the controller's accounting.
+_REPORTED_EXIT_GRACE_S = 2.0
 _STREAM_STDOUT, _STREAM_STDERR = 1, 2
 
 
@@ -329,6 +333,9 @@ class DirectContainer:
     relay: threading.Thread
     _removed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Set when the launcher's report arrived for a call that will not reuse the container: the
+    # launcher then exits on its own.
+    exiting: bool = False
 
     def kill(self) -> None:
         _runc("kill", self.name, "KILL")
@@ -467,6 +474,13 @@ def _relay(process: subprocess.Popen[bytes], peer: socket.socket) -> None:
         process.stderr.close()
 
 
+def note_exiting(name: str) -> None:
+    """The container's launcher reported its call and will exit by itself (no reuse follows)."""
+    container = live(name)
+    if container is not None:
+        container.exiting = True
+
+
 def live(name: str) -> DirectContainer | None:
     with _LIVE_LOCK:
         return _LIVE.get(name)
@@ -517,6 +531,9 @@ def oom_kills(name: str) -> int:
 def remove(name: str) -> None:
     """Kill and delete the container, its cgroups and its bundle; an absent one counts as removed."""
     container = live(name)
+    if container is not None and container.exiting:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            container.process.wait(timeout=_REPORTED_EXIT_GRACE_S)
     if container is None or container.process.poll() is None or not _delete_stopped(name):
         _runc("delete", "--force", name)
     if container is not None:
