@@ -465,6 +465,15 @@ report(cache=cache, links=len(targets), poisoned=poisoned, loaded=log.count("dat
     )
     if any(v == "WRITABLE" for v in poisoned.values()):
         return Finding(Verdict.BROKEN, "the shared cache can be rewritten for later calls", evidence)
+    if reply["links"] and not reply["loaded"] and reply["saved"]:
+        # numba keys each cached kernel by the CPU features LLVM sees; gVisor's ptrace platform
+        # hides some (avx512ifma, avx512_bf16, ...), so a cache built under runc on such a host
+        # misses there and every import compiles again.
+        return Finding(
+            Verdict.WEAK,
+            "the precompiled cache does not match the CPU features this runtime shows: kernels compiled again",
+            evidence,
+        )
     if not reply["links"] or not reply["loaded"]:
         return Finding(Verdict.WEAK, "the precompiled cache is not used (slow imports)", evidence)
     return Finding(Verdict.HELD, f"{reply['loaded']} kernels loaded from a read-only cache", evidence)

@@ -327,8 +327,13 @@ def test_full_audit_under_gvisor_passes_and_records_the_runtime(tmp_path: Path) 
     # environment is readable (it holds only the program's own variables).
     # And, as under runc, a program past the argument limit is refused cleanly: the launcher
     # takes the program on its command line (limits.large_program, docs/audit.md).
+    # On a host whose CPU has features gVisor hides from the sandbox (avx512ifma, avx512_bf16:
+    # measured on an AMD EPYC), numba's cache, keyed by CPU features, misses: slower imports.
     weak = {name for name, row in rows.items() if row["verdict"] == "weak"}
     allowed = {"limits.tmpfs", "enforce.read", "limits.large_program"}
+    if "limits.numba_cache" in weak:
+        assert "CPU features" in rows["limits.numba_cache"]["observed"], rows["limits.numba_cache"]
+        allowed.add("limits.numba_cache")
     assert weak <= allowed, {name: rows[name]["observed"] for name in weak}
     for name in ("enforce.controller_killed", "enforce.fork_bomb", "priv.mount_unshare", "priv.capabilities"):
         assert rows[name]["verdict"] == "held", rows[name]
