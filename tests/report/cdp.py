@@ -75,13 +75,18 @@ class Chromium:
         self._buffer = b""
         self._next_id = 0
         self.events: list[dict[str, Any]] = []
-        self.session = self._attach_page()
-        for domain in ("Page", "Runtime", "Log", "Network"):
-            self.send(f"{domain}.enable")
-        self.send(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
-        )
+        try:
+            self.session = self._attach_page()
+            for domain in ("Page", "Runtime", "Log", "Network"):
+                self.send(f"{domain}.enable")
+            self.send(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False},
+            )
+        except BaseException:
+            # No `with` block owns the browser yet: stop it here, or it outlives the test.
+            self.close()
+            raise
 
     def __enter__(self) -> Chromium:
         return self
