@@ -471,7 +471,7 @@ report(cache=cache, links=len(targets), poisoned=poisoned, loaded=log.count("dat
         # misses there and every import compiles again.
         return Finding(
             Verdict.WEAK,
-            "the precompiled cache does not match the CPU features this runtime shows: kernels compiled again",
+            "the precompiled cache does not match the CPU features this runtime shows: compiled again",
             evidence,
         )
     if not reply["links"] or not reply["loaded"]:
