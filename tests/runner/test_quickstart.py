@@ -12,10 +12,12 @@ import pytest
 
 from proctor.agent.cli.run_cmd import QUICKSTART_CONFIG, quickstart_config
 from proctor.agent.errors import UserError
+from proctor.agent.results.records import Outcome
 from tests.runner.conftest import read_lines
 from tests.support.scripted_server import Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
 
 REPO = Path(__file__).resolve().parents[2]
+QUICKSTART_TASKS = QUICKSTART_CONFIG.parent / "tasks" / "frontiermath-samples.jsonl"
 
 
 def test_quickstart_config_selects_the_three_marked_tasks_with_small_limits(tmp_path: Path):
@@ -88,7 +90,20 @@ def test_quickstart_runs_the_embedded_local_model_end_to_end(tmp_path: Path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     records = read_lines(out / "samples.jsonl")
     assert len(records) == 3
-    # A 270M model rarely solves anything; what must hold is that the pipeline ran for real.
+    # A 270M model rarely solves anything; what must hold is that the pipeline ran for real and
+    # turned whatever the model did into complete, honest records.
     assert not [r for r in records if r["outcome"] == "model_error"], [r["error"] for r in records]
+    assert {r["outcome"] for r in records} <= set(Outcome) - {Outcome.JUDGE_ERROR, Outcome.SCORER_TIMEOUT}
+    questions = {
+        json.loads(line)["id"]: json.loads(line)["question"]
+        for line in QUICKSTART_TASKS.read_text().splitlines()
+        if line.strip()
+    }
+    for record in records:
+        turns = record["turns"]
+        assert turns and record["total_tokens"] == turns[-1]["cumulative_tokens"] <= 8_000, record["task_id"]
+        assert record["score"] == (1.0 if record["outcome"] == Outcome.CORRECT else 0.0)
+        assert all(call["result"] for call in record["tool_calls"]), record["tool_calls"]
+        assert record["transcript"][0]["content"].rstrip().endswith(questions[record["task_id"]].strip())
     assert json.loads((out / "run.json").read_text())["status"] == "finished"
     assert "Run summary" in result.stdout
