@@ -96,6 +96,19 @@ def task_infos(config: RunConfig) -> dict[str, TaskInfo]:
     return infos
 
 
+def offered_tools(config: RunConfig) -> tuple[dict[str, Any], ...]:
+    """The tool schemas the run's model requests carried (none for a judged track without its
+    python tool)."""
+    from proctor.agent.tracks.frontiermath.tools import tool_schemas
+    from proctor.agent.tracks.science_tools import python_tool_schema
+
+    if config.track == "frontiermath":
+        return tuple(tool_schemas(config.sandbox.timeout_s, config.sandbox.answer_timeout_s))
+    if config.track == "olympiad" and config.track_options.get("python_tool") is True:
+        return (python_tool_schema(config.sandbox.timeout_s),)
+    return ()
+
+
 def _metrics(group: Any) -> dict[str, Any]:
     from inspect_ai.log import EvalMetric
 
@@ -149,6 +162,7 @@ def eval_log(
         judge=config.judge,
         max_output_tokens=config.budget.max_output_tokens,
         track=config.track,
+        tools=offered_tools(config),
     )
     samples = [eval_sample(r, infos.get(r.task_id, TaskInfo()), settings) for r in records]
     run_id = _text(header.get("run_id"))

@@ -7,7 +7,7 @@ Built with Inspect's own types, from what the record holds and nothing else:
 - ``events``, in the order a native eval writes them: an ``init`` span with the
   ``SampleInitEvent`` (the task's question and reference), a ``solvers`` span holding one
   ``ModelEvent`` per reply (the messages sent, the reply, that turn's usage and stop reason, the
-  model's name and generation settings, forced ``tool_choice`` on forced turns) each followed by
+  model's name, generation settings and offered tools, forced ``tool_choice`` on forced turns) each followed by
   the ``ToolEvent`` of every call it made (arguments, result, the sandbox's outcome, the call's
   duration, an error as ``ToolCallError``), then a ``scorers`` span holding the judge's requests
   (``ModelEvent`` with role ``grader``: its prompt and each reply) and the ``ScoreEvent`` (the
@@ -82,6 +82,8 @@ class Settings:
     judge: ModelConfig | None
     max_output_tokens: int | None
     track: str
+    # The tools the model was offered, as the request sent them (OpenAI function schemas).
+    tools: tuple[dict[str, Any], ...] = ()
 
 
 def _text(value: Any, field: str, fit: Fitter) -> str:
@@ -480,7 +482,7 @@ class SampleBuilder:
                     ModelEvent(
                         model=self.model,
                         input=messages[:position],
-                        tools=[],
+                        tools=self._tools(),
                         tool_choice=self._forced_choice() if forced else "auto",
                         config=config,
                         output=model_output(
@@ -519,7 +521,7 @@ class SampleBuilder:
                 ModelEvent(
                     model=self.model,
                     input=messages,
-                    tools=[],
+                    tools=self._tools(),
                     tool_choice="auto",
                     config=config,
                     output=ModelOutput(model=self.model, choices=[]),
@@ -536,6 +538,30 @@ class SampleBuilder:
                 )
             )
         return events
+
+    def _tools(self) -> list[Any]:
+        """The offered tools as Inspect's ToolInfo (what its viewer lists for each model call)."""
+        from inspect_ai.tool import ToolInfo, ToolParams
+        from inspect_ai.util import JSONSchema
+
+        tools: list[Any] = []
+        for schema in self.settings.tools:
+            function = schema["function"]
+            parameters = function["parameters"]
+            tools.append(
+                ToolInfo(
+                    name=function["name"],
+                    description=function["description"],
+                    parameters=ToolParams(
+                        properties={
+                            name: JSONSchema.model_validate(value)
+                            for name, value in parameters["properties"].items()
+                        },
+                        required=list(parameters.get("required", [])),
+                    ),
+                )
+            )
+        return tools
 
     def _forced_choice(self) -> Any:
         from inspect_ai.tool import ToolFunction

@@ -157,6 +157,15 @@ def test_frontiermath_events_follow_the_conversation_call_by_call(
             assert event["config"]["temperature"] == 0.5 and event["config"]["seed"] == 7
             assert event["config"]["max_tokens"] == 4096 and event["config"]["max_retries"] == 0
             assert event["tool_choice"] == "auto"
+            # The tools the request offered, as the loop sent them (tool_schemas of the run).
+            assert [(t["name"], t["parameters"]["required"]) for t in event["tools"]] == [
+                ("python", ["code"]),
+                ("submit_answer", ["code"]),
+            ]
+            assert all(
+                t["description"] and t["parameters"]["properties"]["code"]["type"] == "string"
+                for t in event["tools"]
+            )
             # No per-request time is recorded: no completion time, no working time.
             assert event.get("completed") is None and event.get("working_time") is None
         for event, call in zip(tools, record["tool_calls"], strict=True):
@@ -209,6 +218,7 @@ def test_judged_events_hold_the_judges_prompt_and_reply(
             answering["model"] == "openai/student"
             and answering["output"]["choices"][0]["message"]["content"] == record["transcript"][-1]["content"]
         )
+        assert answering["tools"] == []  # the research track offers the model no tool
         assert len(graders) == len(replies) >= 1
         for attempt, (event, reply) in enumerate(zip(graders, replies, strict=True), start=1):
             assert event["role"] == "grader" and event["model"] == "openai/judge-a"
