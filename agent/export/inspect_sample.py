@@ -7,7 +7,8 @@ Built with Inspect's own types, from what the record holds and nothing else:
 - ``events``, in the order a native eval writes them: an ``init`` span with the
   ``SampleInitEvent`` (the task's question and reference), a ``solvers`` span holding one
   ``ModelEvent`` per reply (the messages sent, the reply, that turn's usage and stop reason, the
-  model's name, generation settings and offered tools, forced ``tool_choice`` on forced turns) each followed by
+  model's name, generation settings and offered tools, forced ``tool_choice`` on forced turns)
+  each followed by
   the ``ToolEvent`` of every call it made (arguments, result, the sandbox's outcome, the call's
   duration, an error as ``ToolCallError``), then a ``scorers`` span holding the judge's requests
   (``ModelEvent`` with role ``grader``: its prompt and each reply) and the ``ScoreEvent`` (the
