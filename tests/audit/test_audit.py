@@ -63,6 +63,15 @@ def audit_in_process(
     return proctor_in_process(*args)
 
 
+def small_memory(tmp_path: Path) -> str:
+    """A run config whose only change is a 256 MiB memory limit, for an audit whose test asserts
+    nothing of the memory row: that row fills the limit, and 4 GiB of page faults takes 10-40 s on
+    a loaded machine. The full audits keep the default limits."""
+    config = tmp_path / "small-memory.yaml"
+    config.write_text("sandbox:\n  memory: 256m\n")
+    return str(config)
+
+
 def rows_of(path: Path) -> dict[str, dict[str, Any]]:
     return {row["id"]: row for row in json.loads(path.read_text())["rows"]}
 
@@ -282,7 +291,17 @@ def test_full_audit_on_default_docker(tmp_path: Path) -> None:
 @pytest.mark.docker
 def test_quick_audit_runs_only_its_subset(tmp_path: Path) -> None:
     report = tmp_path / "quick.json"
-    audit_in_process("sandbox", "audit", "--backend", "docker", "--quick", "--json", str(report))
+    audit_in_process(
+        "sandbox",
+        "audit",
+        "--backend",
+        "docker",
+        "--quick",
+        "--limits-from",
+        small_memory(tmp_path),
+        "--json",
+        str(report),
+    )
     data = json.loads(report.read_text())
     assert data["mode"] == "quick"
     assert {r["id"] for r in data["rows"]} == {c.id for c in select_checks("docker", quick=True)}
@@ -426,7 +445,8 @@ def test_weakened_configuration_is_reported_broken(
 @pytest.mark.slow  # runs the audit's checks against the local backend
 def test_local_backend_reports_honestly(tmp_path: Path) -> None:
     report = tmp_path / "local.json"
-    result = audit_in_process("sandbox", "audit", "--backend", "local", "--quick", "--json", str(report))
+    args = ["--backend", "local", "--quick", "--limits-from", small_memory(tmp_path), "--json", str(report)]
+    result = audit_in_process("sandbox", "audit", *args)
     data = json.loads(report.read_text())
     assert data["backend"] == "local"
     rows = {row["id"]: row for row in data["rows"]}

@@ -214,7 +214,13 @@ def _docker_run(image: str, *flags: str) -> str:
 @pytest.mark.timeout(600)
 def test_docker_defaults_through_command_are_graded(tmp_path: Path, image: str) -> None:
     report = tmp_path / "defaults.json"
-    result = audit_in_process("sandbox", "audit", "--command", _docker_run(image), "--json", str(report))
+    # Docker's defaults bound no memory: the memory row fills until its own ceiling, a quarter
+    # past the limit it expects. A small expected limit keeps that bomb small (320 MiB, not 5 GiB
+    # of the host's memory), and the row's verdict is the same: nothing stopped it.
+    config = tmp_path / "run.yaml"
+    config.write_text("sandbox:\n  memory: 256m\n")
+    args = ["--command", _docker_run(image), "--limits-from", str(config), "--json", str(report)]
+    result = audit_in_process("sandbox", "audit", *args)
     assert result.returncode == 1, result.stderr[-2000:]
     rows = rows_of(report)
     assert set(rows) == {check.id for check in ALL_CHECKS}
