@@ -93,13 +93,16 @@ async def open_audited_sandbox(
     docker_options: dict[str, str] | None = None,
 ) -> Sandbox:
     """The sandbox under audit, opened as an eval opens it. Tests swap this for weakened ones.
-    ``docker_options``: the docker backend's isolation and engine_path, when not the defaults."""
+    ``docker_options``: the docker backend's isolation and engine_path, when not the defaults.
+    No check reads ``describe()["libraries"]``, so the local backend's import probe (galois
+    compiles with numba: half a minute on a loaded machine) is skipped."""
     if ray_allow_unauthenticated:
         return await open_sandbox(
             backend,
             image=image,
             pool_size=pool_size,
             default_limits=limits,
+            probe_libraries=False,
             ray_address=ray_address,
             ray_allow_unauthenticated=True,
         )
@@ -108,6 +111,7 @@ async def open_audited_sandbox(
         image=image,
         pool_size=pool_size,
         default_limits=limits,
+        probe_libraries=False,
         runtime=runtime,
         docker_host=docker_host,
         ray_address=ray_address,

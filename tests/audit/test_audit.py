@@ -2,8 +2,9 @@
 weakened configuration broken (with evidence and a non-zero exit), reports the local backend
 honestly, and `proctor run --audit quick` refuses a broken sandbox or records a sound one.
 
-An audit runs the CLI as a real process from this checkout (``PYTHONPATH``), as a user would run
-it; a refused flag or file is main()'s answer in this process (tests/support/cli.py).
+An audit runs main() itself in this process (tests/support/cli.py): the same command, exit code
+and output as the console script, without an interpreter start and Proctor's imports per audit
+(seconds each on a loaded machine). ``proctor()`` keeps a real process for the tests that want one.
 """
 
 from __future__ import annotations
@@ -31,13 +32,9 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def proctor(
-    *args: str, script: str | None = None, env: dict[str, str] | None = None, timeout: float = 170
+    *args: str, env: dict[str, str] | None = None, timeout: float = 170
 ) -> subprocess.CompletedProcess[str]:
-    command = (
-        [sys.executable, script]
-        if script
-        else [sys.executable, "-c", "from proctor.agent.cli import main; main()"]
-    )
+    command = [sys.executable, "-c", "from proctor.agent.cli import main; main()"]
     return subprocess.run(
         [*command, *args],
         cwd=REPO,
@@ -46,6 +43,33 @@ def proctor(
         text=True,
         timeout=timeout,
     )
+
+
+def audit_in_process(
+    *args: str, monkeypatch: pytest.MonkeyPatch | None = None, weaken: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``proctor ARGS`` through main() in this process; with ``weaken``, the audited sandbox is
+    the weakened one of that name (tests/audit/weakened.py)."""
+    if weaken is not None:
+        from proctor.agent.cli import audit_cmd
+        from proctor.sandbox import Limits, Sandbox
+        from tests.audit.weakened import open_weakened
+
+        async def opener(backend: str, image: str | None, pool_size: int, limits: Limits) -> Sandbox:
+            return await open_weakened(weaken, limits, pool_size)
+
+        assert monkeypatch is not None
+        monkeypatch.setattr(audit_cmd, "open_audited_sandbox", opener)
+    return proctor_in_process(*args)
+
+
+def small_memory(tmp_path: Path) -> str:
+    """A run config whose only change is a 256 MiB memory limit, for an audit whose test asserts
+    nothing of the memory row: that row fills the limit, and 4 GiB of page faults takes 10-40 s on
+    a loaded machine. The full audits keep the default limits."""
+    config = tmp_path / "small-memory.yaml"
+    config.write_text("sandbox:\n  memory: 256m\n")
+    return str(config)
 
 
 def rows_of(path: Path) -> dict[str, dict[str, Any]]:
@@ -245,7 +269,9 @@ async def test_leftover_row_sees_a_process_in_a_gone_containers_cgroup(
 @pytest.mark.docker
 def test_full_audit_on_default_docker(tmp_path: Path) -> None:
     report, page = tmp_path / "audit.json", tmp_path / "audit.html"
-    result = proctor("sandbox", "audit", "--backend", "docker", "--json", str(report), "--html", str(page))
+    result = audit_in_process(
+        "sandbox", "audit", "--backend", "docker", "--json", str(report), "--html", str(page)
+    )
     rows = rows_of(report)
     assert set(rows) == {check.id for check in ALL_CHECKS}
     broken = {name for name, row in rows.items() if row["verdict"] == "broken"}
@@ -265,7 +291,17 @@ def test_full_audit_on_default_docker(tmp_path: Path) -> None:
 @pytest.mark.docker
 def test_quick_audit_runs_only_its_subset(tmp_path: Path) -> None:
     report = tmp_path / "quick.json"
-    proctor("sandbox", "audit", "--backend", "docker", "--quick", "--json", str(report))
+    audit_in_process(
+        "sandbox",
+        "audit",
+        "--backend",
+        "docker",
+        "--quick",
+        "--limits-from",
+        small_memory(tmp_path),
+        "--json",
+        str(report),
+    )
     data = json.loads(report.read_text())
     assert data["mode"] == "quick"
     assert {r["id"] for r in data["rows"]} == {c.id for c in select_checks("docker", quick=True)}
@@ -274,7 +310,7 @@ def test_quick_audit_runs_only_its_subset(tmp_path: Path) -> None:
 @pytest.mark.docker
 def test_the_engine_default_runtime_is_accepted_and_recorded(tmp_path: Path) -> None:
     report = tmp_path / "runc.json"
-    result = proctor(
+    result = audit_in_process(
         "sandbox",
         "audit",
         "--backend",
@@ -314,8 +350,8 @@ def test_runtime_the_engine_lacks_is_refused_in_one_line() -> None:
 @pytest.mark.timeout(600)
 def test_full_audit_under_gvisor_passes_and_records_the_runtime(tmp_path: Path) -> None:
     report = tmp_path / "runsc.json"
-    result = proctor(
-        "sandbox", "audit", "--backend", "docker", "--runtime", "runsc", "--json", str(report), timeout=480
+    result = audit_in_process(
+        "sandbox", "audit", "--backend", "docker", "--runtime", "runsc", "--json", str(report)
     )
     rows = rows_of(report)
     assert set(rows) == {check.id for check in ALL_CHECKS}
@@ -345,7 +381,6 @@ def test_full_audit_under_gvisor_passes_and_records_the_runtime(tmp_path: Path) 
 
 # -- weakened docker sandboxes: each must be called broken, with the evidence ----------------
 
-WEAKENED_CLI = str(REPO / "tests" / "audit" / "weakened_cli.py")
 WEAKENED: dict[str, tuple[list[str], dict[str, str]]] = {
     # weakness: (checks to run, {row id: text its evidence or observation must hold})
     "network": (
@@ -385,7 +420,9 @@ WEAKENED: dict[str, tuple[list[str], dict[str, str]]] = {
 
 @pytest.mark.docker
 @pytest.mark.parametrize("weakness", sorted(WEAKENED))
-def test_weakened_configuration_is_reported_broken(weakness: str, tmp_path: Path) -> None:
+def test_weakened_configuration_is_reported_broken(
+    weakness: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     only, expected = WEAKENED[weakness]
     config = tmp_path / "run.yaml"
     config.write_text("sandbox:\n  memory: 256m\n  pool_size: 1\n")  # a small cap keeps the bomb small
@@ -393,7 +430,7 @@ def test_weakened_configuration_is_reported_broken(weakness: str, tmp_path: Path
     args = ["sandbox", "audit", "--limits-from", str(config), "--json", str(report)]
     for name in only:
         args += ["--only", name]
-    result = proctor(*args, script=WEAKENED_CLI, env={"PROCTOR_TEST_WEAKEN": weakness}, timeout=120)
+    result = audit_in_process(*args, monkeypatch=monkeypatch, weaken=weakness)
     assert result.returncode == 1, result.stderr[-2000:]
     rows = rows_of(report)
     for name, text in expected.items():
@@ -408,7 +445,8 @@ def test_weakened_configuration_is_reported_broken(weakness: str, tmp_path: Path
 @pytest.mark.slow  # runs the audit's checks against the local backend
 def test_local_backend_reports_honestly(tmp_path: Path) -> None:
     report = tmp_path / "local.json"
-    result = proctor("sandbox", "audit", "--backend", "local", "--quick", "--json", str(report))
+    args = ["--backend", "local", "--quick", "--limits-from", small_memory(tmp_path), "--json", str(report)]
+    result = audit_in_process("sandbox", "audit", *args)
     data = json.loads(report.read_text())
     assert data["backend"] == "local"
     rows = {row["id"]: row for row in data["rows"]}
@@ -434,7 +472,7 @@ def test_counters_a_reset_cannot_undo_are_weak_rows_under_per_sample(
     args = ["sandbox", "audit", "--isolation", isolation, "--json", str(report)]
     for name in COUNTER_ROWS:
         args += ["--only", name]
-    result = proctor(*args, timeout=180)
+    result = audit_in_process(*args)
     assert result.returncode == 0, result.stderr[-2000:]
     rows = rows_of(report)
     assert json.loads(report.read_text())["sandbox"]["call_isolation"] == isolation

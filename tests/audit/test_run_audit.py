@@ -40,7 +40,9 @@ async def test_run_refuses_a_broken_sandbox(tmp_path: Path) -> None:
             out,
             server.base_url,
             track="frontiermath",
-            sandbox=SandboxConfig(backend="docker", pool_size=1),
+            # No sample runs: a small memory limit keeps the quick audit's memory row short
+            # (it fills the limit; 4 GiB takes seconds of page faults on a loaded machine).
+            sandbox=SandboxConfig(backend="docker", pool_size=1, memory="256m"),
         )
         with pytest.raises(UserError, match=r"--audit quick: the sandbox failed .*limits\.read_only_root"):
             await execute_run(
