@@ -18,6 +18,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -340,24 +341,46 @@ async def test_late_writers_and_daemons_die_with_the_call(docker_sandbox: Sandbo
 TIMEOUT_S = 2
 
 
-def _container_of(owner_pid: int, runtime: str = "runc") -> list[dict[str, object]]:
+def _containers_by_owner(owner_pids: list[int], runtime: str = "runc") -> dict[int, list[dict[str, object]]]:
+    """Each owner's containers (ID and state), from one listing for all of them."""
     from proctor.sandbox.runtimes import connect_engine_for
 
+    found: dict[int, list[dict[str, object]]] = {pid: [] for pid in owner_pids}
     if runtime == RUNC_DIRECT:
         # No engine knows them: runc's own state, under Proctor's runc root, by owner in the name.
-        names = [p.name for p in oci_direct.RUNC_ROOT.glob(f"{oci_direct.NAME_PREFIX}{owner_pid}-*")]
-        return [{"Id": name, "State": oci_direct.state(name)} for name in names]
+        for path in oci_direct.RUNC_ROOT.glob(f"{oci_direct.NAME_PREFIX}*"):
+            match = oci_direct.NAME.fullmatch(path.name)
+            if match and int(match.group(1)) in found:
+                found[int(match.group(1))].append({"Id": path.name, "State": oci_direct.state(path.name)})
+        return found
 
     engine = connect_engine_for(runtime)
     try:
-        return list(
-            engine.client.api.containers(
-                all=True,
-                filters={"label": [sandbox_labels.LABEL_FILTER, f"{sandbox_labels.OWNER_PID}={owner_pid}"]},
-            )
-        )
+        for container in engine.client.api.containers(
+            all=True, filters={"label": [sandbox_labels.LABEL_FILTER]}
+        ):
+            owner = (container.get("Labels") or {}).get(sandbox_labels.OWNER_PID, "")
+            if owner.isdigit() and int(owner) in found:
+                found[int(owner)].append(container)
     finally:
         engine.client.close()
+    return found
+
+
+def _host_processes_by_token(tokens: list[str]) -> dict[str, list[int]]:
+    """``host_processes_with`` for several tokens, from one pass over the host's /proc."""
+    found: dict[str, list[int]] = {token: [] for token in tokens}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        for token in tokens:
+            if token.encode() in cmdline:
+                found[token].append(int(entry.name))
+    return found
 
 
 def _wait_for(predicate: Callable[[], object], within_s: float) -> bool:
@@ -403,63 +426,137 @@ HOSTILE_PROGRAMS = {
 }
 
 
-@pytest.mark.parametrize("runtime", DOCKER_WAYS)
-@pytest.mark.parametrize("name", sorted(HOSTILE_PROGRAMS))
-def test_killed_controller_container_stops_by_its_deadline_and_is_swept(
-    name: str, runtime: str, sandbox_image: str, tmp_path: Path
-) -> None:
-    token = f"hostile-{uuid.uuid4().hex}"
-    program = tmp_path / "hostile.py"
-    program.write_text(f"# {token}\n{HOSTILE_PROGRAMS[name]}")
-    controller = subprocess.Popen(
-        [
-            *("proctor", "sandbox", "exec", "--backend", "docker", "--image", sandbox_image),
-            *(
-                ("--runtime", "runc", "--engine-path", RUNC_DIRECT)
-                if runtime == RUNC_DIRECT
-                else ("--runtime", runtime)
-            ),
-            *("--timeout", str(TIMEOUT_S), "--memory", "256m", str(program)),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    container_ids: list[str] = []
-    try:
-        if runtime == "runsc":
-            # gVisor's processes never show in the host's /proc: the program has been handed
-            # over once its container runs (the launcher is ready a moment after).
-            def running() -> bool:
-                found = [c for c in _container_of(controller.pid, runtime) if c.get("State") == "running"]
-                container_ids[:] = [str(c["Id"]) for c in found]
-                return bool(found)
+@dataclass
+class _Hostile:
+    """One hostile program under a controller of its own, and what was seen of it."""
 
-            assert _wait_for(running, 60), "the hostile program's container never started"
-            time.sleep(1.5)
-        else:
-            assert _wait_for(lambda: host_processes_with(token), 60), "the hostile program never started"
-        started = time.monotonic()
-        time.sleep(0.3)  # let it launch its attack
-    finally:
-        os.kill(controller.pid, signal.SIGKILL)
-        controller.wait()
+    name: str
+    token: str
+    controller: subprocess.Popen[bytes]
+    started: float | None = None  # when it was seen handed over
+    killed: bool = False  # its controller, SIGKILLed
+    container_ids: list[str] = field(default_factory=list)  # runsc: its containers seen running
+    stopped_at: float | None = None  # when first seen with no container running
+    left_processes: list[int] = field(default_factory=list)  # with its token, at that moment
+
+
+@pytest.mark.parametrize("runtime", DOCKER_WAYS)
+def test_killed_controllers_containers_stop_by_their_deadline_and_are_swept(
+    runtime: str, sandbox_image: str, tmp_path: Path
+) -> None:
+    # Every hostile program at once, each under a controller of its own that is SIGKILLed once
+    # its program runs. Each is watched on its own: its bound counts from when it started.
     # The launcher's backstop: the deadline plus its grace, from when the program was handed
     # over (a little before we saw it), with headroom for a loaded two-core machine.
     bound_s = math.ceil(TIMEOUT_S + BACKSTOP_GRACE_S) + 6
-    assert _wait_for(
-        lambda: all(c.get("State") != "running" for c in _container_of(controller.pid, runtime)), bound_s
-    ), f"the container of {name} outlived its deadline: {_container_of(controller.pid, runtime)}"
-    assert time.monotonic() - started <= bound_s + 1
-    assert not host_processes_with(token)
-    for container_id in container_ids:  # runsc: the sentry, and so every process in it, is gone
-        assert container_processes_gone(container_id, 15), host_processes_of_container(container_id)
-    # Any later proctor command removes the stopped leftover (no cleanup command run), on
+    hostiles: list[_Hostile] = []
+    last: dict[int, list[dict[str, object]]] = {}
+    try:
+        for name in sorted(HOSTILE_PROGRAMS):
+            token = f"hostile-{uuid.uuid4().hex}"
+            program = tmp_path / f"{name}.py"
+            program.write_text(f"# {token}\n{HOSTILE_PROGRAMS[name]}")
+            controller = subprocess.Popen(
+                [
+                    *("proctor", "sandbox", "exec", "--backend", "docker", "--image", sandbox_image),
+                    *(
+                        ("--runtime", "runc", "--engine-path", RUNC_DIRECT)
+                        if runtime == RUNC_DIRECT
+                        else ("--runtime", runtime)
+                    ),
+                    *("--timeout", str(TIMEOUT_S), "--memory", "256m", str(program)),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            hostiles.append(_Hostile(name, token, controller))
+        start_deadline = time.monotonic() + 60
+
+        def watched() -> list[_Hostile]:
+            """Killed, not yet seen stopped, and still within its bound."""
+            now = time.monotonic()
+            return [
+                h
+                for h in hostiles
+                if h.killed and h.stopped_at is None and now - (h.started or now) <= bound_s + 1
+            ]
+
+        while not all(h.killed for h in hostiles) or watched():
+            waiting = [h for h in hostiles if h.started is None]
+            if waiting and time.monotonic() > start_deadline:
+                if runtime == "runsc":
+                    raise AssertionError(
+                        f"the container of the hostile program {waiting[0].name} never started"
+                    )
+                raise AssertionError(f"the hostile program {waiting[0].name} never started")
+            polled = [h for h in (*waiting, *watched()) if runtime == "runsc" or h.killed]
+            if polled:
+                last = _containers_by_owner([h.controller.pid for h in polled], runtime)
+            if waiting and runtime == "runsc":
+                # gVisor's processes never show in the host's /proc: the program has been
+                # handed over once its container runs (the launcher is ready a moment after).
+                for h in waiting:
+                    running = [c for c in last[h.controller.pid] if c.get("State") == "running"]
+                    if running:
+                        h.container_ids = [str(c["Id"]) for c in running]
+                        h.started = time.monotonic() + 1.5
+            elif waiting:
+                seen = _host_processes_by_token([h.token for h in waiting])
+                for h in waiting:
+                    if seen[h.token]:
+                        h.started = time.monotonic()
+            stopped = [
+                h
+                for h in polled
+                if h.killed and all(c.get("State") != "running" for c in last[h.controller.pid])
+            ]
+            if stopped:
+                seen_at = time.monotonic()
+                left = _host_processes_by_token([h.token for h in stopped])
+                for h in stopped:
+                    h.stopped_at, h.left_processes = seen_at, left[h.token]
+            for h in hostiles:
+                # Its controller dies once the program has had time to launch its attack.
+                if h.started is not None and not h.killed and time.monotonic() >= h.started + 0.3:
+                    os.kill(h.controller.pid, signal.SIGKILL)
+                    h.controller.wait()
+                    h.killed = True
+            time.sleep(0.05)
+    finally:
+        for h in hostiles:
+            if h.controller.poll() is None:
+                os.kill(h.controller.pid, signal.SIGKILL)
+            h.controller.wait()
+    for h in hostiles:
+        assert h.started is not None and h.stopped_at is not None, (
+            f"the container of {h.name} outlived its deadline: {last.get(h.controller.pid)}"
+        )
+        assert h.stopped_at - h.started <= bound_s + 1, (h.name, h.stopped_at - h.started)
+        assert not h.left_processes, f"processes of {h.name} outlived its container: {h.left_processes}"
+    for h in hostiles:  # runsc: the sentry, and so every process in it, is gone
+        for container_id in h.container_ids:
+            remaining_s = max(0.0, (h.stopped_at or 0.0) + 15 - time.monotonic())
+            assert container_processes_gone(container_id, remaining_s), (
+                h.name,
+                host_processes_of_container(container_id),
+            )
+    # Any later proctor command removes the stopped leftovers (no cleanup command run), on
     # gVisor's engine too.
     completed = run_proctor("sandbox", "exec", str(tmp_path / "absent.py"))
     assert completed.returncode == 2, completed
-    assert _wait_for(lambda: not _container_of(controller.pid, runtime), 10), _container_of(
-        controller.pid, runtime
-    )
+    owners = {h.controller.pid: h for h in hostiles}
+    remaining: dict[int, list[dict[str, object]]] = {}
+
+    def swept() -> bool:
+        remaining.clear()
+        remaining.update(
+            (pid, found) for pid, found in _containers_by_owner(list(owners), runtime).items() if found
+        )
+        return not remaining
+
+    if not _wait_for(swept, 10):
+        pid, found = next(iter(remaining.items()))
+        raise AssertionError(f"the stopped container of {owners[pid].name} was not swept: {found}")
 
 
 def test_the_sweep_removes_a_stopped_orphan_and_keeps_a_live_owners_container(sandbox_image: str) -> None:
