@@ -523,10 +523,16 @@ async def test_clean_shutdown_leaves_no_ray_process_and_no_container(
     await sandbox.aclose()  # this process's own connection goes first
     # Node 2 died with SIGKILL above: its containers are the documented `proctor sandbox
     # cleanup` case (owner gone). The clean path is what is checked here, on node 1.
-    swept = cluster.proctor("sandbox", "cleanup", "--json", env={"DOCKER_HOST": ENGINE_SOCKETS["node2"]})
+    # The sweep of node 2's engine and the stop of node 1's worker touch nothing of each other's:
+    # both at once.
+    swept, stopped = await asyncio.gather(
+        asyncio.to_thread(
+            cluster.proctor, "sandbox", "cleanup", "--json", env={"DOCKER_HOST": ENGINE_SOCKETS["node2"]}
+        ),
+        asyncio.to_thread(cluster.proctor, "sandbox", "worker", "--address", cluster.address, "--stop"),
+    )
     assert swept.returncode == 0, swept.stdout + swept.stderr
     assert sandbox_containers("node2") == []
-    stopped = cluster.proctor("sandbox", "worker", "--address", cluster.address, "--stop")
     assert stopped.returncode == 0 and "stopped 1 sandbox worker(s)" in stopped.stdout, stopped.stderr
     assert sandbox_containers("node1") == []
     cluster.stop()
