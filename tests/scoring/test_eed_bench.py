@@ -40,7 +40,9 @@ def test_run_bench_accounts_for_every_pair_and_all_worker_time() -> None:
     # machine's load, so it is not asserted here: 24 % was seen on a loaded CI machine.)
     timed_out_share = figures["timed_out_share"]
     assert isinstance(timed_out_share, float) and timed_out_share > 0
-    assert timed_out_share - 1e-3 <= sum(shares.values()) <= 1.0 + 1e-9
+    # Each share is rounded to 4 decimals on its own, so their sum may pass 1 by half a unit
+    # of the last place per step (seen: 0.0033 + 0.7916 + 0.2052 = 1.0001).
+    assert timed_out_share - 1e-3 <= sum(shares.values()) <= 1.0 + 0.5e-4 * len(shares) + 1e-9
     assert shares["simplify"] > 0
     assert report.pairs_per_s > 0
 
