@@ -23,7 +23,7 @@ import pytest
 from proctor.agent.errors import UserError
 from proctor.agent.export.inspect_log import export_inspect
 from tests.rescore.conftest import StoredResearchRun, read_lines
-from tests.support.inspect_logs import chat_messages_json, inspect_installed, read_log
+from tests.support.inspect_logs import chat_messages_json, inspect_installed, read_log, run_child
 
 # Slow: each export starts an interpreter that imports inspect_ai, and each read-back another.
 pytestmark = [
@@ -236,19 +236,7 @@ def test_an_export_leaves_the_callers_asyncio_untouched(
     running loop), the caller's asyncio is exactly as before and inspect_ai was never loaded."""
     out = tmp_path / "logs"
     out.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-c", _EXPORT_THEN_CHECK_ASYNCIO, str(research_run.directory), str(out)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-        },
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = run_child(_EXPORT_THEN_CHECK_ASYNCIO, str(research_run.directory), str(out))
     assert report["written"] == ["in-loop.eval", "plain.eval"]
     # One comparison, so a failure shows every way the caller was changed at once.
     assert {key: report[key] for key in ("changed", "loop_patched", "inspect_loaded")} == {

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +44,7 @@ from proctor.agent.results.records import (
 )
 from proctor.agent.results.store import SampleWriter, load_samples
 from proctor.agent.run.run_header import recorded_config
-from tests.support.inspect_logs import REPO, inspect_installed, read_log
+from tests.support.inspect_logs import inspect_installed, read_log, run_child
 
 needs_inspect = pytest.mark.skipif(not inspect_installed(), reason="pip install 'proctor[inspect]'")
 
@@ -446,21 +444,7 @@ print(json.dumps(out))
 @needs_inspect
 @pytest.mark.slow
 def test_a_sample_inspect_still_cannot_write_degrades_step_by_step(tmp_path: Path) -> None:
-    import os
-
-    done = subprocess.run(
-        [sys.executable, "-c", _DEGRADE],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        env={
-            **os.environ,
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-        },
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    out = run_child(_DEGRADE)
     assert out["events"]["fields"] == ["events"] and out["events"]["events"] == ["info"]
     assert out["events"]["messages"] == ["hi"]
     assert out["messages"]["fields"] == ["events", "messages"]

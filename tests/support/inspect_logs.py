@@ -53,7 +53,9 @@ def inspect_installed() -> bool:
     return importlib.util.find_spec("inspect_ai") is not None
 
 
-def _child(script: str, *args: str, stdin: str | None = None) -> Any:
+def run_child(script: str, *args: str, stdin: str | None = None) -> Any:
+    """Run ``script`` in a new interpreter (Inspect never loads here) and return the JSON of the
+    last line it printed."""
     done = subprocess.run(
         [sys.executable, "-c", script, *args],
         input=stdin,
@@ -72,11 +74,11 @@ def _child(script: str, *args: str, stdin: str | None = None) -> Any:
 
 def read_log(path: Path) -> dict[str, Any]:
     """``inspect_ai.log.read_eval_log(path)`` as JSON (with each message's text and output's completion)."""
-    result: dict[str, Any] = _child(_READ_LOG, str(path))
+    result: dict[str, Any] = run_child(_READ_LOG, str(path))
     return result
 
 
 def chat_messages_json(transcript: list[Any], model: str) -> list[dict[str, Any]]:
     """``chat_messages(transcript, model)`` run in a child, each message as JSON plus its ``text``."""
-    result: list[dict[str, Any]] = _child(_CHAT_MESSAGES, stdin=json.dumps([transcript, model]))
+    result: list[dict[str, Any]] = run_child(_CHAT_MESSAGES, stdin=json.dumps([transcript, model]))
     return result
