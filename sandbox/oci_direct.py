@@ -281,12 +281,7 @@ def precompile_launcher(template: Template, run_id: str, source: str) -> Templat
     code object the image's interpreter compiled from it, in one container of this template
     (same root, limits, seccomp; the program never runs there). The launcher's configuration stays
     the last argument; nothing else changes."""
-    runc = runc_binary()
-    if runc is None:
-        raise SandboxUnavailable("runc-direct needs the runc binary on PATH")
-    name = new_name(run_id)
-    bundle = owner_directory(run_id) / "bundles" / name
-    bundle.mkdir(parents=True)
+    runc, name, bundle = _new_bundle(run_id)
     try:
         (bundle / "hostname").write_text(name[-12:] + "\n")
         spec = call_spec(template, name, template.uid, bundle / "hostname")
@@ -393,15 +388,21 @@ _LIVE: dict[str, DirectContainer] = {}
 _LIVE_LOCK = threading.Lock()
 
 
-def start(template: Template, run_id: str, program_uid: int) -> tuple[str, socket.socket]:
-    """Start one fresh container from ``template``; return its name and the host's end of a
-    socket that carries its stdin and, framed as the engine's attach stream, its output."""
+def _new_bundle(run_id: str) -> tuple[str, str, Path]:
+    """The runc binary, a new container name of the run, and its (new, empty) bundle directory."""
     runc = runc_binary()
     if runc is None:
         raise SandboxUnavailable("runc-direct needs the runc binary on PATH")
     name = new_name(run_id)
     bundle = owner_directory(run_id) / "bundles" / name
     bundle.mkdir(parents=True)
+    return runc, name, bundle
+
+
+def start(template: Template, run_id: str, program_uid: int) -> tuple[str, socket.socket]:
+    """Start one fresh container from ``template``; return its name and the host's end of a
+    socket that carries its stdin and, framed as the engine's attach stream, its output."""
+    runc, name, bundle = _new_bundle(run_id)
     hostname = name[-12:]
     (bundle / "hostname").write_text(hostname + "\n")
     (bundle / "config.json").write_text(call_spec_text(template, name, program_uid, bundle / "hostname"))

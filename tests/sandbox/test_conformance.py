@@ -45,9 +45,10 @@ PINS = {
 SHORT = 2.0  # seconds: the timeout used by every case that must be killed
 
 
-def host_processes_with(token: str) -> list[int]:
-    """PIDs on the host whose command line mentions ``token`` (containers share the kernel)."""
-    found = []
+def host_processes_by_token(tokens: list[str]) -> dict[str, list[int]]:
+    """PIDs on the host whose command line mentions each token (containers share the kernel),
+    from one pass over the host's /proc."""
+    found: dict[str, list[int]] = {token: [] for token in tokens}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
             continue
@@ -55,9 +56,15 @@ def host_processes_with(token: str) -> list[int]:
             cmdline = (entry / "cmdline").read_bytes()
         except OSError:
             continue
-        if token.encode() in cmdline:
-            found.append(int(entry.name))
+        for token in tokens:
+            if token.encode() in cmdline:
+                found[token].append(int(entry.name))
     return found
+
+
+def host_processes_with(token: str) -> list[int]:
+    """PIDs on the host whose command line mentions ``token``."""
+    return host_processes_by_token([token])[token]
 
 
 def processes_gone(token: str, within_s: float) -> bool:

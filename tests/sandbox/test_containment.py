@@ -34,7 +34,11 @@ from tests.sandbox.conftest import (
     host_processes_of_container,
     run_proctor,
 )
-from tests.sandbox.test_conformance import assert_call_left_nothing, host_processes_with
+from tests.sandbox.test_conformance import (
+    assert_call_left_nothing,
+    host_processes_by_token,
+    host_processes_with,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -367,22 +371,6 @@ def _containers_by_owner(owner_pids: list[int], runtime: str = "runc") -> dict[i
     return found
 
 
-def _host_processes_by_token(tokens: list[str]) -> dict[str, list[int]]:
-    """``host_processes_with`` for several tokens, from one pass over the host's /proc."""
-    found: dict[str, list[int]] = {token: [] for token in tokens}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes()
-        except OSError:
-            continue
-        for token in tokens:
-            if token.encode() in cmdline:
-                found[token].append(int(entry.name))
-    return found
-
-
 def _wait_for(predicate: Callable[[], object], within_s: float) -> bool:
     deadline = time.monotonic() + within_s
     while not predicate():
@@ -501,7 +489,7 @@ def test_killed_controllers_containers_stop_by_their_deadline_and_are_swept(
                         h.container_ids = [str(c["Id"]) for c in running]
                         h.started = time.monotonic() + 1.5
             elif waiting:
-                seen = _host_processes_by_token([h.token for h in waiting])
+                seen = host_processes_by_token([h.token for h in waiting])
                 for h in waiting:
                     if seen[h.token]:
                         h.started = time.monotonic()
@@ -512,7 +500,7 @@ def test_killed_controllers_containers_stop_by_their_deadline_and_are_swept(
             ]
             if stopped:
                 seen_at = time.monotonic()
-                left = _host_processes_by_token([h.token for h in stopped])
+                left = host_processes_by_token([h.token for h in stopped])
                 for h in stopped:
                     h.stopped_at, h.left_processes = seen_at, left[h.token]
             for h in hostiles:
