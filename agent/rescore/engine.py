@@ -219,14 +219,8 @@ class Rescorer:
                 "sandbox": previous.get("sandbox"),
                 "sandbox_isolates_less": previous.get("sandbox_isolates_less"),
             }
-        elif self.resume and store.holds_samples():
-            raise UserError(
-                f"{self.out}: holds samples.jsonl but no run.json; cannot check it is the same re-score"
-            )
-        elif store.holds_samples():
-            raise UserError(
-                f"{self.out}: already holds a run; pass --resume to continue it or choose another --out"
-            )
+        else:
+            store.refuse_samples_without_header(self.resume, "re-score")
         return store, header
 
     @staticmethod

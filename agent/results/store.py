@@ -471,6 +471,20 @@ class RunStore:
     def holds_samples(self) -> bool:
         return self.samples_path.exists() and self.samples_path.stat().st_size > 0
 
+    def refuse_samples_without_header(self, resume: bool, what: str) -> None:
+        """Refuse a directory holding samples this session may not add to: without run.json a
+        resume cannot check they are the same ``what`` (run, re-score); without --resume they
+        are another run's."""
+        if not self.holds_samples():
+            return
+        if resume:
+            raise UserError(
+                f"{self.directory}: holds samples.jsonl but no run.json; cannot check it is the same {what}"
+            )
+        raise UserError(
+            f"{self.directory}: already holds a run; pass --resume to continue it or choose another --out"
+        )
+
     def read_header(self) -> dict[str, Any]:
         return read_json(self.header_path)
 

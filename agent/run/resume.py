@@ -49,14 +49,8 @@ def prepare_header(
             "hardware": previous.get("hardware"),
             "events": list(previous.get("events") or []) + events,
         }
-    elif config.resume and store.holds_samples():
-        raise UserError(
-            f"{store.directory}: holds samples.jsonl but no run.json; cannot check it is the same run"
-        )
-    elif store.holds_samples():
-        raise UserError(
-            f"{store.directory}: already holds a run; pass --resume to continue it or choose another --out"
-        )
+    else:
+        store.refuse_samples_without_header(config.resume, "run")
     return header
 
 

@@ -16,8 +16,11 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
+from proctor.agent.errors import UserError
 from proctor.agent.results.records import Outcome, SampleRecord
-from proctor.agent.results.store import SampleWriter, load_samples
+from proctor.agent.results.store import RunStore, SampleWriter, load_samples
 
 THREADS = 8
 RECORDS = 64
@@ -92,3 +95,19 @@ def test_records_finished_before_a_kill_are_all_on_disk_exactly_once(tmp_path: P
     # Every line but a torn last one is whole: after the repair, nothing is torn.
     assert load_samples(path).torn_bytes == 0
     assert path.read_bytes().count(b"\n") == len(keys)
+
+
+@pytest.mark.parametrize("what", ["run", "re-score"])
+def test_samples_without_a_header_are_refused_in_one_line_whether_resuming_or_not(
+    tmp_path: Path, what: str
+) -> None:
+    store = RunStore(tmp_path)
+    store.refuse_samples_without_header(resume=True, what=what)  # nothing here yet: accepted
+    (tmp_path / "samples.jsonl").write_text('{"task_id": "a"}\n')
+    with pytest.raises(UserError) as resumed:
+        store.refuse_samples_without_header(resume=True, what=what)
+    assert str(resumed.value) == (
+        f"{tmp_path}: holds samples.jsonl but no run.json; cannot check it is the same {what}"
+    )
+    with pytest.raises(UserError, match="already holds a run; pass --resume to continue it"):
+        store.refuse_samples_without_header(resume=False, what=what)
