@@ -17,7 +17,8 @@ not. Each is the kernel's own accounting of one part, read before and after a ro
   arrives, split by the launcher's own accounting (sandbox/containers.py, ``RawRun.cpu_us``) into
   ``init`` (runc init and docker-init, what the container's cgroup counted beyond the parts
   below), ``launcher``, ``prepare`` (the image's entrypoint) and ``program`` (the program and
-  every descendant it waited for);
+  every descendant it waited for); a fresh docker container's group may be gone before its report
+  is read, so ``init`` is averaged over the calls whose group was read;
 - ``kernel``: the kernel's own threads (kworkers, ksoftirqd, RCU) machine-wide: the deferred
   work of tearing down namespaces, cgroups and mounts lands there, charged to no process; it
   includes what everyone else's work causes, so it is shown apart and compared within a run.
@@ -173,6 +174,10 @@ class ContainerTally:
     reported: int = 0
     parts_us: dict[str, int] = field(default_factory=lambda: dict.fromkeys((*LAUNCHER_PARTS, "container"), 0))
     with_container: int = 0
+    # The launcher parts of just the calls whose cgroup was read: on the docker path a fresh
+    # container's group can be gone by the time the report is read (the launcher exits right
+    # after it), so ``init`` is estimated over the calls that have both figures.
+    inside_with_container_us: int = 0
 
     def add(self, extra: dict[str, Any]) -> None:
         self.calls += 1
@@ -185,12 +190,16 @@ class ContainerTally:
         before = self.seen.get(str(key), {}) if key is not None else {}
         if key is not None:
             self.seen[str(key)] = totals
+        inside = 0
         for part in LAUNCHER_PARTS:
             cumulative = part != "program"
-            self.parts_us[part] += totals.get(part, 0) - (before.get(part, 0) if cumulative else 0)
+            grown = totals.get(part, 0) - (before.get(part, 0) if cumulative else 0)
+            self.parts_us[part] += grown
+            inside += grown
         if "container" in totals:
             self.with_container += 1
             self.parts_us["container"] += totals["container"] - before.get("container", 0)
+            self.inside_with_container_us += inside
 
 
 def per_call_ms(
@@ -210,11 +219,12 @@ def per_call_ms(
         return parts
     for part in LAUNCHER_PARTS:
         parts[part] = tally.parts_us[part] / tally.reported / 1000
-    if tally.with_container == tally.reported:
-        container_ms = tally.parts_us["container"] / tally.reported / 1000
-        inside = sum(tally.parts_us[part] for part in LAUNCHER_PARTS) / tally.reported / 1000
+    if tally.with_container:
+        container_ms = tally.parts_us["container"] / tally.with_container / 1000
+        inside = tally.inside_with_container_us / tally.with_container / 1000
         parts["init"] = max(0.0, container_ms - inside)
-        if reaped_ms > 0:
-            # runc-direct: this process reaped ``runc run`` and, through it, the whole container.
+        if reaped_ms > 0 and tally.with_container == tally.reported:
+            # runc-direct: this process reaped ``runc run`` and, through it, the whole container
+            # (its groups stay until it is removed, so every call has its figure).
             parts["runtime"] = max(0.0, reaped_ms - container_ms)
     return parts

@@ -44,6 +44,30 @@ def test_parts_per_call_split_the_containers_cgroup_by_the_launchers_own_account
     assert parts["client"] is None
 
 
+def test_init_is_estimated_from_the_calls_whose_cgroup_was_still_there() -> None:
+    # Docker removes a fresh container's group once its launcher exits, which can be before
+    # the report is read: that call has no "container" figure (CI saw init go missing).
+    tally = ContainerTally()
+    tally.add({"container_id": "c0", "cpu_us": {"launcher": 20_000, "prepare": 5_000, "program": 30_000}})
+    tally.add(
+        {
+            "container_id": "c1",
+            "cpu_us": {"launcher": 10_000, "prepare": 5_000, "program": 10_000, "container": 40_000},
+        }
+    )
+    parts = per_call_ms(Reading(0.0, 0.0), Reading(0.0, 0.1), 2, tally)
+    assert parts["init"] == pytest.approx(15.0)  # c1 alone: 40 in its group less its own 25
+    assert (parts["launcher"], parts["program"]) == (15.0, 20.0)  # over both calls
+    assert parts["runtime"] is None  # reaped CPU cannot be split without every call's group
+    assert per_call_ms(Reading(0.0, 0.0), Reading(0.0, 0.0), 1, _only_without_group())["init"] is None
+
+
+def _only_without_group() -> ContainerTally:
+    tally = ContainerTally()
+    tally.add({"container_id": "c0", "cpu_us": {"launcher": 1, "prepare": 1, "program": 1}})
+    return tally
+
+
 def test_a_kernel_worker_that_exits_during_the_round_takes_nothing_away() -> None:
     before = Reading(controller_s=0.0, children_s=0.0, kernel={10: 5.0, 11: 40.0})
     after = Reading(controller_s=0.0, children_s=0.0, kernel={10: 5.2, 12: 0.2})
