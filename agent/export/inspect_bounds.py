@@ -68,13 +68,7 @@ class Fitter:
         return {"replaced": self.notes, "count": self.count}
 
     def text(self, value: str, field: str) -> str:
-        fixed, surrogates = escape_unencodable(value)
-        if surrogates:
-            self.note(field, f"{surrogates} lone surrogate(s) spelled \\uXXXX", len(value))
-        if len(fixed) > MAX_TEXT_CHARS:
-            self.note(field, f"longer than {MAX_TEXT_CHARS:,} characters; head and tail kept", len(value))
-            fixed = capped(fixed, MAX_TEXT_CHARS)
-        return fixed
+        return self._bounded(value, field, MAX_TEXT_CHARS, "longer than")
 
     def number(self, value: float | None, field: str) -> float | None:
         """A typed number of Inspect's (times, points): one JSON cannot spell is left unset."""
@@ -137,13 +131,17 @@ class Fitter:
 
     def key(self, key: Any, field: str) -> str:
         text = key if isinstance(key, str) else str(key)
+        return self._bounded(text, f"{field}.<key>" if field else "<key>", MAX_KEY_CHARS, "a key longer than")
+
+    def _bounded(self, text: str, where: str, limit: int, too_long: str) -> str:
+        """``text`` with lone surrogates spelled out and, past ``limit``, its head and tail kept;
+        each change noted at ``where``."""
         fixed, surrogates = escape_unencodable(text)
-        where = f"{field}.<key>" if field else "<key>"
         if surrogates:
             self.note(where, f"{surrogates} lone surrogate(s) spelled \\uXXXX", len(text))
-        if len(fixed) > MAX_KEY_CHARS:
-            self.note(where, f"a key longer than {MAX_KEY_CHARS:,} characters; head and tail kept", len(text))
-            fixed = capped(fixed, MAX_KEY_CHARS)
+        if len(fixed) > limit:
+            self.note(where, f"{too_long} {limit:,} characters; head and tail kept", len(text))
+            fixed = capped(fixed, limit)
         return fixed
 
 

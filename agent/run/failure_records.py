@@ -25,20 +25,29 @@ def fallback_model_error(
     provider's refusal of the conversation is scored, any other failure an error."""
     failure = model_failure(error)
     return SampleRecord(
-        run_id=run_id,
-        track=track.name,
-        task_id=str(sample.task.id),
-        trial=sample.trial,
-        model=sample.label,
-        subject=getattr(sample.task, "subject", None),
-        reasoning_effort=sample.model.reasoning_effort,
+        **_sample_fields(sample, run_id, track.name, started_at, started),
         outcome=failure.outcome,
         error=failure.error if failure.refusal is not None else f"{type(error).__name__}: {error}",
         provider_refusal=failure.refusal,
-        started_at=started_at,
-        finished_at=utc_now(),
-        duration_s=time.monotonic() - started,
     )
+
+
+def _sample_fields(
+    sample: PlannedSample, run_id: str, track_name: str, started_at: str, started: float
+) -> dict[str, Any]:
+    """What every failure record says of its sample: which one it is, and when it ran."""
+    return {
+        "run_id": run_id,
+        "track": track_name,
+        "task_id": str(sample.task.id),
+        "trial": sample.trial,
+        "model": sample.label,
+        "subject": getattr(sample.task, "subject", None),
+        "reasoning_effort": sample.model.reasoning_effort,
+        "started_at": started_at,
+        "finished_at": utc_now(),
+        "duration_s": time.monotonic() - started,
+    }
 
 
 def reference_or_none(track: Track, task: Any) -> ReferenceRecord | None:
@@ -85,17 +94,8 @@ def harness_error_record(
 ) -> SampleRecord:
     """Proctor itself failed on this sample: keep the failure as a result counted apart."""
     return SampleRecord(
-        run_id=run_id,
-        track=track_name,
-        task_id=str(sample.task.id),
-        trial=sample.trial,
-        model=sample.label,
-        subject=getattr(sample.task, "subject", None),
-        reasoning_effort=sample.model.reasoning_effort,
+        **_sample_fields(sample, run_id, track_name, started_at, started),
         outcome=Outcome.HARNESS_ERROR,
         error=describe_exception(error),
         harness_traceback=_traceback_tail(error),
-        started_at=started_at,
-        finished_at=utc_now(),
-        duration_s=time.monotonic() - started,
     )
