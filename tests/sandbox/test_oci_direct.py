@@ -245,7 +245,11 @@ def test_a_killed_controllers_container_stops_by_its_deadline_and_the_sweep_remo
     # The launcher's own alarm (deadline + grace) ends the program with nobody watching.
     assert _wait_for(lambda: not _processes_with(token), 30), "the backstop never ended the program"
     names = [p.name for p in oci_direct.RUNC_ROOT.glob(f"{oci_direct.NAME_PREFIX}{pid}-*")]
-    assert all(oci_direct.state(name) in (None, "stopped") for name in names)
+    # The program's processes go first; the container's init (and so runc's state) a moment
+    # later: CI once read "running" in between.
+    assert _wait_for(lambda: all(oci_direct.state(name) in (None, "stopped") for name in names), 10), {
+        name: oci_direct.state(name) for name in names
+    }
     assert run_proctor("sandbox", "cleanup", "--json").returncode == 0
     assert _leftovers(pid) == []
 
