@@ -28,6 +28,7 @@ its events, then its messages, each replaced by a summary and noted in
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import hashlib
 import json
 from collections.abc import Callable, Mapping
@@ -483,7 +484,7 @@ class SampleBuilder:
                     ModelEvent(
                         model=self.model,
                         input=messages[:position],
-                        tools=self._tools(),
+                        tools=self.offered_tools,
                         tool_choice=self._forced_choice() if forced else "auto",
                         config=config,
                         output=model_output(
@@ -522,7 +523,7 @@ class SampleBuilder:
                 ModelEvent(
                     model=self.model,
                     input=messages,
-                    tools=self._tools(),
+                    tools=self.offered_tools,
                     tool_choice="auto",
                     config=config,
                     output=ModelOutput(model=self.model, choices=[]),
@@ -540,8 +541,10 @@ class SampleBuilder:
             )
         return events
 
-    def _tools(self) -> list[Any]:
-        """The offered tools as Inspect's ToolInfo (what its viewer lists for each model call)."""
+    @functools.cached_property
+    def offered_tools(self) -> list[Any]:
+        """The offered tools as Inspect's ToolInfo (what its viewer lists for each model call),
+        built once per sample: every request of the conversation offered the same ones."""
         from inspect_ai.tool import ToolInfo, ToolParams
         from inspect_ai.util import JSONSchema
 
