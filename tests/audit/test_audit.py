@@ -21,6 +21,7 @@ import pytest
 from proctor.agent.audit.battery import ALL_CHECKS, select_checks
 from proctor.agent.audit.model import escape_text
 from proctor.agent.report.page import _audit_text
+from proctor.sandbox import ExecResult, Limits
 from tests.sandbox.conftest import RUNSC_INSTALLED
 from tests.support.cli import proctor_in_process
 
@@ -52,7 +53,7 @@ def audit_in_process(
     the weakened one of that name (tests/audit/weakened.py)."""
     if weaken is not None:
         from proctor.agent.cli import audit_cmd
-        from proctor.sandbox import Limits, Sandbox
+        from proctor.sandbox import Sandbox
         from tests.audit.weakened import open_weakened
 
         async def opener(backend: str, image: str | None, pool_size: int, limits: Limits) -> Sandbox:
@@ -484,3 +485,41 @@ def test_counters_a_reset_cannot_undo_are_weak_rows_under_per_sample(
 def test_counter_rows_run_on_every_backend() -> None:
     for backend in ("docker", "local", "ray"):
         assert set(COUNTER_ROWS) <= {check.id for check in select_checks(backend, quick=False)}
+
+
+class _ScriptedKills:
+    """A sandbox whose memory probe reports ``allocated`` up to each scripted point, then is
+    SIGKILLed (exit 137) without the OOM flag: what a kill from outside the limit looks like."""
+
+    def __init__(self, kills_at_mib: list[int]) -> None:
+        self.kills_at_mib = list(kills_at_mib)
+        self.calls = 0
+
+    async def exec(self, source: str, **_: object) -> ExecResult:
+        reached = self.kills_at_mib[min(self.calls, len(self.kills_at_mib) - 1)]
+        self.calls += 1
+        step = 16
+        lines = "".join(f"allocated {mib * 1024 * 1024}\n" for mib in range(step, reached + 1, step))
+        return ExecResult(exit_code=137, stdout=lines, stderr="", duration_s=0.5, backend="docker")
+
+
+@pytest.mark.parametrize(
+    ("kills_at_mib", "verdict", "calls"),
+    [
+        ([0, 0], "broken", 2),  # killed at the start twice: nothing shows the limit stopped it
+        ([0, 240], "held", 2),  # the stray kill is run again; the second stops near the limit
+        ([96, 96], "broken", 2),  # under half of 256 MiB: not the limit's doing
+        ([128], "held", 1),  # half the limit: the row's threshold
+        ([240], "held", 1),
+    ],
+)
+async def test_memory_row_grades_a_sigkill_held_only_near_the_limit(
+    kills_at_mib: list[int], verdict: str, calls: int
+) -> None:
+    from proctor.agent.audit import limits
+    from proctor.agent.audit.model import AuditContext
+
+    sandbox = _ScriptedKills(kills_at_mib)
+    ctx = AuditContext(sandbox=sandbox, limits=Limits(memory_bytes=256 * 1024 * 1024), backend="docker")  # type: ignore[arg-type]
+    finding = await limits.memory(ctx)
+    assert (finding.verdict.value, sandbox.calls) == (verdict, calls), finding
