@@ -26,9 +26,14 @@ PER_SAMPLE = "per-sample"
 ISOLATIONS: tuple[str, ...] = (FRESH, PER_SAMPLE)
 # How the docker backend starts a container (``sandbox.engine_path``): through the engine, or
 # with the OCI runtime directly from the spec the engine generated (sandbox/oci_direct.py).
+# ``auto`` (the default) is runc-direct wherever it can serve (root, runc, a local engine whose
+# spec and image layers it can take) and the engine's path otherwise; describe() records the
+# path taken and why (``engine_path``, ``engine_path_reason``).
 DOCKER_PATH = "docker"
 RUNC_DIRECT = "runc-direct"
+AUTO_PATH = "auto"
 ENGINE_PATHS: tuple[str, ...] = (DOCKER_PATH, RUNC_DIRECT)
+ENGINE_PATH_CHOICES: tuple[str, ...] = (AUTO_PATH, *ENGINE_PATHS)
 
 
 class SandboxError(RuntimeError):

@@ -27,6 +27,7 @@ from docker.errors import APIError, DockerException, ImageNotFound, NotFound
 
 from proctor.sandbox import labels, oci_direct
 from proctor.sandbox.api import (
+    AUTO_PATH,
     DOCKER_PATH,
     FRESH,
     PER_SAMPLE,
@@ -149,10 +150,13 @@ class DockerSandbox:
         cpus: int | None = None,
         recycle: bool = False,
         engine_path: str = DOCKER_PATH,
+        engine_path_reason: str = "asked for by name",
     ) -> None:
         self.client = client
         self.runtime = runtime
         self.engine_path = engine_path
+        # Why this path serves: asked for, or what sandbox.engine_path auto found (describe()).
+        self.engine_path_reason = engine_path_reason
         # runc-direct: the engine's spec per limits, and the image's root (sandbox/oci_direct.py).
         self._templates: dict[tuple[Limits, bool], oci_direct.Template] = {}
         self._template_lock = threading.Lock()
@@ -243,6 +247,7 @@ class DockerSandbox:
             "call_isolation": PER_SAMPLE if self.pool.recycling else FRESH,
             # sandbox.engine_path: who starts each container (docs/sandbox.md, "Engine paths").
             "engine_path": self.engine_path,
+            "engine_path_reason": self.engine_path_reason,
             "isolation": "container",
             "isolates_less": False,
             **self.engine,
@@ -462,6 +467,11 @@ class DockerSandbox:
             recycle=self.pool.recycling and role == "pool",
         )
 
+    def take_default_template(self) -> None:
+        """runc-direct: take the engine's spec for the default limits and mount the image's root
+        now, so a path that cannot serve here fails at open, before any call relies on it."""
+        self._template_for(self.default_limits, "pool")
+
     def _template_for(self, limits: Limits, role: str) -> oci_direct.Template:
         """The engine's spec for these limits, taken once (sandbox/oci_direct.py), and the
         image's read-only root, mounted once."""
@@ -567,18 +577,68 @@ async def open_docker_sandbox(
         raise SandboxUnavailable(
             "engine path runc-direct needs the engine on this host; or use engine_path docker"
         )
-    sandbox = DockerSandbox(
-        engine.client,
-        reference,
-        image_id,
-        pool_size=pool_size,
-        default_limits=default_limits,
-        user=user,
-        runtime=runtime,
-        engine=await asyncio.to_thread(engine.describe),
-        cpus=cpus,
-        recycle=isolation == PER_SAMPLE,
-        engine_path=engine_path,
-    )
+    described_engine = await asyncio.to_thread(engine.describe)
+
+    def new_sandbox(path: str, reason: str) -> DockerSandbox:
+        return DockerSandbox(
+            engine.client,
+            reference,
+            image_id,
+            pool_size=pool_size,
+            default_limits=default_limits,
+            user=user,
+            runtime=runtime,
+            engine=described_engine,
+            cpus=cpus,
+            recycle=isolation == PER_SAMPLE,
+            engine_path=path,
+            engine_path_reason=reason,
+        )
+
+    if engine_path == AUTO_PATH:
+        sandbox = await _auto_engine_path(new_sandbox, runtime, isolation, engine.client.api)
+    else:
+        sandbox = new_sandbox(engine_path, "asked for by name")
     sandbox.start()
     return sandbox
+
+
+def runc_direct_blocker(runtime: str, isolation: str, api: docker.APIClient) -> str | None:
+    """Why runc-direct cannot serve this engine, runtime and isolation, or None (engine_path auto)."""
+    if runtime != RUNC:
+        return f"runtime {runtime}: runc-direct runs runc only"
+    if isolation != FRESH:
+        # The recycled container's reset is proved on the engine's path (tests/sandbox/test_recycling.py).
+        return f"isolation {isolation} is proved on the engine's path only"
+    reason = oci_direct.available()
+    if reason is not None:
+        return reason
+    if not engine_is_local(api):
+        return "the engine is not on this host"
+    return None
+
+
+async def _auto_engine_path(
+    new_sandbox: Callable[[str, str], DockerSandbox], runtime: str, isolation: str, api: docker.APIClient
+) -> DockerSandbox:
+    """``engine_path: auto``: runc-direct where it serves, proved by taking the engine's spec and
+    the image's root before any call; the engine's path otherwise. Either way the sandbox
+    records which path serves and why, so run.json and the report say it."""
+    blocker = runc_direct_blocker(runtime, isolation, api)
+    if blocker is None:
+        direct = new_sandbox(RUNC_DIRECT, "auto: root, runc and a local engine")
+        try:
+            await asyncio.to_thread(direct.take_default_template)
+        except Exception as exc:  # any failure leaves the engine's path, which needs none of it
+            await direct.aclose()
+            blocker = f"runc-direct could not start here ({_one_line(exc)})"
+        else:
+            return direct
+    log.info("sandbox: engine path docker (%s)", blocker)
+    return new_sandbox(DOCKER_PATH, f"auto: {blocker}")
+
+
+def _one_line(exc: BaseException) -> str:
+    """An error as one line of at most 300 characters, for describe() and run.json."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 300 else text[:297] + "..."

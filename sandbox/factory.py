@@ -8,8 +8,9 @@ CLI prints and run.json and the summary record.
 from __future__ import annotations
 
 from proctor.sandbox.api import (
+    AUTO_PATH,
     DOCKER_PATH,
-    ENGINE_PATHS,
+    ENGINE_PATH_CHOICES,
     FRESH,
     ISOLATIONS,
     Limits,
@@ -35,7 +36,7 @@ async def open_sandbox(
     runtime: str | None = None,
     docker_host: str | None = None,
     isolation: str = FRESH,
-    engine_path: str = DOCKER_PATH,
+    engine_path: str = AUTO_PATH,
     ray_address: str | None = None,
     ray_allow_unauthenticated: bool = False,
 ) -> Sandbox:
@@ -50,9 +51,10 @@ async def open_sandbox(
     refused (sandbox/ray_auth.py).
     ``isolation`` (sandbox/api.py ISOLATIONS) is ``fresh`` (a new container for every call) or
     ``per-sample``: the docker pool may reuse a container for the same sample's next call after
-    its launcher has emptied and re-checked it. ``engine_path`` (docker only) is ``docker`` or
-    ``runc-direct``: start each container with the OCI runtime from the engine's own spec
-    (sandbox/oci_direct.py).
+    its launcher has emptied and re-checked it. ``engine_path`` (docker only) is ``docker``,
+    ``runc-direct`` (start each container with the OCI runtime from the engine's own spec,
+    sandbox/oci_direct.py) or ``auto``, the default: runc-direct where it can serve, else docker,
+    with the choice and its reason in ``describe()``.
     """
     from proctor.sandbox.slots import limit_sandbox
 
@@ -82,7 +84,7 @@ async def _open_backend(
     runtime: str | None = None,
     docker_host: str | None = None,
     isolation: str = FRESH,
-    engine_path: str = DOCKER_PATH,
+    engine_path: str = AUTO_PATH,
     ray_address: str | None = None,
     ray_allow_unauthenticated: bool = False,
 ) -> Sandbox:
@@ -98,8 +100,10 @@ async def _open_backend(
     check_runtime_name(runtime or RUNC)
     if isolation not in ISOLATIONS:
         raise ValueError(f"unknown sandbox isolation {isolation!r}: choose one of {', '.join(ISOLATIONS)}")
-    if engine_path not in ENGINE_PATHS:
-        raise ValueError(f"unknown engine path {engine_path!r}: choose one of {', '.join(ENGINE_PATHS)}")
+    if engine_path not in ENGINE_PATH_CHOICES:
+        raise ValueError(
+            f"unknown engine path {engine_path!r}: choose one of {', '.join(ENGINE_PATH_CHOICES)}"
+        )
     options = BackendOptions(
         image=image,
         pool_size=pool_size,
@@ -112,7 +116,8 @@ async def _open_backend(
         ray_address=ray_address,
         ray_allow_unauthenticated=ray_allow_unauthenticated,
     )
-    if backend != "auto" or runtime not in (None, RUNC) or docker_host or engine_path != DOCKER_PATH:
+    chosen_path = engine_path not in (AUTO_PATH, DOCKER_PATH)
+    if backend != "auto" or runtime not in (None, RUNC) or docker_host or chosen_path:
         # Asked for by name: no fall back to another engine, runtime or backend, even from auto.
         return await opener_for("docker" if backend == "auto" else backend)(options)
     try:

@@ -13,7 +13,7 @@ import pkgutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from proctor.sandbox.api import DOCKER_PATH, FRESH, Limits, Sandbox
+from proctor.sandbox.api import AUTO_PATH, FRESH, Limits, Sandbox
 
 
 @dataclass(frozen=True)
@@ -28,8 +28,8 @@ class BackendOptions:
     docker_host: str | None = None
     # sandbox/api.py ISOLATIONS: fresh (a new container per call) or per-sample.
     isolation: str = FRESH
-    # sandbox/api.py ENGINE_PATHS: docker, or runc-direct (sandbox/oci_direct.py).
-    engine_path: str = DOCKER_PATH
+    # sandbox/api.py ENGINE_PATH_CHOICES: auto, docker, or runc-direct (sandbox/oci_direct.py).
+    engine_path: str = AUTO_PATH
     ray_address: str | None = None
     # Use a Ray cluster that serves clients holding no token (sandbox/ray_auth.py).
     ray_allow_unauthenticated: bool = False

@@ -24,7 +24,7 @@ from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import SandboxConfig
 from proctor.agent.inputs.run_config_loader import format_validation_error, parse_size, read_config_file
 from proctor.sandbox import Limits, Sandbox, SandboxUnavailable, open_sandbox
-from proctor.sandbox.api import DOCKER_PATH, ENGINE_PATHS, FRESH, ISOLATIONS
+from proctor.sandbox.api import AUTO_PATH, ENGINE_PATH_CHOICES, FRESH, ISOLATIONS, RUNC_DIRECT
 from proctor.sandbox.runtimes import RUNTIMES
 
 AUDIT_BACKENDS = ("auto", "docker", "local", "ray")
@@ -72,12 +72,15 @@ def _docker_options(backend: str, isolation: str | None, engine_path: str | None
         if isolation not in ISOLATIONS:
             raise UserError(f"--isolation: {isolation!r} is not one of {', '.join(ISOLATIONS)}")
         options["isolation"] = isolation
-    if engine_path not in (None, DOCKER_PATH):
-        if engine_path not in ENGINE_PATHS:
-            raise UserError(f"--engine-path: {engine_path!r} is not one of {', '.join(ENGINE_PATHS)}")
+    if engine_path not in (None, AUTO_PATH):
+        if engine_path not in ENGINE_PATH_CHOICES:
+            raise UserError(f"--engine-path: {engine_path!r} is not one of {', '.join(ENGINE_PATH_CHOICES)}")
+        # Passed even when it names the engine's path: auto, the default, might not take it.
         options["engine_path"] = engine_path
-    if options and backend not in ("auto", "docker"):
-        raise UserError(f"--{'-'.join(next(iter(options)).split('_'))}: applies to the docker backend only")
+    # Only what the other backends cannot honour is refused: they take auto and docker as given.
+    docker_only = [key for key, value in options.items() if key != "engine_path" or value == RUNC_DIRECT]
+    if docker_only and backend not in ("auto", "docker"):
+        raise UserError(f"--{docker_only[0].replace('_', '-')}: applies to the docker backend only")
     return options
 
 
@@ -238,7 +241,11 @@ def audit_command(
         str | None, typer.Option(help="docker: fresh (default) or per-sample, as sandbox.isolation.")
     ] = None,
     engine_path: Annotated[
-        str | None, typer.Option(help="docker: docker (default) or runc-direct, as sandbox.engine_path.")
+        str | None,
+        typer.Option(
+            help="docker: auto (default: runc-direct where it can serve), docker or runc-direct, "
+            "as sandbox.engine_path."
+        ),
     ] = None,
 ) -> None:
     """Probe and attack the sandbox through the path evals use; exit 1 when anything is broken."""

@@ -24,7 +24,7 @@ from proctor.sandbox import (
     check_program_text,
     open_sandbox,
 )
-from proctor.sandbox.api import DOCKER_PATH, ENGINE_PATHS
+from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, ENGINE_PATH_CHOICES, ENGINE_PATHS, RUNC_DIRECT
 from proctor.sandbox.factory import BACKENDS
 from proctor.sandbox.runtimes import RUNTIMES
 from proctor.sandbox.sizes import parse_size
@@ -109,7 +109,7 @@ async def _run_once(
     docker_host: str | None = None,
     ray_address: str | None = None,
     ray_allow_unauthenticated: bool = False,
-    engine_path: str = DOCKER_PATH,
+    engine_path: str = AUTO_PATH,
 ) -> ExecResult:
     # One call: a warm pool would only start containers nobody uses.
     try:
@@ -199,8 +199,12 @@ def exec_program(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the ExecResult as one JSON object.")] = False,
     engine_path: Annotated[
-        str, typer.Option(help="docker (default) or runc-direct: who starts the container.")
-    ] = DOCKER_PATH,
+        str,
+        typer.Option(
+            help="auto (default: runc-direct where it can serve), docker or runc-direct: "
+            "who starts the container."
+        ),
+    ] = AUTO_PATH,
 ) -> None:
     """Run one Python program in a fresh sandbox and print what it did.
 
@@ -212,9 +216,9 @@ def exec_program(
     if not 0 < timeout <= 24 * 3600:
         raise UserError(f"--timeout: {timeout} must be a positive number of seconds (at most a day)")
     check_runtime_flags(backend, runtime, docker_host)
-    if engine_path not in ENGINE_PATHS:
-        raise UserError(f"--engine-path: {engine_path!r} is not one of {', '.join(ENGINE_PATHS)}")
-    if engine_path != DOCKER_PATH and backend not in ("auto", "docker"):
+    if engine_path not in ENGINE_PATH_CHOICES:
+        raise UserError(f"--engine-path: {engine_path!r} is not one of {', '.join(ENGINE_PATH_CHOICES)}")
+    if engine_path == RUNC_DIRECT and backend not in ("auto", "docker"):
         raise UserError("--engine-path: applies to the docker backend only")
     limits = parse_exec_limits(memory, cpus)
     code = read_program(file)

@@ -85,9 +85,10 @@ class SandboxConfig(BaseModel):
     # a reset cannot undo (next PID, inode and IPC numbers) to that sample's next call.
     isolation: Literal["fresh", "per-sample"] = "fresh"
     # How the docker backend starts a container (docs/sandbox.md, "Engine paths"): through the
-    # engine (docker), or with the OCI runtime directly from the spec the engine generated
-    # (runc-direct, opt-in; needs root on the engine's host).
-    engine_path: Literal["docker", "runc-direct"] = "docker"
+    # engine (docker), with the OCI runtime directly from the spec the engine generated
+    # (runc-direct; needs root and runc on the engine's host), or auto: runc-direct where it can
+    # serve, else docker. run.json records the path taken and why (sandbox.engine_path_reason).
+    engine_path: Literal["auto", "docker", "runc-direct"] = "auto"
     # Sandbox image; None: the pinned image `proctor image build` makes.
     image: str | None = None
     # Containers kept warm, ready for the next call.
@@ -125,7 +126,7 @@ class SandboxConfig(BaseModel):
             raise ValueError("runtime and docker_host apply to the docker backend only (backend is local)")
         if self.backend in ("local", "ray") and self.isolation != "fresh":
             raise ValueError(f"isolation per-sample needs the docker backend (backend is {self.backend})")
-        if self.backend in ("local", "ray") and self.engine_path != "docker":
+        if self.backend in ("local", "ray") and self.engine_path == "runc-direct":
             raise ValueError(f"engine_path applies to the docker backend only (backend is {self.backend})")
         return self
 

@@ -196,6 +196,9 @@ def _header(run: RunData) -> str:
         sandbox_text += f" · isolation {sandbox.get('call_isolation') or 'fresh'}"
         if sandbox.get("engine_path"):
             sandbox_text += f" · engine path {sandbox['engine_path']}"
+            if sandbox.get("engine_path_reason"):
+                # Chosen by sandbox.engine_path auto, or asked for: the report says which and why.
+                sandbox_text += f" ({sandbox['engine_path_reason']})"
     versions = run.header.get("versions")
     version_text = ", ".join(f"{k} {v}" for k, v in versions.items()) if isinstance(versions, dict) else "—"
     force_at, cap = run.budget

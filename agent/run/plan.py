@@ -202,7 +202,11 @@ def build_plan(config: RunConfig) -> list[tuple[str, str]]:
             f"{box.backend} (image {box.image or 'pinned default'}), {box.cpus} CPU, {box.memory} memory, "
             f"{box.timeout_s:g} s a call, pool {box.pool_size}, calls at once: {calls}, "
             f"isolation {box.isolation}"
-            + (f", engine path {box.engine_path}" if box.backend in ("auto", "docker") else "")
+            + (
+                f", engine path {_engine_path_text(box.engine_path)}"
+                if box.backend in ("auto", "docker")
+                else ""
+            )
         )
     else:
         sandbox = "none (this track runs no code)"
@@ -218,3 +222,8 @@ def render_plan(rows: list[tuple[str, Any]]) -> str:
     # Task ids, model names and paths come from files a hostile author may have written.
     lines += [f"  {label.ljust(width)}  {escape_for_terminal(str(text))}" for label, text in rows]
     return "\n".join(lines)
+
+
+def _engine_path_text(engine_path: str) -> str:
+    # auto is decided when the sandbox opens (it proves runc-direct can serve): say what it means.
+    return "auto (runc-direct where it can serve, else docker)" if engine_path == "auto" else engine_path

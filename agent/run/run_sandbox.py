@@ -59,7 +59,7 @@ async def open_run_sandbox(
         bound.update(runtime=box.runtime, docker_host=box.docker_host)
     if box.isolation != "fresh":
         bound.update(isolation=box.isolation)
-    if box.engine_path != "docker":
+    if box.engine_path != "auto":
         bound.update(engine_path=box.engine_path)
     sandbox = await (opener or open_sandbox)(
         box.backend,
@@ -76,7 +76,12 @@ async def open_run_sandbox(
         # Said before any sample runs, and kept in run.json (sandbox.warning) and the summary.
         print(f"proctor: {warning}", file=sys.stderr, flush=True)
     # Each session records its own sandbox: a resumed run may have moved backend.
-    header["sessions"][-1].update(sandbox_backend=sandbox.backend, sandbox_image_id=described.get("image_id"))
+    header["sessions"][-1].update(
+        sandbox_backend=sandbox.backend,
+        sandbox_image_id=described.get("image_id"),
+        # engine_path auto may choose differently on the machine a run resumes on.
+        **({"sandbox_engine_path": described["engine_path"]} if "engine_path" in described else {}),
+    )
     check_memory(config, described, memory, header)
     if audit:
         await audit_run_sandbox(config, sandbox, header, audit=audit, console=console)

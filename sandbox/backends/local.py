@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from proctor.sandbox.api import DOCKER_PATH, FRESH, Sandbox, SandboxUnavailable
+from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, FRESH, Sandbox, SandboxUnavailable
 from proctor.sandbox.registry import BackendOptions, register
 from proctor.sandbox.runtimes import RUNC
 
@@ -17,7 +17,7 @@ async def open_local(options: BackendOptions) -> Sandbox:
     if (options.runtime or RUNC) != RUNC or options.docker_host:
         # bubblewrap has no container runtime: never pretend a local call ran under gVisor.
         raise SandboxUnavailable("the local backend has no container runtime or engine to choose")
-    if options.engine_path != DOCKER_PATH:
+    if options.engine_path not in (AUTO_PATH, DOCKER_PATH):
         raise SandboxUnavailable(
             f"engine path {options.engine_path} needs the docker backend (backend is local)"
         )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proctor.sandbox.api import DOCKER_PATH, FRESH, Sandbox, SandboxUnavailable
+from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, FRESH, Sandbox, SandboxUnavailable
 from proctor.sandbox.registry import BackendOptions, register
 from proctor.sandbox.runtimes import RUNC
 
@@ -13,7 +13,7 @@ async def open_ray(options: BackendOptions) -> Sandbox:
         (options.runtime or RUNC) != RUNC
         or options.docker_host
         or options.isolation != FRESH
-        or options.engine_path != DOCKER_PATH
+        or options.engine_path not in (AUTO_PATH, DOCKER_PATH)
     ):
         # Each ray worker uses its own node's engine (proctor sandbox worker --docker-host).
         raise SandboxUnavailable("the ray backend's engines are its workers': no runtime or engine to choose")
