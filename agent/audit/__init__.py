@@ -79,7 +79,8 @@ async def audit_sandbox(
     checks = select_checks(sandbox.backend, quick, only)
     targets = audit_targets(sandbox)
     kept = (
-        *("backend", "image", "image_id", "user", "isolation", "call_isolation", "engine_path"),
+        *("backend", "image", "image_id", "user", "isolation", "call_isolation"),
+        *("engine_path", "engine_path_reason"),
         *("runtime", "engine", "runtime_version"),
         *("command", "label", "program_via"),
     )

@@ -1,9 +1,11 @@
 """SIGKILL of the controlling process, then the deadline sweep (docker backend only).
 
 The audit starts this module as a separate controller process: it opens its own docker
-sandbox on the audited image, says its run ID, and starts one long call. The audit SIGKILLs
-it mid-call and then watches the container with that run ID, by ID: it must stop (or be
-gone) within the call's deadline plus the launcher's backstop grace, with nobody cleaning up.
+sandbox on the audited image, runtime, engine and engine path, says its run ID, and starts one
+long call. The audit SIGKILLs it mid-call and then watches the container with that run ID, by ID:
+it must stop (or be gone) within the call's deadline plus the launcher's backstop grace, with
+nobody cleaning up. Under the engine's path the engine knows the container by its labels; under
+runc-direct, Proctor's runc root knows it by its name (owner pid and run ID).
 """
 
 from __future__ import annotations
@@ -32,10 +34,14 @@ OWNER_PID_LABEL = "proctor.owner_pid"
 OWNER_HOST_LABEL = "proctor.owner_host"
 
 
-async def _controller(image: str | None, deadline: float, runtime: str, engine: str | None) -> None:
+async def _controller(
+    image: str | None, deadline: float, runtime: str, engine: str | None, engine_path: str
+) -> None:
     from proctor.sandbox import open_sandbox
 
-    sandbox = await open_sandbox("docker", image=image, pool_size=0, runtime=runtime, docker_host=engine)
+    sandbox = await open_sandbox(
+        "docker", image=image, pool_size=0, runtime=runtime, docker_host=engine, engine_path=engine_path
+    )
     print(json.dumps({"run_id": sandbox.describe().get("run_id"), "pid": os.getpid()}), flush=True)
     await sandbox.exec("import time\nwhile True:\n    time.sleep(0.05)\n", timeout=deadline)
 
@@ -59,10 +65,69 @@ def _find_container(client: Any, run_id: str | None, pid: int) -> str | None:
     return str(found[0]["Id"]) if found else None
 
 
-def _sweep_check(image: str | None, runtime: str, engine: str | None) -> Finding:
-    from proctor.sandbox.runtimes import connect_engine_for
+class _EngineContainers:
+    """The controller's container as the engine knows it: by its labels, then by its ID."""
 
-    client = connect_engine_for(runtime, engine).client
+    def __init__(self, runtime: str, engine: str | None) -> None:
+        from proctor.sandbox.runtimes import connect_engine_for
+
+        self.client = connect_engine_for(runtime, engine).client
+
+    def find(self, run_id: str | None, pid: int) -> str | None:
+        return _find_container(self.client, run_id, pid)
+
+    def state(self, container_id: str) -> str:
+        return _container_state(self.client, container_id)
+
+    def remove(self, container_id: str) -> None:
+        from proctor.sandbox.containers import remove_container
+
+        remove_container(self.client.api, container_id)
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class _DirectContainers:
+    """runc-direct's container: in Proctor's runc root, named after its owner pid and run ID."""
+
+    def __init__(self) -> None:
+        self.owner: tuple[int, str] | None = None
+
+    def find(self, run_id: str | None, pid: int) -> str | None:
+        from proctor.sandbox import oci_direct
+
+        if not run_id:
+            return None
+        self.owner = (pid, run_id)
+        found = sorted(oci_direct.RUNC_ROOT.glob(f"{oci_direct.NAME_PREFIX}{pid}-{run_id}-*"))
+        return found[0].name if found else None
+
+    def state(self, container_id: str) -> str:
+        from proctor.sandbox import oci_direct
+
+        return oci_direct.state(container_id) or "gone"
+
+    def remove(self, container_id: str) -> None:
+        from proctor.sandbox import oci_direct
+
+        oci_direct.remove(container_id)
+
+    def close(self) -> None:
+        from proctor.sandbox import oci_direct
+
+        if self.owner is not None:
+            # The dead controller's image mount and bundles: what the next command's sweep removes.
+            pid, run_id = self.owner
+            oci_direct.release_directory(oci_direct.STATE_ROOT / f"{pid}-{run_id}")
+
+
+def _sweep_check(image: str | None, runtime: str, engine: str | None, engine_path: str) -> Finding:
+    from proctor.sandbox.api import RUNC_DIRECT
+
+    containers: _EngineContainers | _DirectContainers = (
+        _DirectContainers() if engine_path == RUNC_DIRECT else _EngineContainers(runtime, engine)
+    )
     package_root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": package_root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     argv = [
@@ -73,6 +138,7 @@ def _sweep_check(image: str | None, runtime: str, engine: str | None) -> Finding
         str(DEADLINE_S),
         runtime,
         engine or "",
+        engine_path,
     ]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     container_id = None
@@ -89,7 +155,7 @@ def _sweep_check(image: str | None, runtime: str, engine: str | None) -> Finding
         run_id = announced.get("run_id")
         wait_until = time.monotonic() + 30
         while container_id is None and time.monotonic() < wait_until:
-            container_id = _find_container(client, run_id, process.pid)
+            container_id = containers.find(run_id, process.pid)
             time.sleep(0.1)
         if container_id is None:
             return Finding(
@@ -97,17 +163,17 @@ def _sweep_check(image: str | None, runtime: str, engine: str | None) -> Finding
                 "no container of the controller's appeared",
                 f"run_id {run_id}, pid {process.pid}",
             )
-        while _container_state(client, container_id) != "running" and time.monotonic() < wait_until:
+        while containers.state(container_id) != "running" and time.monotonic() < wait_until:
             time.sleep(0.1)
         time.sleep(0.5)  # the call is handed over right after the launcher is ready
         killed_at = time.monotonic()
         process.send_signal(signal.SIGKILL)
         process.wait()
         limit = DEADLINE_S + SWEEP_GRACE_S
-        state = _container_state(client, container_id)
+        state = containers.state(container_id)
         while state == "running" and time.monotonic() - killed_at < limit:
             time.sleep(0.2)
-            state = _container_state(client, container_id)
+            state = containers.state(container_id)
         after = time.monotonic() - killed_at
         evidence = escape_text(
             f"controller pid {process.pid} SIGKILLed mid-call (deadline {DEADLINE_S:g} s); container "
@@ -121,15 +187,15 @@ def _sweep_check(image: str | None, runtime: str, engine: str | None) -> Finding
             process.kill()
             process.wait()
         if container_id is not None:
-            from proctor.sandbox.containers import remove_container
-
             with contextlib.suppress(Exception):
-                remove_container(client.api, container_id)
-        client.close()
+                containers.remove(container_id)
+        containers.close()
 
 
 async def controller_sweep(ctx: AuditContext) -> Finding:
-    return await asyncio.to_thread(_sweep_check, ctx.image, ctx.runtime or "runc", ctx.engine)
+    # The path the audited sandbox took (sandbox.engine_path auto may have chosen either).
+    engine_path = str(ctx.sandbox.describe().get("engine_path") or "docker")
+    return await asyncio.to_thread(_sweep_check, ctx.image, ctx.runtime or "runc", ctx.engine, engine_path)
 
 
 CHECKS = [
@@ -152,4 +218,6 @@ CHECKS = [
 
 
 if __name__ == "__main__":
-    asyncio.run(_controller(sys.argv[1] or None, float(sys.argv[2]), sys.argv[3], sys.argv[4] or None))
+    asyncio.run(
+        _controller(sys.argv[1] or None, float(sys.argv[2]), sys.argv[3], sys.argv[4] or None, sys.argv[5])
+    )

@@ -348,12 +348,17 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 
 def container_cgroup_processes(container_id: str) -> list[int]:
-    """Host PIDs in a container's cgroups: cgroup v1 (``*/docker/<id>``) or v2 under systemd."""
+    """Host PIDs in a container's cgroups: the engine's (cgroup v1 ``*/docker/<id>``, or v2 under
+    systemd) or runc-direct's (``proctor-oci/<name>`` in every hierarchy, sandbox/oci_direct.py)."""
+    from proctor.sandbox import oci_direct
+
     root = CGROUP_ROOT
     found: set[int] = set()
     patterns = (
         f"*/docker/{container_id}/cgroup.procs",
         f"system.slice/docker-{container_id}.scope/cgroup.procs",
+        f"*/{oci_direct.CGROUP_PARENT}/{container_id}/cgroup.procs",
+        f"{oci_direct.CGROUP_PARENT}/{container_id}/cgroup.procs",
     )
     for pattern in patterns:
         for procs in root.glob(pattern):
