@@ -225,6 +225,9 @@ class _CallLeavingProcesses:
 
     backend = "docker"
 
+    def __init__(self, container_id: str) -> None:
+        self.container_id = container_id
+
     async def exec(self, code: str, **_: Any) -> Any:
         from proctor.sandbox import ExecResult
 
@@ -239,26 +242,34 @@ class _CallLeavingProcesses:
             duration_s=1.5,
             backend="docker",
             image="img",
-            extra={"container_id": "c0ffee" * 10 + "abcd"},
+            extra={"container_id": self.container_id},
         )
 
 
 @pytest.mark.parametrize("left", [[], [4242]])
+@pytest.mark.parametrize(
+    ("parent", "container_id"),
+    [
+        # The engine's group of a container, and runc-direct's (sandbox/oci_direct.py) of its name.
+        ("docker", "c0ffee" * 10 + "abcd"),
+        ("proctor-oci", "proctor-oci-4242-0123456789abcdef-0123456789ab"),
+    ],
+)
 async def test_leftover_row_sees_a_process_in_a_gone_containers_cgroup(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, left: list[int]
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, left: list[int], parent: str, container_id: str
 ) -> None:
     from proctor.agent.audit import enforcement
     from proctor.agent.audit.model import AuditContext
     from proctor.sandbox import Limits
 
-    container_id = "c0ffee" * 10 + "abcd"
     for controller in ("memory", "pids"):
-        group = tmp_path / controller / "docker" / container_id
+        group = tmp_path / controller / parent / container_id
         group.mkdir(parents=True)
         (group / "cgroup.procs").write_text("".join(f"{pid}\n" for pid in left))
     monkeypatch.setattr(enforcement, "CGROUP_ROOT", tmp_path)
     monkeypatch.setattr(enforcement, "CONTAINER_GRACE_S", 0.3)
-    ctx = AuditContext(sandbox=_CallLeavingProcesses(), limits=Limits(), backend="docker")  # type: ignore[arg-type]
+    sandbox = _CallLeavingProcesses(container_id)
+    ctx = AuditContext(sandbox=sandbox, limits=Limits(), backend="docker")  # type: ignore[arg-type]
     finding = await enforcement.leftover_processes(ctx)
     assert finding.verdict.value == ("broken" if left else "held"), finding
     assert ("[4242]" if left else "none") in finding.evidence
@@ -268,11 +279,21 @@ async def test_leftover_row_sees_a_process_in_a_gone_containers_cgroup(
 
 
 @pytest.mark.docker
-def test_full_audit_on_default_docker(tmp_path: Path) -> None:
+# The default (auto: runc-direct wherever it can serve, as here) and the engine's own path: the
+# same checks, the same expectations (docs/sandbox.md, "Engine paths").
+@pytest.mark.parametrize("engine_path", ["auto", "docker"])
+def test_full_audit_on_default_docker(tmp_path: Path, engine_path: str) -> None:
+    from proctor.sandbox import oci_direct
+
     report, page = tmp_path / "audit.json", tmp_path / "audit.html"
+    path_flag = () if engine_path == "auto" else ("--engine-path", engine_path)
     result = audit_in_process(
-        "sandbox", "audit", "--backend", "docker", "--json", str(report), "--html", str(page)
+        "sandbox", "audit", "--backend", "docker", *path_flag, "--json", str(report), "--html", str(page)
     )
+    audited = json.loads(report.read_text())["sandbox"]["engine_path"]
+    direct_serves = engine_path == "auto" and oci_direct.available() is None
+    assert audited == ("runc-direct" if direct_serves else "docker")
+    assert f"engine path {audited}" in result.stdout
     rows = rows_of(report)
     assert set(rows) == {check.id for check in ALL_CHECKS}
     broken = {name for name, row in rows.items() if row["verdict"] == "broken"}

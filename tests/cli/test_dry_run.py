@@ -82,7 +82,7 @@ def test_dry_run_sends_nothing_opens_no_sandbox_and_writes_nothing(tmp_path: Pat
     assert "sk-secret-value" not in out + done.stderr
     assert "docker" in out and "not created by --dry-run" in out
     # The default isolation and engine path are shown, not only the opt-ins.
-    assert "isolation fresh, engine path docker" in out
+    assert "isolation fresh, engine path auto (runc-direct where it can serve, else docker)" in out
 
 
 def test_dry_run_of_a_judged_config_names_the_judge_and_reads_the_key_variables(tmp_path: Path) -> None:

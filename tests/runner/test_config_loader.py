@@ -133,7 +133,7 @@ def test_flags_override_the_file(tmp_path: Path, tasks: Path):
         ),
         (
             "tasks: {tasks}\nmodels: [openai/a]\nsandbox: {{engine_path: runc}}\n",
-            "run.yaml: field 'sandbox.engine_path': Input should be 'docker' or 'runc-direct'",
+            "run.yaml: field 'sandbox.engine_path': Input should be 'auto', 'docker' or 'runc-direct'",
         ),
         ("tasks: {tasks}\nmodels: [openai/a\n", "run.yaml: line 3: not valid YAML"),
         ("- just\n- a list\n", "run.yaml: expected a mapping"),

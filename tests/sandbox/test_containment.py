@@ -111,7 +111,10 @@ DOCKER_WAYS = [*DOCKER_RUNTIMES, pytest.param(RUNC_DIRECT, marks=pytest.mark.doc
 
 
 def _open_args(runtime: str) -> dict[str, str]:
-    return {"runtime": "runc", "engine_path": RUNC_DIRECT} if runtime == RUNC_DIRECT else {"runtime": runtime}
+    if runtime == RUNC_DIRECT:
+        return {"runtime": "runc", "engine_path": RUNC_DIRECT}
+    # The engine's path is named: auto, the default, would take runc-direct for runc as well.
+    return {"runtime": runtime, "engine_path": "docker"}
 
 
 @pytest.fixture(scope="module", params=DOCKER_WAYS)
@@ -450,7 +453,7 @@ def test_killed_controllers_containers_stop_by_their_deadline_and_are_swept(
                     *(
                         ("--runtime", "runc", "--engine-path", RUNC_DIRECT)
                         if runtime == RUNC_DIRECT
-                        else ("--runtime", runtime)
+                        else ("--runtime", runtime, "--engine-path", "docker")
                     ),
                     *("--timeout", str(TIMEOUT_S), "--memory", "256m", str(program)),
                 ],

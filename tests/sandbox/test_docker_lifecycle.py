@@ -1,7 +1,8 @@
 """The docker backend's own container handling: cancellation and a warm container lost in the pool.
 
 These open a docker sandbox of their own (not the backend-parametrized ``sandbox`` of the
-conformance suite), because what they check is how the docker backend treats its containers.
+conformance suite), because what they check is how the docker backend treats its containers,
+found through the engine's labels: so the engine path is named (auto would pick runc-direct).
 The ray backend runs this same docker backend on every node; tests/ray/test_ray_cluster.py
 checks the same two properties through Ray (a cancelled call, a warm container lost on a node).
 """
@@ -27,7 +28,9 @@ async def test_cancelled_call_and_close_leave_no_container(sandbox_image: str) -
     from proctor.sandbox import labels, open_sandbox
 
     token = f"cancelled-{uuid.uuid4().hex}"
-    opened = await open_sandbox("docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS)
+    opened = await open_sandbox(
+        "docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, engine_path="docker"
+    )
     run_filter = {"label": [labels.LABEL_FILTER, f"{labels.RUN_ID}={opened.describe()['run_id']}"]}
     call = asyncio.create_task(opened.exec(f"# {token}\nimport time\ntime.sleep(60)\n", timeout=60))
     assert await asyncio.to_thread(lambda: _appears(token, 30.0)), "the program never started"
@@ -56,7 +59,9 @@ async def test_a_warm_container_lost_while_waiting_is_replaced(sandbox_image: st
     from proctor.sandbox import labels, open_sandbox
     from proctor.sandbox.containers import remove_container
 
-    opened = await open_sandbox("docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS)
+    opened = await open_sandbox(
+        "docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, engine_path="docker"
+    )
     try:
         assert await opened.settle(60)  # type: ignore[attr-defined]
         api = docker.from_env().api
@@ -79,7 +84,9 @@ async def test_every_warm_container_lost_at_once_is_replaced(sandbox_image: str)
     from proctor.sandbox import labels, open_sandbox
     from proctor.sandbox.containers import remove_container
 
-    opened = await open_sandbox("docker", image=sandbox_image, pool_size=3, default_limits=TEST_LIMITS)
+    opened = await open_sandbox(
+        "docker", image=sandbox_image, pool_size=3, default_limits=TEST_LIMITS, engine_path="docker"
+    )
     try:
         assert await opened.settle(60)  # type: ignore[attr-defined]
         api = docker.from_env().api

@@ -276,3 +276,73 @@ async def test_an_unknown_engine_path_or_isolation_is_refused_by_name() -> None:
         await open_sandbox("docker", engine_path="runc")
     with pytest.raises(ValueError, match="unknown sandbox isolation 'recycled'"):
         await open_sandbox("docker", isolation="recycled")
+
+
+# -- sandbox.engine_path auto: runc-direct where it can serve, the engine's path otherwise ------
+
+
+@pytest.mark.docker
+@ROOT_AND_RUNC
+async def test_auto_takes_runc_direct_where_it_serves_and_says_why(sandbox_image: str) -> None:
+    box = await open_sandbox("docker", image=sandbox_image, pool_size=0, default_limits=TEST_LIMITS)
+    try:
+        described = box.describe()
+        assert described["engine_path"] == "runc-direct"
+        assert described["engine_path_reason"].startswith("auto: ")
+        result = await box.exec("print(6 * 7)")
+        assert result.stdout == "42\n" and oci_direct.is_direct(result.extra["container_id"])
+    finally:
+        await box.aclose()
+
+
+@pytest.mark.docker
+async def test_auto_serves_through_the_engine_where_runc_direct_cannot_and_says_why(
+    sandbox_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each reason runc-direct may not serve: a path asked for, per-sample isolation (its reset is
+    proved on the engine's path), what the host lacks, and a failure met while taking the
+    engine's spec (the fallback must leave no mount or directory). runsc: test_runtimes.py."""
+    from proctor.sandbox import docker_backend
+
+    async def opened_path(**options: Any) -> tuple[str, str, str]:
+        box = await open_sandbox(
+            "docker", image=sandbox_image, pool_size=0, default_limits=TEST_LIMITS, **options
+        )
+        try:
+            result = await box.exec("print(6 * 7)")
+            assert result.stdout == "42\n" and not oci_direct.is_direct(result.extra["container_id"])
+            described = box.describe()
+            return (
+                str(described["engine_path"]),
+                str(described["engine_path_reason"]),
+                str(described["run_id"]),
+            )
+        finally:
+            await box.aclose()
+
+    path, reason, _ = await opened_path(engine_path="docker")
+    assert (path, reason) == ("docker", "asked for by name")
+    path, reason, _ = await opened_path(isolation="per-sample")
+    assert (path, reason) == ("docker", "auto: isolation per-sample is proved on the engine's path only")
+
+    monkeypatch.setattr(oci_direct, "available", lambda: "runc-direct needs the runc binary on PATH")
+    path, reason, _ = await opened_path()
+    assert (path, reason) == ("docker", "auto: runc-direct needs the runc binary on PATH")
+    monkeypatch.undo()
+
+    if oci_direct.available() is None:
+        attempted: list[str] = []
+
+        def refuse(self: docker_backend.DockerSandbox) -> None:
+            attempted.append(self.run_id)
+            self._template_for(self.default_limits, "pool")  # mounts the image's root, then:
+            raise oci_direct.SandboxUnavailable("the engine's bundle directory was not found")
+
+        monkeypatch.setattr(docker_backend.DockerSandbox, "take_default_template", refuse)
+        path, reason, run_id = await opened_path()
+        assert path == "docker" and attempted and attempted[0] != run_id
+        assert (
+            reason == "auto: runc-direct could not start here (the engine's bundle directory was not found)"
+        )
+        # The runc-direct attempt's image mount and owner directory went with it.
+        assert _leftovers(os.getpid(), attempted[0]) == []

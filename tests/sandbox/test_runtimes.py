@@ -223,6 +223,10 @@ def test_run_with_runtime_runsc_records_runtime_engine_version_and_image(
     assert box["runtime"] == "runsc" and header["config"]["sandbox"]["runtime"] == "runsc"
     assert str(box["runtime_version"]).startswith("runsc version")
     assert str(box["engine"]).startswith("unix://") and str(box["image_id"]).startswith("sha256:")
+    # engine_path auto under runsc: the engine's path, and the record says why.
+    assert box["engine_path"] == "docker" and header["config"]["sandbox"]["engine_path"] == "auto"
+    assert box["engine_path_reason"] == "auto: runtime runsc: runc-direct runs runc only"
+    assert header["sessions"][-1]["sandbox_engine_path"] == "docker"
 
 
 def test_run_flags_set_the_runtime_and_engine_of_the_run_config() -> None:

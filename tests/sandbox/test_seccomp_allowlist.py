@@ -45,8 +45,15 @@ def runtime(request: pytest.FixtureRequest) -> str:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def confined(sandbox_image: str, runtime: str) -> AsyncIterator[Sandbox]:
+    # The engine's path, as before auto took runc-direct by default: runc-direct runs the
+    # engine's own seccomp bytes (tests/sandbox/test_oci_direct.py compares the specs).
     opened = await open_sandbox(
-        "docker", image=sandbox_image, pool_size=1, default_limits=LIMITS, runtime=runtime
+        "docker",
+        image=sandbox_image,
+        pool_size=1,
+        default_limits=LIMITS,
+        runtime=runtime,
+        engine_path="docker",
     )
     try:
         yield opened
