@@ -6,26 +6,26 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import ValidationError
 from rich.console import Console
 
-from proctor.agent.audit import AuditReport, audit_sandbox
-from proctor.agent.audit.command_sandbox import CommandSandbox, parse_command
-from proctor.agent.audit.compare import Comparison, Spec, parse_specs, print_comparison, run_comparison
-from proctor.agent.audit.compare import write_html as write_comparison_html
-from proctor.agent.audit.compare import write_json as write_comparison_json
-from proctor.agent.audit.model import Row
-from proctor.agent.audit.render import print_table, write_html, write_json
 from proctor.agent.cli.app import sandbox_app
 from proctor.agent.errors import UserError
-from proctor.agent.inputs.config import SandboxConfig
-from proctor.agent.inputs.run_config_loader import format_validation_error, parse_size, read_config_file
 from proctor.sandbox import Limits, Sandbox, SandboxUnavailable, open_sandbox
 from proctor.sandbox.api import AUTO_PATH, ENGINE_PATH_CHOICES, FRESH, ISOLATIONS, RUNC_DIRECT
 from proctor.sandbox.runtimes import RUNTIMES
+
+if TYPE_CHECKING:
+    from proctor.agent.audit import AuditReport
+    from proctor.agent.audit.compare import Comparison, Spec
+    from proctor.agent.audit.model import Row
+    from proctor.agent.inputs.config import SandboxConfig
+
+# The audit machinery (the battery, the run config's models, pydantic, openai's types) is
+# imported by the functions that use it: the `sandbox` group loads this module for every
+# `proctor sandbox exec` and `cleanup`, and those imports were 1.2 s of their 1.5 s start.
 
 AUDIT_BACKENDS = ("auto", "docker", "local", "ray")
 EXIT_BROKEN = 1
@@ -33,6 +33,11 @@ EXIT_BROKEN = 1
 
 def limits_from_config(path: Path) -> tuple[SandboxConfig, Limits]:
     """The sandbox section of a run config, and the limits an eval with it would get."""
+    from pydantic import ValidationError
+
+    from proctor.agent.inputs.config import SandboxConfig
+    from proctor.agent.inputs.run_config_loader import format_validation_error, parse_size, read_config_file
+
     data = read_config_file(path)
     section = data.get("sandbox") or {}
     if not isinstance(section, dict):
@@ -140,6 +145,8 @@ async def _audit(
     ray_allow_unauthenticated: bool = False,
     docker_options: dict[str, str] | None = None,
 ) -> AuditReport:
+    from proctor.agent.audit import audit_sandbox
+
     try:
         if docker_options:
             sandbox = await open_audited_sandbox(
@@ -165,6 +172,9 @@ async def _audit(
 
 async def _audit_command(argv: list[str], limits: Limits, quick: bool, only: list[str] | None) -> AuditReport:
     """A sandbox Proctor did not build, reached through the command (agent/audit/command_sandbox.py)."""
+    from proctor.agent.audit import audit_sandbox
+    from proctor.agent.audit.command_sandbox import CommandSandbox
+
     sandbox = CommandSandbox(argv, default_limits=limits)
     try:
         return await audit_sandbox(sandbox, limits, quick=quick, only=only, on_row=_progress)
@@ -175,6 +185,8 @@ async def _audit_command(argv: list[str], limits: Limits, quick: bool, only: lis
 async def _compare(
     specs: list[Spec], image: str | None, pool_size: int, limits: Limits, quick: bool, only: list[str] | None
 ) -> Comparison:
+    from proctor.agent.audit.compare import run_comparison
+
     async def audit_one(spec: Spec) -> AuditReport:
         print(f"-- {spec.label}", file=sys.stderr, flush=True)
         if spec.backend == "command":
@@ -249,6 +261,12 @@ def audit_command(
     ] = None,
 ) -> None:
     """Probe and attack the sandbox through the path evals use; exit 1 when anything is broken."""
+    from proctor.agent.audit.command_sandbox import parse_command
+    from proctor.agent.audit.compare import parse_specs, print_comparison
+    from proctor.agent.audit.compare import write_html as write_comparison_html
+    from proctor.agent.audit.compare import write_json as write_comparison_json
+    from proctor.agent.audit.render import print_table, write_html, write_json
+
     if backend not in AUDIT_BACKENDS:
         raise UserError(f"--backend: {backend!r} is not one of {', '.join(AUDIT_BACKENDS)}")
     # The user's own flags (before --limits-from fills any in): a command or a comparison

@@ -73,6 +73,33 @@ def test_version_and_help_import_no_heavy_module(argv: list[str]) -> None:
         assert done.stdout.count("Usage:") == 1  # bare `proctor` printed the page twice
 
 
+def test_sandbox_exec_imports_no_model_client_or_maths(tmp_path: Path) -> None:
+    # The `sandbox` group also holds `audit`, whose battery imports the run config's models and
+    # with them openai: 1.2 s of every `proctor sandbox exec`'s start until audit_cmd.py
+    # imported them inside the command.
+    program = tmp_path / "program.py"
+    program.write_text("print(1)\n")
+    unwanted = ("openai", "yaml", "sympy", "numpy", "mpmath", "ray", "proctor.agent.audit.battery")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PROBE.format(heavy=unwanted),
+            "sandbox",
+            "exec",
+            "--cpus",
+            "many",
+            str(program),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "--cpus: 'many' is not a number" in done.stderr, done.stderr
+    assert done.stdout.splitlines()[-1] == "LOADED []", done.stdout + done.stderr
+
+
 def test_the_page_without_typer_is_typers_root_page() -> None:
     # What `proctor --help` prints before typer loads (root_help.static_page) against what the
     # typer root itself says (its options, commands, help texts): a command or root option

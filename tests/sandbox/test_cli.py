@@ -20,6 +20,7 @@ from proctor.sandbox import ExecResult, Limits
 from proctor.sandbox import labels as sandbox_labels
 from tests.sandbox.conftest import run_proctor
 from tests.sandbox.test_conformance import host_processes_with
+from tests.support.cli import proctor_in_process
 
 EXEC_RESULT_KEYS = {f.name for f in dataclasses.fields(ExecResult)}
 BACKENDS = [pytest.param("docker", marks=pytest.mark.docker), "local"]
@@ -98,12 +99,14 @@ def test_human_output_and_stdin_program(backend: str, request: pytest.FixtureReq
     ],
 )
 def test_bad_flags_give_one_line_errors(flags: list[str], needle: str, program: Path) -> None:
-    assert_one_line_error(run_proctor("sandbox", "exec", *flags, str(program)), needle)
+    # In-process (tests/support/cli.py): the subject is the flag's check, not the process;
+    # the real process's one-line error is proven below and in tests/test_cli_errors.py.
+    assert_one_line_error(proctor_in_process("sandbox", "exec", *flags, str(program)), needle)
 
 
 def test_missing_file_gives_one_line_error(tmp_path: Path) -> None:
     missing = tmp_path / "absent.py"
-    assert_one_line_error(run_proctor("sandbox", "exec", str(missing)), str(missing))
+    assert_one_line_error(proctor_in_process("sandbox", "exec", str(missing)), str(missing))
 
 
 def test_missing_engine_with_docker_backend_gives_one_line_error(program: Path) -> None:
@@ -296,7 +299,7 @@ def test_ctrl_c_mid_call_leaves_nothing_running(
 
 
 def test_bench_rejects_a_bad_call_count_in_one_line() -> None:
-    assert_one_line_error(run_proctor("bench", "sandbox", "--calls", "2.5"), "--calls")
+    assert_one_line_error(proctor_in_process("bench", "sandbox", "--calls", "2.5"), "--calls")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -44,7 +44,10 @@ async def run_attack(sandbox: Sandbox, body: str, timeout: float = 20.0) -> Exec
     # Only what this call leaves counts: a process stuck in some other container's cgroup
     # (a PID 1 traced by containerd's shim survives `docker rm -f`: the engine's own bug,
     # docs/sandbox.md) is not this call's.
-    before = set(await asyncio.to_thread(processes_in_gone_containers))
+    # Asked of the engine only for docker: a local call never makes a container, and the quick
+    # tier (no engine reachable) failed here whenever another run's container was on the host.
+    on_docker = sandbox.backend == "docker"
+    before = set(await asyncio.to_thread(processes_in_gone_containers)) if on_docker else set()
     result = await sandbox.exec(PRELUDE + body, timeout=timeout)
     # Never the supervisor's words or traceback in the program's streams.
     assert "Traceback" not in result.stderr, result

@@ -16,7 +16,7 @@ import pytest
 from proctor.agent.cli.terminal_text import escape_for_terminal
 from proctor.agent.model.base import ToolCall
 from proctor.agent.tracks.frontiermath.tools import parse_tool_call
-from tests.sandbox.conftest import run_proctor
+from tests.support.cli import proctor_in_process
 
 # A retitle, a screen clear, a carriage return overwrite, a C1 CSI, a bidi override, a bell,
 # and on stderr a status line copied from our source, then no final newline.
@@ -113,11 +113,12 @@ def test_pipes_and_json_stay_byte_exact(hostile: Path, sandbox_image: str) -> No
 def test_code_with_a_nul_byte_is_one_line_naming_the_file(tmp_path: Path, program: str, needle: str) -> None:
     path = tmp_path / "nul.py"
     path.write_text(program)
-    completed = run_proctor("sandbox", "exec", "--backend", "docker", str(path))
+    # In-process: the subject is the program check, which runs before any engine is asked.
+    completed = proctor_in_process("sandbox", "exec", "--backend", "docker", str(path))
     assert completed.returncode == 2 and "Traceback" not in completed.stderr, completed
     assert completed.stderr.count("\n") == 1 and completed.stderr.startswith(f"proctor: error: {path}: ")
     assert needle in completed.stderr
-    from_stdin = run_proctor("sandbox", "exec", "-", stdin=program)
+    from_stdin = proctor_in_process("sandbox", "exec", "-", stdin=program)
     assert from_stdin.returncode == 2 and from_stdin.stderr.startswith("proctor: error: -: "), from_stdin
 
 

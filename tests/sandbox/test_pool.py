@@ -245,20 +245,26 @@ async def test_a_callers_own_container_outlives_the_idle_time_of_unused_ones() -
     engine = Engine()
     pool = engine.pool(size=1, capacity=2, keep_owned=4, idle_s=0.1, owned_idle_s=1.0)
     pool.start()
-    mine = await pool.acquire("me")
-    pool.give_back(mine, reusable=True)
-    assert await pool.wait_full(5)
-    await asyncio.sleep(0.4)
-    pool._wake.set()
-    await asyncio.sleep(0.1)
-    assert (await pool.acquire("me")).item == mine.item  # still there after idle_s
-    pool.give_back(mine, reusable=True)
-    for _ in range(30):
-        await asyncio.sleep(0.1)
+    # Closed here, not left to the event loop's teardown: cancelling the pool's tasks there
+    # once hung the test's teardown until the 120 s timeout.
+    try:
+        mine = await pool.acquire("me")
+        pool.give_back(mine, reusable=True)
+        assert await pool.wait_full(5)
+        await asyncio.sleep(0.4)
         pool._wake.set()
-        if mine.item in engine.destroyed:
-            break
-    assert mine.item in engine.destroyed  # gone after owned_idle_s
+        await asyncio.sleep(0.1)
+        assert (await pool.acquire("me")).item == mine.item  # still there after idle_s
+        pool.give_back(mine, reusable=True)
+        for _ in range(30):
+            await asyncio.sleep(0.1)
+            pool._wake.set()
+            if mine.item in engine.destroyed:
+                break
+        assert mine.item in engine.destroyed  # gone after owned_idle_s
+    finally:
+        await pool.close()
+    assert engine.alive == 0
 
 
 async def test_dead_idle_containers_are_dropped_at_once_and_replaced() -> None:

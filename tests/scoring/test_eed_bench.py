@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from proctor.agent.scoring.eed import eed_score
 from proctor.agent.scoring.eed_bench import bench_pairs, run_bench
 from proctor.agent.scoring.worker_pool import EEDWorkerPool
+from tests.support.cli import proctor_in_process
 
 
 def test_the_pair_set_covers_every_category() -> None:
@@ -65,11 +63,8 @@ def test_a_killed_attempt_is_attributed_to_its_steps_in_full() -> None:
 
 @pytest.mark.parametrize("args", [["--workers", "0"], ["--mode", "loose"]])
 def test_bench_command_rejects_bad_flags_in_one_line(args: list[str]) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", "from proctor.agent.cli import main; main()", "bench", "eed", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    # In-process (tests/support/cli.py): an exception main() did not turn into exit 2 propagates
+    # and fails here, as a traceback from a real process would.
+    done = proctor_in_process("bench", "eed", *args)
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
