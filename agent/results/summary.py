@@ -23,6 +23,9 @@ Definitions (also in docs/runs.md):
   ``cost_usd`` at the judge config's prices.
 * **total_cost_usd**: answering models' plus judge's cost, over whichever of them are priced
   (``priced`` says which); None when neither is.
+* **sandbox_wall_share**, **sandbox_cpu_per_wall_second**: the sandbox calls' share of the
+  samples' wall time, and their CPU seconds (``cpu_s``, measured by the controller) per second of
+  it; calls without a CPU figure are unknown, counted apart (``sandbox_cpu_calls``), never 0.
 * **pass_at_k**: unbiased pass@k for k = 1..(most scored trials of a task), errors excluded
   from n (``proctor.agent.results.passk``); the top-level ``tasks`` block holds each model's
   trials x task grid.
