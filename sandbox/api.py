@@ -81,6 +81,10 @@ class ExecResult:
     backend: str = ""
     image: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    # CPU seconds every process of the call used, as the controller measured it from outside the
+    # program (the call's own cgroup; docs/sandbox.md, "A call's CPU time"); None where no such
+    # figure exists. Last, so positional construction and records written before it still fit.
+    cpu_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -225,7 +225,7 @@ def background_sweep_result(timeout: float) -> list[str]:
 def cleanup_local_cgroups(*, everything: bool = False) -> int:
     """Kill and remove per-call cgroups of dead local-backend owners; returns how many went."""
     removed = 0
-    for controller in ("pids", "memory", "cpu"):
+    for controller in ("pids", "memory", "cpu", "cpuacct"):
         parent = CGROUP_ROOT / controller / CGROUP_PARENT
         if not parent.is_dir():
             continue

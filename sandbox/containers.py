@@ -482,6 +482,9 @@ class RawRun:
     # CPU by part from the launcher's report (process accounting inside the container):
     # ``launcher``, ``prepare`` (the image's entrypoint) and ``program``, microseconds.
     cpu_us: dict[str, int] | None = None
+    # What the container's cgroup counted from the request to the end of the call, read by the
+    # controller itself (ExecResult.cpu_s); None where either reading failed.
+    call_cpu_us: int | None = None
 
 
 def container_settings(
@@ -780,6 +783,16 @@ def run_program(
         }
     ).encode("utf-8")
     outgoing = b"%0*d" % (HEADER_DIGITS, len(request)) + request + (source or b"") + (stdin or b"")
+    # The group's counter runs from the container's start (and on across a recycled container's
+    # calls): the call's CPU is its growth from here. Nothing runs in a waiting container.
+    cpu_before_us = container_cpu_us(container.id)
+    cpu_at_deadline_us: list[int | None] = []
+
+    def kill_at_deadline() -> None:
+        # Read before the kill: the engine's group goes with the container.
+        cpu_at_deadline_us.append(container_cpu_us(container.id))
+        kill_container(api, container.id)
+
     started = time.monotonic()
     reusable = False
     try:
@@ -788,7 +801,7 @@ def run_program(
             outgoing,
             _FrameSplitter(streams),
             started + timeout,
-            on_deadline=lambda: kill_container(api, container.id),
+            on_deadline=kill_at_deadline,
         )
         stdout, stderr = streams[_STREAM_STDOUT], streams[_STREAM_STDERR]
         report = stdout.report if stdout.report is not None and stderr.report is not None else None
@@ -830,6 +843,11 @@ def run_program(
                 f"the gVisor sandbox crashed (container exit {exit_code} with no launcher report)"
             )
     timed_out = timed_out and not oom_killed
+    cpu_after_us = container_us
+    if cpu_after_us is None:
+        # No report (or its group was already gone): the deadline's reading, else runc-direct's
+        # groups, which stay until Proctor removes them.
+        cpu_after_us = cpu_at_deadline_us[0] if cpu_at_deadline_us else container_cpu_us(container.id)
     return RawRun(
         exit_code=None if timed_out else exit_code,
         stdout=stdout.buffer,
@@ -846,6 +864,11 @@ def run_program(
                 **({"container": container_us} if container_us is not None else {}),
             }
             if report is not None and stdout.cpu_us is not None
+            else None
+        ),
+        call_cpu_us=(
+            cpu_after_us - cpu_before_us
+            if cpu_before_us is not None and cpu_after_us is not None and cpu_after_us >= cpu_before_us
             else None
         ),
     )

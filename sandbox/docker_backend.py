@@ -417,6 +417,7 @@ class DockerSandbox:
             stdout_truncated=raw.stdout.truncated,
             stderr_truncated=raw.stderr.truncated,
             duration_s=raw.duration_s,
+            cpu_s=raw.call_cpu_us / 1e6 if raw.call_cpu_us is not None else None,
             backend=self.backend,
             image=self.image,
             # The container is gone by the time anyone reads this; the ID lets a test or the

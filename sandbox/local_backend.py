@@ -100,8 +100,9 @@ def kill_cgroup_and_remove(directory: Path, deadline: float) -> bool:
 
 
 class CallCgroups:
-    """Per-call cgroup v1 groups: ``pids`` and ``memory`` always, ``cpu`` (the CPU quota) when
-    that controller is writable too. Killed and removed afterwards."""
+    """Per-call cgroup v1 groups: ``pids`` and ``memory`` always, ``cpu`` (the CPU quota) and
+    ``cpuacct`` (the call's CPU time) when those controllers are writable too. Killed and removed
+    afterwards."""
 
     CFS_PERIOD_US = 100_000
 
@@ -112,6 +113,8 @@ class CallCgroups:
         self.dirs: list[Path] = []
         # Read before the memory group is removed (its counters go with it) and kept after.
         self._oom_seen = False
+        self.cpuacct_dir: Path | None = None
+        self._cpu_us: int | None = None
         try:
             self._make(self.pids_dir, {"pids.max": str(limits.pids)})
             self._make(self.memory_dir, {"memory.limit_in_bytes": str(limits.memory_bytes)})
@@ -128,6 +131,11 @@ class CallCgroups:
                     cpu_parent / name,
                     {"cpu.cfs_period_us": str(self.CFS_PERIOD_US), "cpu.cfs_quota_us": str(quota)},
                 )
+            cpuacct_parent = CGROUP_ROOT / "cpuacct" / CGROUP_PARENT
+            with contextlib.suppress(OSError):
+                cpuacct_parent.mkdir(exist_ok=True)
+                self._make(cpuacct_parent / name, {})
+                self.cpuacct_dir = cpuacct_parent / name
         except BaseException:
             self.kill_all_and_remove()
             raise
@@ -160,6 +168,15 @@ class CallCgroups:
                 pass
         return self._oom_seen
 
+    def cpu_us(self) -> int | None:
+        """CPU every process of the call used (bwrap, the sandbox's init, the program and all it
+        started), in microseconds: the group's own count, read once it holds no process, before
+        it is removed, and kept after. None without a ``cpuacct`` group."""
+        if self._cpu_us is None and self.cpuacct_dir is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._cpu_us = int((self.cpuacct_dir / "cpuacct.usage").read_text()) // 1000
+        return self._cpu_us
+
     def kill_all_and_remove(self) -> None:
         deadline = time.monotonic() + 5.0
         for directory in self.dirs:
@@ -167,6 +184,9 @@ class CallCgroups:
                 # The pids group comes first: once it is empty every process of the call is
                 # dead, so no OOM kill can come after this read.
                 self.oom_killed()
+            elif directory == self.cpuacct_dir:
+                # Likewise no more CPU can be used by then.
+                self.cpu_us()
             kill_cgroup_and_remove(directory, deadline)
 
 
@@ -407,6 +427,7 @@ class LocalSandbox:
         assert process.returncode is not None
         stderr_text = stderr.text()
         memory_error = _died_of_memory_error(process.returncode, stderr_text)
+        cpu_us = cgroups.cpu_us() if cgroups is not None else None
         return ExecResult(
             exit_code=None if timed_out else exit_code_of(process.returncode),
             stdout=stdout.text(),
@@ -416,6 +437,7 @@ class LocalSandbox:
             stdout_truncated=stdout.truncated,
             stderr_truncated=stderr.truncated,
             duration_s=duration,
+            cpu_s=cpu_us / 1e6 if cpu_us is not None else None,
             backend=self.backend,
             image=None,
         )

@@ -381,6 +381,8 @@ def _totals(samples: list[SampleRecord], prices: Prices, run: RunData) -> str:
                 f"sandbox {share['overall']:.0%} of the samples' wall time "
                 f"(median sample {share['median_sample']:.0%}, most {share['max_sample']:.0%})"
             )
+        if group["sandbox_calls"]:
+            facts.append(_sandbox_cpu_fact(group))
     if run.is_agentic:
         facts.append(
             f"{group['forced_submissions']} forced submissions, {group['cap_reached']} reached the cap"
@@ -394,6 +396,24 @@ def _totals(samples: list[SampleRecord], prices: Prices, run: RunData) -> str:
             f"{group['answer_mimics_prompt_sections']} answers imitating the judge prompt's sections"
         )
     return '<p class="totals">' + " · ".join(esc(f) for f in facts) + "</p>"
+
+
+def _sandbox_cpu_fact(group: dict[str, Any]) -> str:
+    """The sandbox's CPU beside its wall share: CPU seconds per wall second of the samples is the
+    mean number of cores its calls kept busy; calls without a figure are said, never taken as 0."""
+    calls, measured = group["sandbox_calls"], group["sandbox_cpu_calls"]
+    if not measured:
+        return "sandbox CPU not measured (no call has a figure)"
+    text = f"sandbox CPU {_duration(group['sandbox_cpu_seconds'])}"
+    rate = group.get("sandbox_cpu_per_wall_second") or {}
+    if rate.get("overall") is not None:
+        text += (
+            f", {rate['overall']:.3g} CPU-s per wall-s "
+            f"(median sample {rate['median_sample']:.3g}, most {rate['max_sample']:.3g})"
+        )
+    if measured < calls:
+        text += f"; figure for {measured:,} of {calls:,} calls"
+    return text
 
 
 def _scoring_headline(samples: list[SampleRecord]) -> str:

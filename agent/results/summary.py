@@ -23,6 +23,9 @@ Definitions (also in docs/runs.md):
   ``cost_usd`` at the judge config's prices.
 * **total_cost_usd**: answering models' plus judge's cost, over whichever of them are priced
   (``priced`` says which); None when neither is.
+* **sandbox_wall_share**, **sandbox_cpu_per_wall_second**: the sandbox calls' share of the
+  samples' wall time, and their CPU seconds (``cpu_s``, measured by the controller) per second of
+  it; calls without a CPU figure are unknown, counted apart (``sandbox_cpu_calls``), never 0.
 * **pass_at_k**: unbiased pass@k for k = 1..(most scored trials of a task), errors excluded
   from n (``proctor.agent.results.passk``); the top-level ``tasks`` block holds each model's
   trials x task grid.
@@ -35,6 +38,7 @@ import math
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from proctor.agent.results.passk import grid_by_model, pass_at_k_summary, task_grid
@@ -98,20 +102,36 @@ def _estimate(
     return None if estimate is None else estimate.to_dict()
 
 
-def _sandbox_calls(record: SampleRecord) -> tuple[int, float]:
-    """Sandbox executions of one sample (python tool, answer(), verify()) and their seconds."""
-    calls, seconds = 0, 0.0
+@dataclass
+class _SandboxUse:
+    """One sample's sandbox executions (python tool, answer(), verify()): their count and wall
+    seconds, and the CPU seconds of those that carry a believable ``cpu_s`` (``cpu_calls``)."""
+
+    calls: int = 0
+    seconds: float = 0.0
+    cpu_calls: int = 0
+    cpu_seconds: float = 0.0
+
+    def add(self, wall_s: float, exec_result: Mapping[str, Any]) -> None:
+        self.calls += 1
+        self.seconds += wall_s
+        cpu_s = _cpu_seconds(exec_result.get("cpu_s"))
+        if cpu_s is not None:
+            self.cpu_calls += 1
+            self.cpu_seconds += cpu_s
+
+
+def _sandbox_calls(record: SampleRecord) -> _SandboxUse:
+    use = _SandboxUse()
     for call in record.tool_calls:
         # A submit call's answer() and verify() runs are counted from the submission below.
-        if call.ran_in_sandbox:
-            calls += 1
-            seconds += call.duration_s
+        if call.ran_in_sandbox and call.sandbox is not None:
+            use.add(call.duration_s, call.sandbox)
     if record.submission is not None:
         for exec_result in (record.submission.answer_exec, record.submission.verify_exec):
             if exec_result is not None:
-                calls += 1
-                seconds += _seconds(exec_result.get("duration_s"))
-    return calls, seconds
+                use.add(_seconds(exec_result.get("duration_s")), exec_result)
+    return use
 
 
 def _sandbox_share(records: Sequence[SampleRecord], sandbox_seconds: Sequence[float]) -> dict[str, Any]:
@@ -132,6 +152,53 @@ def _sandbox_share(records: Sequence[SampleRecord], sandbox_seconds: Sequence[fl
         "median_sample": statistics.median(shares) if shares else None,
         "max_sample": max(shares) if shares else None,
     }
+
+
+def _sandbox_cpu_per_wall_second(
+    records: Sequence[SampleRecord], uses: Sequence[_SandboxUse]
+) -> dict[str, Any]:
+    """The sandbox's CPU seconds per second of the samples' wall time: the mean number of cores
+    its calls kept busy (it may pass 1; ``overall`` weighs samples by their duration). A sample
+    counts when it has a figure: no sandbox call (0), or at least one call with ``cpu_s``; calls
+    without one add nothing, so where ``sandbox_cpu_calls`` < ``sandbox_calls`` it is a lower
+    bound. ``samples`` says over how many samples it is taken."""
+    timed = [
+        (record.duration_s, use.cpu_seconds)
+        for record, use in zip(records, uses, strict=True)
+        if record.duration_s > 0
+        and math.isfinite(record.duration_s)
+        and (use.cpu_calls or not use.calls)
+        # A subnormal duration from an edited record would make the ratio infinite.
+        and math.isfinite(use.cpu_seconds / record.duration_s)
+    ]
+    shares = [cpu / wall for wall, cpu in timed]
+    wall = total(wall for wall, _ in timed)
+    overall = total(cpu for _, cpu in timed) / wall if wall > 0 else None
+    return {
+        "overall": overall if overall is not None and math.isfinite(overall) else None,
+        "median_sample": statistics.median(shares) if shares else None,
+        "max_sample": max(shares) if shares else None,
+        "samples": len(timed),
+    }
+
+
+# A call's CPU figure past this (about 32 years) can only come from an edited record; it counts
+# as unknown, which also keeps every sum of figures finite.
+_MOST_CPU_S = 1e9
+
+
+def _cpu_seconds(value: Any) -> float | None:
+    """A sandbox result's ``cpu_s`` as seconds, or None where it holds no believable figure: a
+    record written before the field, a backend that measured none, or an edited value (text, a
+    list, a bool, NaN, an infinity, a negative number, an integer past float's range)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        seconds = float(value)
+    except OverflowError:
+        return None
+    # NaN fails both comparisons.
+    return seconds if 0.0 <= seconds <= _MOST_CPU_S else None
 
 
 def _seconds(value: Any) -> float:
@@ -235,8 +302,11 @@ def summarize_group(
         "forced_submissions": sum(1 for r in records if r.forced_submission_turn is not None),
         "cap_reached": sum(1 for r in records if r.cap_reached),
         "tool_calls": sum(len(r.tool_calls) for r in records),
-        "sandbox_calls": sum(calls for calls, _ in sandbox),
-        "sandbox_seconds": total(seconds for _, seconds in sandbox),
+        "sandbox_calls": sum(use.calls for use in sandbox),
+        "sandbox_seconds": total(use.seconds for use in sandbox),
+        # CPU measured from outside the program (ExecResult.cpu_s), over the calls that have it.
+        "sandbox_cpu_calls": sum(use.cpu_calls for use in sandbox),
+        "sandbox_cpu_seconds": total(use.cpu_seconds for use in sandbox),
         "model_retries": sum(r.retries for r in records),
         "judge_retries": sum(r.judge_retries for r in records),
         # Judge tracks: answers that imitate the judge prompt's sections (agent/judge/forgery.py).
@@ -246,7 +316,8 @@ def summarize_group(
         "judge": _judge_usage(records, judge_prices),
         "pass_at_k": pass_at_k_summary(task_grid(records)),
     }
-    group["sandbox_wall_share"] = _sandbox_share(records, [seconds for _, seconds in sandbox])
+    group["sandbox_wall_share"] = _sandbox_share(records, [use.seconds for use in sandbox])
+    group["sandbox_cpu_per_wall_second"] = _sandbox_cpu_per_wall_second(records, sandbox)
     cost = _total_cost(group["cost_usd"], group["judge"]["cost_usd"])
     group["total_cost_usd"], group["cost_priced"] = cost["total_cost_usd"], cost["priced"]
     with_points = [r for r in scored if r.judge is not None and r.judge.points is not None]

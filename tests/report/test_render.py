@@ -381,3 +381,52 @@ def test_totals_show_the_sandbox_share_of_the_samples_wall_time(small_run: Path)
     assert totals
     text = html_lib.unescape(totals.group(1))
     assert re.search(r"sandbox \d+% of the samples' wall time \(median sample \d+%, most \d+%\)", text), text
+
+
+def _with_cpu_figures(small_run: Path, run_dir: Path, cpu_s: float, every: int) -> None:
+    """A copy of ``small_run`` whose every ``every``-th sandbox result carries ``cpu_s``."""
+    shutil.copytree(small_run, run_dir)
+    seen = 0
+    lines = []
+    for line in (run_dir / "samples.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        results = [call["sandbox"] for call in record["tool_calls"] if call.get("sandbox")]
+        submission = record.get("submission") or {}
+        results += [submission[key] for key in ("answer_exec", "verify_exec") if submission.get(key)]
+        for result in results:
+            if "exit_code" in result:
+                if seen % every == 0:
+                    result["cpu_s"] = cpu_s
+                seen += 1
+        lines.append(json.dumps(record))
+    (run_dir / "samples.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def _totals_text(run_dir: Path) -> str:
+    totals = re.search(r'<p class="totals">(.*?)</p>', _render(run_dir))
+    assert totals
+    return html_lib.unescape(totals.group(1))
+
+
+def test_totals_show_the_sandbox_cpu_beside_its_wall_share(small_run: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "cpu"
+    _with_cpu_figures(small_run, run_dir, 0.25, every=1)
+    text = _totals_text(run_dir)
+    wall = re.search(r"sandbox \d+% of the samples' wall time \([^)]*\)", text)
+    cpu = re.search(
+        r"sandbox CPU [^,]+, [\d.e+-]+ CPU-s per wall-s \(median sample [\d.e+-]+, most [\d.e+-]+\)", text
+    )
+    assert wall and cpu, text
+    # Beside it, and every call has a figure, so no count of the missing ones.
+    assert text.index(cpu.group(0)) > text.index(wall.group(0)) and "figure for" not in text
+
+
+def test_totals_say_how_many_calls_have_a_cpu_figure(small_run: Path, tmp_path: Path) -> None:
+    run_dir = tmp_path / "cpu"
+    _with_cpu_figures(small_run, run_dir, 0.25, every=2)
+    assert re.search(r"; figure for [\d,]+ of [\d,]+ calls", _totals_text(run_dir))
+
+
+def test_a_run_recorded_before_cpu_figures_says_the_cpu_was_not_measured(small_run: Path) -> None:
+    # The factory writes records as they were before ``cpu_s`` existed.
+    assert "sandbox CPU not measured (no call has a figure)" in _totals_text(small_run)

@@ -7,13 +7,17 @@ path only the host has and tries to write a marker beside it; it must not see th
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import ModelConfig, RunConfig, SandboxConfig
+from proctor.agent.report.loader import load_run
+from proctor.agent.report.page import render_report
 from proctor.agent.run.runner import execute_run
 from tests.rescore.conftest import quiet_progress, read_lines, rescore
 from tests.runner.test_frontiermath_runs import submitting_model
@@ -174,3 +178,59 @@ async def test_an_edited_verdict_is_graded_again_never_carried_over(
     with pytest.raises(UserError, match=rf"^{samples}: line 1: field 'outcome': 'correct', but"):
         await rescore(tmp_path / "run", tmp_path / "third", tasks=tasks)
     assert not (tmp_path / "third").exists()
+
+
+def _sandbox_results(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every sandbox result a FrontierMath record stores: python calls, answer(), verify()."""
+    found = [call["sandbox"] for call in record["tool_calls"] if "exit_code" in (call.get("sandbox") or {})]
+    submission = record.get("submission") or {}
+    return found + [submission[key] for key in ("answer_exec", "verify_exec") if submission.get(key)]
+
+
+async def test_a_run_recorded_before_cpu_figures_rescores_and_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    tasks = write_tasks(tmp_path / "tasks.jsonl", fixed=True)
+    sandbox = SandboxConfig(backend="docker", pool_size=1, calibrate=False)
+    with ScriptedServer(submitting_model()) as model_server:
+        config = RunConfig(
+            track="frontiermath",
+            tasks=tasks,
+            out=tmp_path / "run",
+            models=[ModelConfig(name="openai/scripted", base_url=model_server.base_url, max_retries=0)],
+            sandbox=sandbox,
+            max_concurrency=2,
+        )
+        result = await execute_run(config, progress=quiet_progress(), handle_signals=False)
+        assert result.status == "finished"
+        samples = tmp_path / "run" / "samples.jsonl"
+        stored = read_lines(samples)
+        # The docker sandbox stored each call's CPU with its result (None only where the fresh
+        # container's group was gone before it was read: docs/sandbox.md).
+        results = [result for record in stored for result in _sandbox_results(record)]
+        # Per task: one python call, answer() and the check.
+        assert len(results) == 6 and all("cpu_s" in result for result in results)
+        assert any(isinstance(result["cpu_s"], float) and result["cpu_s"] > 0 for result in results)
+
+        # The same run as written before the field existed.
+        for record in stored:
+            for result in _sandbox_results(record):
+                del result["cpu_s"]
+        samples.write_text("".join(json.dumps(r) + "\n" for r in stored))
+        assert "sandbox CPU not measured" in render_report(load_run(tmp_path / "run"))
+
+        again = await rescore(tmp_path / "run", tmp_path / "again", tasks=tasks)
+    assert again.status == "finished"
+    # Re-verified submissions run again and carry figures; the python calls carried over do not.
+    summary = json.loads((tmp_path / "again" / "summary.json").read_text())["overall"]
+    assert summary["sandbox_calls"] == 6 and 1 <= summary["sandbox_cpu_calls"] <= 4
+    records = read_lines(tmp_path / "again" / "samples.jsonl")
+    assert all(
+        "cpu_s" not in call["sandbox"]
+        for record in records
+        for call in record["tool_calls"]
+        if call.get("sandbox") and "exit_code" in call["sandbox"]
+    )
+    page = html.unescape(render_report(load_run(tmp_path / "again")))
+    assert f"; figure for {summary['sandbox_cpu_calls']} of 6 calls" in page

@@ -142,6 +142,14 @@ def test_frontiermath_run_scores_through_the_real_pipeline(tmp_path: Path):
     assert summary["by_subject"]["algebra"]["accuracy"]["mean"] == 0.5
     # One python call plus answer() and the typed comparison per sample.
     assert summary["overall"]["sandbox_calls"] == 4 * 3
+    # Each of them stored the CPU its call's group counted (the local backend's cpuacct group),
+    # and the summary took every one.
+    for record in records.values():
+        results = [record["tool_calls"][0]["sandbox"], record["submission"]["answer_exec"]]
+        results.append(record["submission"]["verify_exec"])
+        assert all(isinstance(result["cpu_s"], float) and result["cpu_s"] > 0 for result in results), results
+    assert summary["overall"]["sandbox_cpu_calls"] == 4 * 3
+    assert summary["overall"]["sandbox_cpu_per_wall_second"]["samples"] == 4
     assert f"proctor view {out}" in output
 
 

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import os
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
 from proctor.sandbox.api import InvalidProgram
-from proctor.sandbox.cleanup import is_orphan
+from proctor.sandbox.cleanup import cleanup_local_cgroups, is_orphan
 from proctor.sandbox.containers import _FrameSplitter, _Stream
 from proctor.sandbox.labels import OWNER_HOST, OWNER_PID, container_labels
+from proctor.sandbox.local_backend import CGROUP_PARENT, CGROUP_ROOT
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.pool import WarmPool
 from proctor.sandbox.program import MAX_CODE_BYTES, python_argv, python_program, resolve_argv, resolve_program
@@ -323,3 +326,21 @@ def test_socket_buffer_bound_finds_the_v1_memory_group_and_never_a_stranger(
     assert not (cgroups / "docker" / "someone-else" / socket_memory.TCP_LIMIT_FILE).exists()
     assert not socket_memory.limit_container(12, container, 4096, proc=proc)  # v2: charged anyway
     assert not socket_memory.limit_container(13, container, 4096, proc=proc)  # not on this host
+
+
+def test_a_dead_owners_cpuacct_group_is_swept_like_its_other_groups() -> None:
+    parent = CGROUP_ROOT / "cpuacct" / CGROUP_PARENT
+    try:
+        parent.mkdir(exist_ok=True)
+    except OSError:
+        pytest.skip("cgroups are not writable here: the local backend makes no cpuacct group")
+    # No live process has a pid past the kernel's pid_max: the owner is certainly gone.
+    dead_owner = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+    group = parent / f"call-{dead_owner}-{uuid.uuid4().hex[:12]}"
+    group.mkdir()
+    try:
+        cleanup_local_cgroups()
+        assert not group.exists()
+    finally:
+        with contextlib.suppress(OSError):
+            group.rmdir()
