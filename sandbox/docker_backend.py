@@ -500,6 +500,9 @@ class DockerSandbox:
             template = oci_direct.precompile_launcher(
                 oci_direct.Template(spec, uid, self._rootfs), self.run_id, LAUNCHER
             )
+            template = oci_direct.prepare_once_per_template(
+                template, self.run_id, (container_uid(), container_uid())
+            )
             self._templates[(limits, recycle)] = template
             return template
 
