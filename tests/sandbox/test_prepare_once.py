@@ -44,9 +44,9 @@ print(json.dumps(found))
 # Directories, files with content and modes, a read-only directory filled first, links (one
 # dangling), an empty file, a name that is not UTF-8: all of it replayable.
 REPLAYABLE = (
-    "mkdir -p /work/a/b /tmp/ro && printf 'x\\ny\\n' > /work/a/f && chmod 640 /work/a/f"
+    "mkdir -p /work/a/b /tmp/ro && printf 'x\\ny\\n' > /work/a/f && chmod 604 /work/a/f"
     " && ln -s /etc/passwd /tmp/passwd && ln -s /nowhere /work/a/b/dangling && : > /tmp/ro/empty"
-    " && chmod 555 /tmp/ro && : > \"/dev/shm/$(printf 'n\\377')\" && chmod 711 /work/a/b"
+    " && chmod 555 /tmp/ro && : > \"/dev/shm/$(printf 'n\\377')\" && chmod 705 /work/a/b"
 )
 
 
@@ -136,6 +136,12 @@ NOT_REPLAYABLE = {
     "hostname": ("uname -n > /work/host", OWN_HOST, "True"),
     "random-name": ("mktemp -d /tmp/x.XXXXXX", "import glob; print(len(glob.glob('/tmp/x.*')))", "1"),
     "output": ("echo hello", "print('ran')", "ran"),
+    # The root launcher has no CAP_DAC_READ_SEARCH: a directory it cannot list cannot be recorded.
+    "unlistable-directory": (
+        "mkdir /tmp/d && chmod 711 /tmp/d",
+        "import os; print(os.listdir('/tmp/d'))",
+        "[]",
+    ),
     "root-mode": ("chmod 700 /tmp", "import os; print(oct(os.stat('/tmp').st_mode & 0o777))", "0o700"),
 }
 
