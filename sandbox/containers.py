@@ -76,7 +76,9 @@ HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 #
 # Before announcing itself ready the first time, the launcher runs the image's entrypoint once as
 # the sandbox user (``ENTRYPOINT true``): the pinned image's sandbox-init prepares the numba cache
-# on the tmpfs, which must belong to the program, not to root.
+# on the tmpfs, which must belong to the program, not to root. Where the entrypoint's tree was
+# recorded once per template (runc-direct, sandbox/prepare_once.py), a child demoted the same way
+# rebuilds that tree instead, at the start and after a reset's wipe.
 LAUNCHER = (
     """\
 import ctypes, errno, fcntl, os, resource, select, stat, sys, time
