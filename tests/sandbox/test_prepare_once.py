@@ -56,7 +56,9 @@ def shell_entrypoint(script: str) -> list[str]:
 
 
 @asynccontextmanager
-async def sandbox(image: str, engine_path: str, entrypoint: list[str] | None) -> AsyncIterator[DockerSandbox]:
+async def sandbox(
+    image: str, engine_path: str, entrypoint: list[str] | None, record_prepare_after: int = 0
+) -> AsyncIterator[DockerSandbox]:
     client = connect_engine()
     reference, image_id = resolve_image(client, image, None)
     box = DockerSandbox(
@@ -67,6 +69,8 @@ async def sandbox(image: str, engine_path: str, entrypoint: list[str] | None) ->
         default_limits=TEST_LIMITS,
         entrypoint=entrypoint,
         engine_path=engine_path,
+        # 0: recorded with the template, so the first call already uses it.
+        record_prepare_after=record_prepare_after,
     )
     box.start()
     try:
@@ -104,6 +108,21 @@ async def test_the_replayed_tree_is_the_tree_the_entrypoint_makes(
     assert replayed[0] == replayed[1] == made
     # The pinned image's entrypoint makes the numba cache; the script its own tree.
     assert len(made) > 6, made
+
+
+@pytest.mark.docker
+@ROOT_AND_RUNC
+async def test_a_template_records_its_prepare_step_once_it_has_started_enough_containers(
+    sandbox_image: str,
+) -> None:
+    # Recording costs two probe containers: a sandbox of few calls keeps the entrypoint per
+    # container, and from the (N+1)th container on the recorded tree serves, making the same tree.
+    async with sandbox(sandbox_image, "runc-direct", None, record_prepare_after=2) as direct:
+        before = [await look(direct) for _ in range(2)]
+        assert how_prepared(direct).startswith("the entrypoint runs in every container"), how_prepared(direct)
+        after = [await look(direct) for _ in range(2)]
+        assert how_prepared(direct).startswith("replayed"), how_prepared(direct)
+    assert before[0] == before[1] == after[0] == after[1]
 
 
 @pytest.mark.docker
