@@ -76,7 +76,9 @@ HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 #
 # Before announcing itself ready the first time, the launcher runs the image's entrypoint once as
 # the sandbox user (``ENTRYPOINT true``): the pinned image's sandbox-init prepares the numba cache
-# on the tmpfs, which must belong to the program, not to root.
+# on the tmpfs, which must belong to the program, not to root. Where the entrypoint's tree was
+# recorded once per template (runc-direct, sandbox/prepare_once.py), a child demoted the same way
+# rebuilds that tree instead, at the start and after a reset's wipe.
 LAUNCHER = (
     """\
 import ctypes, errno, fcntl, os, resource, select, stat, sys, time
@@ -145,6 +147,7 @@ def demote():
     signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
     confine()
 def spawn(argv, stdin=None, before_exec=None, source=None):
+    # argv None: the child recreates the entrypoint's recorded tree (rebuild) and runs nothing else.
     pid = os.fork()
     if pid == 0:
         try:
@@ -158,14 +161,43 @@ def spawn(argv, stdin=None, before_exec=None, source=None):
             demote()
             if before_exec is not None:
                 before_exec()
+            if argv is None:
+                rebuild()
+                os._exit(0)
             os.execvpe(argv[0], argv, os.environ)
         except BaseException as exc:
             try:
                 why = getattr(exc, 'strerror', None) or exc
-                os.write(2, ('sandbox: cannot run %r: %s\\n' % (argv[0], why)).encode())
+                what = argv[0] if argv is not None else 'the recorded entrypoint tree'
+                os.write(2, ('sandbox: cannot run %r: %s\\n' % (what, why)).encode())
             finally:
                 os._exit(127)
     return pid
+# What the image's entrypoint leaves in the writable places, recorded once per template
+# (sandbox/prepare_once.py): [path, kind, mode, data], paths and data hex, parents first.
+REPLAY = config.get('replay')
+def rebuild():
+    directories = []
+    for path, kind, mode, data in REPLAY:
+        path = bytes.fromhex(path)
+        if kind == 'd':
+            os.mkdir(path, 0o700)
+            directories.append((path, mode))
+        elif kind == 'l':
+            os.symlink(bytes.fromhex(data), path)
+        elif kind == 'f':
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            view = memoryview(bytes.fromhex(data))
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode)
+            os.close(fd)
+        else:
+            raise OSError(22, 'unknown entry kind %r' % kind)
+    # Deepest first, after their entries: a directory the entrypoint left read-only is still
+    # filled before it becomes so.
+    for path, mode in reversed(directories):
+        os.chmod(path, mode)
 """
     + WAIT_SOURCE
     + """\
@@ -223,7 +255,10 @@ def wipe():
             if control(ident, 0, 0, 0) != 0:
                 raise OSError(ctypes.get_errno(), 'cannot remove %s %d' % (kind, ident))
 def prepare(before_exec=None):
-    argv = config['prepare'] + ['true'] if config['prepare'] else ['true']
+    if REPLAY is not None:
+        argv = None
+    else:
+        argv = config['prepare'] + ['true'] if config['prepare'] else ['true']
     done = wait(spawn(argv, before_exec=before_exec))
     return sweep() and done == 0
 def cpu_us(who):
@@ -300,6 +335,56 @@ def feed(count, pipe, fed):
                 broken = True
     os.close(pipe)
     fed.release()
+def recorded(path, found):
+    # The tree under one writable root as the entrypoint left it, or ValueError naming what a
+    # rebuild could not make the same: only the sandbox user's directories, regular files
+    # (one link, no holes) and symbolic links, without extended attributes, none in /dev/mqueue.
+    for name in sorted(os.listdir(path)):
+        full = os.path.join(path, name)
+        info = os.lstat(full)
+        what = full.decode('utf-8', 'replace')
+        if path.startswith(b'/dev/mqueue'):
+            raise ValueError('a message queue %s' % what)
+        if (info.st_uid, info.st_gid) != (uid, gid):
+            raise ValueError('%s is not owned by the sandbox user' % what)
+        if os.listxattr(full, follow_symlinks=False):
+            raise ValueError('%s has extended attributes' % what)
+        mode = stat.S_IMODE(info.st_mode)
+        if stat.S_ISDIR(info.st_mode):
+            found.append('%s d %d -' % (full.hex(), mode))
+            recorded(full, found)
+        elif stat.S_ISLNK(info.st_mode):
+            found.append('%s l 0 %s' % (full.hex(), os.readlink(full).hex()))
+        elif stat.S_ISREG(info.st_mode) and info.st_nlink == 1 and info.st_blocks * 512 >= info.st_size:
+            with open(full, 'rb') as fh:
+                found.append('%s f %d %s' % (full.hex(), mode, fh.read().hex() or '-'))
+        else:
+            raise ValueError('%s is not a directory, a regular file or a symbolic link' % what)
+    return found
+def probe():
+    # Run the entrypoint once and report what it left, for sandbox/prepare_once.py; any effect
+    # beyond the writable trees (a changed root, IPC object, socket, process) refuses a replay.
+    before = state()
+    try:
+        if not prepare():
+            raise ValueError('the entrypoint failed')
+        after = state()
+        for key in before:
+            if key in WRITABLE:
+                if after[key][1:] != before[key][1:]:
+                    raise ValueError('it changed %s itself' % key)
+            elif after[key] != before[key]:
+                raise ValueError('it left %s behind' % key)
+        found = []
+        for root in WRITABLE:
+            recorded(root.encode(), found)
+        answer = 'tree\\n' + ''.join(line + '\\n' for line in found)
+    except (OSError, ValueError, RecursionError) as exc:
+        answer = 'refused %s' % str(exc).encode().hex()
+    say(1, b'\\0proctor-prepared:' + answer.encode() + b'\\0')
+    os._exit(0)
+if config.get('probe'):
+    probe()
 if not prepare():
     say(2, b'sandbox: the image entrypoint failed\\n')
     os._exit(1)

@@ -42,12 +42,13 @@ import shutil
 import socket
 import subprocess
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import docker
 
+from proctor.sandbox import prepare_once
 from proctor.sandbox.api import SandboxError, SandboxUnavailable
 
 STATE_ROOT = Path("/run/proctor-oci")
@@ -236,6 +237,9 @@ class Template:
     spec: dict[str, Any]
     uid: int
     rootfs: Path
+    # How its containers get the image's prepare step (sandbox/prepare_once.py): replayed from
+    # the tree recorded once, or the entrypoint per container, and why.
+    prepare: str = "the entrypoint runs in every container"
     _text: str | None = field(default=None, repr=False, compare=False)
 
     def text(self) -> str:
@@ -308,6 +312,47 @@ def precompile_launcher(template: Template, run_id: str, source: str) -> Templat
     original = compiled["process"]["args"]
     compiled["process"]["args"] = [*original[:index], LOADER, code, *original[index + 1 :]]
     return Template(compiled, template.uid, template.rootfs)
+
+
+def _probe_prepare(template: Template, run_id: str, program_uid: int) -> bytes:
+    """What one probe container of ``template`` says: its launcher runs the image's entrypoint,
+    reports the tree it left (sandbox/prepare_once.py) and exits; no program runs there."""
+    runc, name, bundle = _new_bundle(run_id)
+    try:
+        (bundle / "hostname").write_text(name[-12:] + "\n")
+        spec = call_spec(template, name, program_uid, bundle / "hostname")
+        args = spec["process"]["args"]
+        args[-1] = prepare_once.as_probe(args[-1])
+        (bundle / "config.json").write_text(json.dumps(spec))
+        try:
+            done = subprocess.run(
+                [runc, "--root", str(RUNC_ROOT), "run", "--bundle", str(bundle), name],
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=_RUNC_TIMEOUT_S * 2,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return b"the probe container did not finish in time"
+    finally:
+        _runc("delete", "--force", name)
+        remove_cgroups(name)
+        shutil.rmtree(bundle, ignore_errors=True)
+    return done.stdout
+
+
+def prepare_once_per_template(template: Template, run_id: str, probe_uids: tuple[int, int]) -> Template:
+    """``template`` whose containers rebuild the tree its image's entrypoint leaves, recorded
+    here once, instead of running the entrypoint; or ``template`` unchanged (the entrypoint per
+    container) where that tree cannot be recorded and replayed faithfully."""
+    spec = copy.deepcopy(template.spec)
+    args = spec["process"]["args"]
+    recorded = prepare_once.record(lambda uid: _probe_prepare(template, run_id, uid), probe_uids, args[-1])
+    if recorded.config is None:
+        per_container = f"the entrypoint runs in every container: {recorded.reason}"
+        return replace(template, prepare=per_container, _text=None)
+    args[-1] = recorded.config
+    return Template(spec, template.uid, template.rootfs, recorded.reason)
 
 
 def owner_directory(run_id: str) -> Path:

@@ -14,11 +14,13 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
+from proctor.sandbox import oci_direct
 from proctor.sandbox.docker_backend import DockerSandbox, open_docker_sandbox
 from proctor.sandbox.slots import execution_caller
 from tests.sandbox.conftest import TEST_LIMITS
 
 pytestmark = [pytest.mark.docker, pytest.mark.asyncio(loop_scope="module")]
+ROOT_AND_RUNC = pytest.mark.skipif(oci_direct.available() is not None, reason=str(oci_direct.available()))
 
 # Everything a program could observe that a previous call could have changed. Times and the
 # next process ID are left out: they are counters (docs/sandbox.md, "Recycled containers").
@@ -27,7 +29,8 @@ import json, os, stat, sys
 def container():
     for line in open('/proc/self/cgroup'):
         part = line.strip().rsplit('/', 1)[-1]
-        if len(part) == 64:
+        # The engine's 64-digit ID, or a runc-direct container's name (sandbox/oci_direct.py).
+        if len(part) == 64 or part.startswith('proctor-oci-'):
             return part
     return None
 def tree(top):
@@ -150,10 +153,21 @@ print(json.dumps({'ipc': [shm, sem, msg], 'queue': queue, 'container': container
 """
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def recycling(sandbox_image: str) -> AsyncIterator[DockerSandbox]:
+# runc-direct's containers rebuild the entrypoint's tree recorded once per template
+# (sandbox/prepare_once.py) where the docker path's run the entrypoint: the reset must prove the
+# fresh state on both.
+@pytest_asyncio.fixture(
+    scope="module",
+    loop_scope="module",
+    params=["docker", pytest.param("runc-direct", marks=ROOT_AND_RUNC)],
+)
+async def recycling(sandbox_image: str, request: pytest.FixtureRequest) -> AsyncIterator[DockerSandbox]:
     opened = await open_docker_sandbox(
-        image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, isolation="per-sample"
+        image=sandbox_image,
+        pool_size=1,
+        default_limits=TEST_LIMITS,
+        isolation="per-sample",
+        engine_path=request.param,
     )
     assert opened.pool.recycling
     try:
@@ -168,6 +182,7 @@ async def look(sandbox: DockerSandbox, stdin: str = "") -> dict[str, object]:
     result = await sandbox.exec(LOOK, stdin=stdin, timeout=30)
     assert result.exit_code == 0, result
     found: dict[str, object] = json.loads(result.stdout)
+    assert found["container"], "the container is not known: a same-container check would be vacuous"
     return found
 
 
