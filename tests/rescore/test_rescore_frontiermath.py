@@ -58,24 +58,28 @@ def probing_submission(host_only: Path, marker: Path) -> str:
     )
 
 
+async def run_on_docker(out: Path, tasks: Path, base_url: str) -> Path:
+    """A finished FrontierMath run of the scripted model on the docker sandbox; its samples file."""
+    config = RunConfig(
+        track="frontiermath",
+        tasks=tasks,
+        out=out,
+        models=[ModelConfig(name="openai/scripted", base_url=base_url, max_retries=0)],
+        sandbox=SandboxConfig(backend="docker", pool_size=1, calibrate=False),
+        max_concurrency=2,
+    )
+    result = await execute_run(config, progress=quiet_progress(), handle_signals=False)
+    assert result.status == "finished"
+    return out / "samples.jsonl"
+
+
 async def test_rescore_re_verifies_stored_submissions_with_the_fixed_task_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     broken = write_tasks(tmp_path / "broken.jsonl", fixed=False)
-    sandbox = SandboxConfig(backend="docker", pool_size=1, calibrate=False)
     with ScriptedServer(submitting_model()) as model_server:
-        config = RunConfig(
-            track="frontiermath",
-            tasks=broken,
-            out=tmp_path / "run",
-            models=[ModelConfig(name="openai/scripted", base_url=model_server.base_url, max_retries=0)],
-            sandbox=sandbox,
-            max_concurrency=2,
-        )
-        result = await execute_run(config, progress=quiet_progress(), handle_signals=False)
-        assert result.status == "finished"
-        samples = tmp_path / "run" / "samples.jsonl"
+        samples = await run_on_docker(tmp_path / "run", broken, model_server.base_url)
         stored = read_lines(samples)
         assert {r["task_id"]: r["outcome"] for r in stored} == {"fm-0": "incorrect", "fm-1": "incorrect"}
         model_calls = model_server.call_count
@@ -192,19 +196,8 @@ async def test_a_run_recorded_before_cpu_figures_rescores_and_reports(
 ) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", "test")
     tasks = write_tasks(tmp_path / "tasks.jsonl", fixed=True)
-    sandbox = SandboxConfig(backend="docker", pool_size=1, calibrate=False)
     with ScriptedServer(submitting_model()) as model_server:
-        config = RunConfig(
-            track="frontiermath",
-            tasks=tasks,
-            out=tmp_path / "run",
-            models=[ModelConfig(name="openai/scripted", base_url=model_server.base_url, max_retries=0)],
-            sandbox=sandbox,
-            max_concurrency=2,
-        )
-        result = await execute_run(config, progress=quiet_progress(), handle_signals=False)
-        assert result.status == "finished"
-        samples = tmp_path / "run" / "samples.jsonl"
+        samples = await run_on_docker(tmp_path / "run", tasks, model_server.base_url)
         stored = read_lines(samples)
         # The docker sandbox stored each call's CPU with its result (None only where the fresh
         # container's group was gone before it was read: docs/sandbox.md).
