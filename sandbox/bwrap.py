@@ -152,10 +152,21 @@ def seccomp_fd() -> int:
 # program exists, which puts its /proc files, its memory and ptrace out of reach of a process
 # without CAP_SYS_PTRACE in the namespace (the program has none), and being the namespace's
 # init, the kernel drops every signal sent to it from inside for which it has no handler: it
-# keeps none (Python's SIGINT handler is reset). It forks the program with Python's ignored
-# signals restored to their defaults, waits with the same code as the docker launcher
-# (sandbox/reaper.py: only the program's own exit or signal, 128 + N, ever comes back), then
-# exits with that: its end takes every process left in the namespace with it.
+# keeps one (Python's SIGINT handler is reset): SIGALRM, its backstop. It forks the program with
+# Python's ignored signals restored to their defaults, waits with the same code as the docker
+# launcher (sandbox/reaper.py: only the program's own exit or signal, 128 + N, ever comes back),
+# then exits with that: its end takes every process left in the namespace with it.
+#
+# bwrap's own --die-with-parent was seen not to reach this init (a SIGKILLed controller's sleeping
+# program ran on for good; the kernel clears a parent-death signal when the credentials change,
+# and bwrap changes them after setting it). So the init sets its own (SIGKILL, which the kernel delivers to a namespace's init when it comes from
+# an ancestor namespace): bwrap's end, at the deadline or with its controller, is the init's.
+#
+# The backstop (its first argument, seconds: the deadline plus BACKSTOP_GRACE_S) ends the program
+# should bwrap have died before the init could set that signal, or should nothing have ended the
+# call at its deadline: a program that sleeps or blocks uses no CPU time for RLIMIT_CPU to stop.
+# The program may send SIGALRM to the init itself (same uid); that only ends the program sooner,
+# as if it had been killed.
 INIT = (
     """\
 import ctypes, errno, os, signal, sys
@@ -164,10 +175,15 @@ if libc.prctl(4, 0, 0, 0, 0) != 0:
     os.write(2, b'sandbox: the init cannot make itself non-dumpable\\n')
     os._exit(1)
 signal.signal(signal.SIGINT, signal.SIG_DFL)
+if libc.prctl(1, 9, 0, 0, 0) != 0:
+    os.write(2, b'sandbox: the init cannot set its parent-death signal\\n')
+    os._exit(1)
+signal.signal(signal.SIGALRM, lambda *_: os._exit(137))
+signal.alarm(int(sys.argv[1]))
 """
     + WAIT_SOURCE
     + """\
-argv = sys.argv[1:]
+argv = sys.argv[2:]
 pid = os.fork()
 if pid == 0:
     try:
@@ -194,8 +210,12 @@ def bwrap_argv(
     staged: bool,
     seccomp_fd: int,
     python: str,
+    backstop_s: int,
 ) -> list[str]:
-    """The full command line: bwrap's options, then :data:`INIT` (run by ``python``), then the program."""
+    """The full command line: bwrap's options, then :data:`INIT` (run by ``python``) with its
+    backstop in seconds, then the program."""
+    if backstop_s < 1:
+        raise ValueError(f"the init's backstop must be at least one second, not {backstop_s}")
     argv = [
         bwrap,
         "--unshare-all",  # user, mount, pid, net, ipc, uts, cgroup (if the kernel has it)
@@ -274,6 +294,7 @@ def bwrap_argv(
         "-S",
         "-c",
         INIT,
+        str(backstop_s),
         *program,
     ]
     return argv
@@ -357,6 +378,7 @@ def probe(bwrap: str, layout: Layout, python: str) -> str | None:
         staged=root,
         seccomp_fd=filter_fd,
         python=python,
+        backstop_s=60,
     )
     try:
         done = subprocess.run(

@@ -32,7 +32,7 @@ from proctor.sandbox.api import OPEN_FILES, Limits, SandboxError
 from proctor.sandbox.host_counters import engine_is_local, lxcfs_binds
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.program import SOURCE_FD
-from proctor.sandbox.reaper import WAIT_SOURCE
+from proctor.sandbox.reaper import BACKSTOP_GRACE_S, WAIT_SOURCE
 from proctor.sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
 from proctor.sandbox.seccomp import filters_by_machine
 
@@ -472,7 +472,6 @@ while True:
 LAUNCHER_CAPS = ("SETUID", "SETGID", "SETPCAP", "KILL")
 _RECV_BYTES = 256 * 1024
 _KILL_GRACE_S = 5.0
-BACKSTOP_GRACE_S = 5.0
 _STREAM_STDOUT = 1
 _STREAM_STDERR = 2
 # The trailing CPU figures (launcher, entrypoint, program, microseconds) are optional: a

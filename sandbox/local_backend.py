@@ -48,6 +48,7 @@ from proctor.sandbox.api import (
 )
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.program import Program, resolve_program
+from proctor.sandbox.reaper import BACKSTOP_GRACE_S
 
 log = logging.getLogger(__name__)
 
@@ -359,6 +360,7 @@ class LocalSandbox:
                     staged=self._privileged,
                     seccomp_fd=filter_fd,
                     python=self.python,
+                    backstop_s=math.ceil(timeout + BACKSTOP_GRACE_S),
                 )
                 setup = bwrap.make_child_setup(
                     self._layout,
@@ -386,8 +388,8 @@ class LocalSandbox:
         pass_fds: tuple[int, ...],
     ) -> ExecResult:
         started = time.monotonic()
-        try:
-            process = await asyncio.create_subprocess_exec(
+        spawn = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
                 *command,
                 stdin=asyncio.subprocess.PIPE if stdin_bytes is not None else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -398,7 +400,13 @@ class LocalSandbox:
                 preexec_fn=setup,
                 pass_fds=pass_fds,
             )
+        )
+        cancelled = await _finish_despite_cancellation(spawn)
+        try:
+            process = spawn.result()
         except (OSError, subprocess.SubprocessError) as exc:
+            if cancelled:
+                raise asyncio.CancelledError from exc
             raise SandboxError(f"could not start the local sandbox: {exc}") from exc
         stdout = CappedBuffer(limits.output_bytes)
         stderr = CappedBuffer(limits.output_bytes)
@@ -410,10 +418,15 @@ class LocalSandbox:
         feeder = asyncio.create_task(_feed(process, stdin_bytes))
         timed_out = False
         try:
+            if cancelled:
+                raise asyncio.CancelledError
             try:
                 await asyncio.wait_for(process.wait(), timeout)
             except TimeoutError:
                 timed_out = True
+            # A controller stalled past the deadline may find the program already ended by the
+            # init's backstop: that is still the deadline's doing.
+            timed_out = timed_out or time.monotonic() - started >= timeout
         finally:
             # Normal exit, timeout, cancellation: everything goes. bwrap dying takes its pid
             # namespace with it; the cgroup sweep catches anything between fork and exec.
@@ -458,6 +471,26 @@ def _source_fd(program: Program) -> int | None:
         os.close(fd)
         raise
     return fd
+
+
+async def _finish_despite_cancellation(spawn: asyncio.Future[Any]) -> bool:
+    """Await ``spawn`` to its end even when the caller is cancelled; True if it was.
+
+    Cancelling ``asyncio.create_subprocess_exec`` while it connects the child's pipes never
+    returns on CPython 3.11: it kills the child, then waits for an exit that is only reported
+    once every pipe is connected, and they never will be. The sandbox it started was then left
+    running. So the spawn always finishes, and the cancelled caller ends the process like any
+    cancelled call.
+    """
+    cancelled = False
+    while not spawn.done():
+        try:
+            await asyncio.shield(spawn)
+        except asyncio.CancelledError:
+            cancelled = True
+        except BaseException:  # the spawn's own failure: the caller reads it from the future
+            break
+    return cancelled
 
 
 async def _drain(stream: asyncio.StreamReader, sink: CappedBuffer) -> None:

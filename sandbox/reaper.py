@@ -36,6 +36,11 @@ a way nobody can resume, and it ends as if it had been killed at the deadline, o
 
 from __future__ import annotations
 
+# Both supervisors end everything this long after the call's deadline on their own, so a program
+# whose controller died (SIGKILL, a crashed host process) still ends: the host normally ends the
+# call at the deadline itself, and this is only the backstop.
+BACKSTOP_GRACE_S = 5.0
+
 WAIT_SOURCE = """\
 PTRACE_DETACH, PTRACE_GETSIGINFO, WALL = 17, 0x4202, 0x40000000
 libc.ptrace.restype = ctypes.c_long

@@ -274,13 +274,20 @@ def test_ctrl_c_mid_call_leaves_nothing_running(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # A controller that never answers Ctrl-C prints every thread's stack on SIGABRT below.
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     try:
         assert _wait_for(lambda: host_processes_with(token), 60), "the sandboxed program never started"
         controller.send_signal(signal.SIGINT)
         # Its cleanup takes about 0.3 s of CPU; 30 s of wall time was once not enough on a CI
         # machine running the rest of the suite, two engines and a Ray cluster on 2 cores.
-        _, stderr = controller.communicate(timeout=90)
+        try:
+            _, stderr = controller.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            controller.send_signal(signal.SIGABRT)
+            _, stacks = controller.communicate(timeout=30)
+            raise AssertionError(f"Ctrl-C did not end the controller; where it waited:\n{stacks}") from None
     finally:
         if controller.poll() is None:
             controller.kill()
@@ -306,11 +313,13 @@ def test_bench_rejects_a_bad_call_count_in_one_line() -> None:
 def test_program_of_a_killed_controller_still_ends_by_its_deadline(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
-    # No cleanup here: the sandbox itself must end the program (docker: the launcher's
-    # backstop alarm a few seconds after the deadline; local: the parent-death signal).
+    # No cleanup here: the sandbox itself must end the program, by the backstop alarm of its
+    # supervisor a few seconds after the deadline (docker: the launcher; local: the init). The
+    # program and its child only sleep: no CPU time limit could end them, and a spinning
+    # program once hid that a local sandbox outlived its killed controller for good.
     token = f"orphan-{uuid.uuid4().hex}"
-    program = tmp_path / "spin.py"
-    program.write_text(f"# {token}\nwhile True:\n    pass\n")
+    program = tmp_path / "sleeper.py"
+    program.write_text(f"# {token}\nimport os, time\nos.fork()\ntime.sleep(600)\n")
     controller = subprocess.Popen(
         [
             "proctor",
