@@ -32,7 +32,7 @@ from pathlib import Path
 
 from proctor.sandbox import seccomp
 from proctor.sandbox.api import SandboxUnavailable
-from proctor.sandbox.reaper import WAIT_SOURCE
+from proctor.sandbox.reaper import DEFAULT_SIGNALS_SOURCE, WAIT_SOURCE
 
 INSTALL_HINT = "install bubblewrap (Debian: apt-get install bubblewrap) or use --backend docker"
 # The uid/gid the program sees inside its user namespace: the docker image's sandbox user.
@@ -153,20 +153,23 @@ def seccomp_fd() -> int:
 # without CAP_SYS_PTRACE in the namespace (the program has none), and being the namespace's
 # init, the kernel drops every signal sent to it from inside for which it has no handler: it
 # keeps one (Python's SIGINT handler is reset): SIGALRM, its backstop. It forks the program with
-# Python's ignored signals restored to their defaults, waits with the same code as the docker
-# launcher (sandbox/reaper.py: only the program's own exit or signal, 128 + N, ever comes back),
-# then exits with that: its end takes every process left in the namespace with it.
+# every signal at its default and none blocked (reaper.DEFAULT_SIGNALS_SOURCE), waits with the
+# same code as the docker launcher (sandbox/reaper.py: only the program's own exit or signal,
+# 128 + N, ever comes back), then exits with that: its end takes every process left in the
+# namespace with it.
 #
 # bwrap's own --die-with-parent was seen not to reach this init (a SIGKILLed controller's sleeping
 # program ran on for good; the kernel clears a parent-death signal when the credentials change,
-# and bwrap changes them after setting it). So the init sets its own (SIGKILL, which the kernel delivers to a namespace's init when it comes from
-# an ancestor namespace): bwrap's end, at the deadline or with its controller, is the init's.
+# and bwrap changes them after setting it). So the init sets its own (SIGKILL, which the kernel
+# delivers to a namespace's init when it comes from an ancestor namespace): bwrap's end, at the
+# deadline or with its controller, is the init's.
 #
 # The backstop (its first argument, seconds: the deadline plus BACKSTOP_GRACE_S) ends the program
 # should bwrap have died before the init could set that signal, or should nothing have ended the
 # call at its deadline: a program that sleeps or blocks uses no CPU time for RLIMIT_CPU to stop.
 # The program may send SIGALRM to the init itself (same uid); that only ends the program sooner,
-# as if it had been killed.
+# as if it had been killed. The init unblocks every signal first: a mask inherited from the
+# controller would hold that alarm back.
 INIT = (
     """\
 import ctypes, errno, os, signal, sys
@@ -178,17 +181,18 @@ signal.signal(signal.SIGINT, signal.SIG_DFL)
 if libc.prctl(1, 9, 0, 0, 0) != 0:
     os.write(2, b'sandbox: the init cannot set its parent-death signal\\n')
     os._exit(1)
+signal.pthread_sigmask(signal.SIG_SETMASK, ())
 signal.signal(signal.SIGALRM, lambda *_: os._exit(137))
 signal.alarm(int(sys.argv[1]))
 """
     + WAIT_SOURCE
+    + DEFAULT_SIGNALS_SOURCE
     + """\
 argv = sys.argv[2:]
 pid = os.fork()
 if pid == 0:
     try:
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-        signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+        default_signals()
         os.execvp(argv[0], argv)
     except BaseException as exc:
         try:

@@ -32,7 +32,7 @@ from proctor.sandbox.api import OPEN_FILES, Limits, SandboxError
 from proctor.sandbox.host_counters import engine_is_local, lxcfs_binds
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.program import SOURCE_FD
-from proctor.sandbox.reaper import BACKSTOP_GRACE_S, WAIT_SOURCE
+from proctor.sandbox.reaper import BACKSTOP_GRACE_S, DEFAULT_SIGNALS_SOURCE, WAIT_SOURCE
 from proctor.sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
 from proctor.sandbox.seccomp import filters_by_machine
 
@@ -85,6 +85,10 @@ import ctypes, errno, fcntl, os, resource, select, stat, sys, time
 # The C cores of json, signal and threading: their Python wrappers import re, enum, functools
 # and collections, most of this launcher's start-up in every container.
 import _signal as signal, _thread
+# A signal mask survives execve, and under runc-direct this launcher's comes from the controller
+# through runc: a controller started with SIGALRM blocked left its containers running past the
+# backstop. Nothing here is blocked.
+signal.pthread_sigmask(signal.SIG_SETMASK, ())
 try:
     from _json import make_scanner
     class JsonContext:
@@ -143,8 +147,7 @@ def demote():
     os.setresuid(uid, uid, uid)
     if os.getresuid() != (uid, uid, uid) or os.getgroups():
         raise OSError(1, 'still privileged')
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+    default_signals()
     confine()
 def spawn(argv, stdin=None, before_exec=None, source=None):
     # argv None: the child recreates the entrypoint's recorded tree (rebuild) and runs nothing else.
@@ -200,6 +203,7 @@ def rebuild():
         os.chmod(path, mode)
 """
     + WAIT_SOURCE
+    + DEFAULT_SIGNALS_SOURCE
     + """\
 def kill_all(*_):
     try:

@@ -1,5 +1,6 @@
 """How a supervisor inside the sandbox waits for the program: source text shared by the docker
-launcher (sandbox/containers.py) and the local backend's init (sandbox/bwrap.py).
+launcher (sandbox/containers.py) and the local backend's init (sandbox/bwrap.py), and how each
+starts the program's signals (:data:`DEFAULT_SIGNALS_SOURCE`).
 
 Both supervisors are Python run with ``-c``, so this is source, not an import: each embeds
 :data:`WAIT_SOURCE` verbatim. It defines ``wait(pid)``, ``reap()`` and ``untrace(tid, status)``
@@ -40,6 +41,24 @@ from __future__ import annotations
 # whose controller died (SIGKILL, a crashed host process) still ends: the host normally ends the
 # call at the deadline itself, and this is only the backstop.
 BACKSTOP_GRACE_S = 5.0
+
+# The program starts with every signal at its default action and none blocked, whatever its
+# supervisor inherited. An ignored signal and the signal mask survive fork and execve, so a
+# controller started under nohup, from a background job of a non-interactive shell (SIGINT and
+# SIGQUIT ignored) or by a service manager would otherwise hand those to the program: the same
+# program would then survive a SIGHUP or SIGTERM on one host and die of it on another.
+# Each supervisor's child calls ``default_signals()`` just before it execs the program. It needs
+# a ``signal`` module (``signal`` or ``_signal``).
+DEFAULT_SIGNALS_SOURCE = """\
+def default_signals():
+    for sig in signal.valid_signals():
+        if sig != signal.SIGKILL and sig != signal.SIGSTOP:
+            try:
+                signal.signal(sig, signal.SIG_DFL)
+            except (OSError, ValueError):
+                pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+"""
 
 WAIT_SOURCE = """\
 PTRACE_DETACH, PTRACE_GETSIGINFO, WALL = 17, 0x4202, 0x40000000

@@ -18,7 +18,7 @@ import pytest
 
 from proctor.sandbox import ExecResult, Limits
 from proctor.sandbox import labels as sandbox_labels
-from tests.sandbox.conftest import run_proctor
+from tests.sandbox.conftest import run_proctor, runsc
 from tests.sandbox.test_conformance import host_processes_with
 from tests.support.cli import proctor_in_process
 
@@ -164,6 +164,28 @@ def test_auto_with_missing_image_is_one_line_error_and_runs_nothing(program: Pat
     assert "proctor image build" not in completed.stderr
 
 
+# What a controller may inherit: nohup ignores SIGHUP, a background job of a non-interactive shell
+# SIGINT and SIGQUIT, and a parent may leave signals blocked, SIGALRM (the supervisors' backstop)
+# among them. Ignored signals and the mask survive fork and execve.
+INHERITED_IGNORED = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGUSR1)
+INHERITED_BLOCKED = (signal.SIGALRM, signal.SIGUSR2, signal.SIGCHLD, signal.SIGTERM)
+
+
+def _as_if_started_under_nohup_with_signals_blocked() -> None:
+    """preexec_fn: the controller starts with :data:`INHERITED_IGNORED` ignored and
+    :data:`INHERITED_BLOCKED` blocked."""
+    for sig in INHERITED_IGNORED:
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, INHERITED_BLOCKED)
+
+
+def _with_ctrl_c_default() -> None:
+    """preexec_fn: SIGINT at its default, as at a terminal, whatever this test process inherited
+    (a background job of a non-interactive shell runs with SIGINT ignored, and so would the
+    controller, which then rightly never sees a Ctrl-C)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait_for(predicate: object, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -194,6 +216,7 @@ def test_sigkill_of_controller_then_cleanup_leaves_nothing(
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=_as_if_started_under_nohup_with_signals_blocked,
     )
     try:
         assert _wait_for(lambda: host_processes_with(token), 60), "the sandboxed program never started"
@@ -276,6 +299,7 @@ def test_ctrl_c_mid_call_leaves_nothing_running(
         text=True,
         # A controller that never answers Ctrl-C prints every thread's stack on SIGABRT below.
         env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+        preexec_fn=_with_ctrl_c_default,
     )
     try:
         assert _wait_for(lambda: host_processes_with(token), 60), "the sandboxed program never started"
@@ -317,6 +341,8 @@ def test_program_of_a_killed_controller_still_ends_by_its_deadline(
     # supervisor a few seconds after the deadline (docker: the launcher; local: the init). The
     # program and its child only sleep: no CPU time limit could end them, and a spinning
     # program once hid that a local sandbox outlived its killed controller for good.
+    # The controller starts with SIGALRM blocked: under runc-direct that mask once reached the
+    # launcher through runc and held its backstop back, and the program slept on.
     token = f"orphan-{uuid.uuid4().hex}"
     program = tmp_path / "sleeper.py"
     program.write_text(f"# {token}\nimport os, time\nos.fork()\ntime.sleep(600)\n")
@@ -334,6 +360,7 @@ def test_program_of_a_killed_controller_still_ends_by_its_deadline(
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        preexec_fn=_as_if_started_under_nohup_with_signals_blocked,
     )
     try:
         assert _wait_for(lambda: host_processes_with(token), 60), "the sandboxed program never started"
@@ -341,3 +368,48 @@ def test_program_of_a_killed_controller_still_ends_by_its_deadline(
         os.kill(controller.pid, signal.SIGKILL)
         controller.wait()
     assert _wait_for(lambda: not host_processes_with(token), 1 + 5 + 5)
+
+
+SIGNAL_REPORT = """\
+import json, os, signal
+ignored = [s.name for s in signal.valid_signals() if s not in (signal.SIGKILL, signal.SIGSTOP)
+           and signal.getsignal(s) == signal.SIG_IGN]
+blocked = [s.name for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])]
+ctrl_c = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+print(json.dumps({"ignored": sorted(ignored), "blocked": sorted(blocked), "ctrl_c": ctrl_c}), flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+print("survived SIGTERM", flush=True)
+"""
+
+ON_DOCKER = pytest.mark.docker
+SIGNAL_WAYS = [
+    pytest.param(["--backend", "docker", "--engine-path", "docker"], marks=ON_DOCKER, id="docker"),
+    pytest.param(["--backend", "docker", "--engine-path", "runc-direct"], marks=ON_DOCKER, id="runc-direct"),
+    pytest.param(["--backend", "docker", "--runtime", "runsc"], marks=runsc, id="runsc"),
+    pytest.param(["--backend", "local"], id="local"),
+]
+
+
+@pytest.mark.parametrize("way", SIGNAL_WAYS)
+def test_a_program_starts_with_default_signals_whatever_its_controller_inherited(
+    way: list[str], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # The same program must behave the same whoever started the controller: the local backend
+    # once handed it the controller's ignored signals, and runc-direct its blocked ones.
+    program = tmp_path / "signals.py"
+    program.write_text(SIGNAL_REPORT)
+    backend = way[1]
+    completed = subprocess.run(
+        ["proctor", "sandbox", "exec", *way, *image_args(backend, request), "--json", str(program)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=_as_if_started_under_nohup_with_signals_blocked,
+    )
+    assert completed.returncode == 0, completed
+    result = json.loads(completed.stdout)
+    report = json.loads(result["stdout"].splitlines()[0])
+    # Python itself ignores SIGPIPE and SIGXFSZ at start-up and installs its SIGINT handler only
+    # where SIGINT was not ignored: anything else ignored or blocked came from outside.
+    assert report == {"ignored": ["SIGPIPE", "SIGXFSZ"], "blocked": [], "ctrl_c": True}, result
+    assert result["exit_code"] == 128 + signal.SIGTERM and "survived" not in result["stdout"], result

@@ -16,13 +16,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from proctor.sandbox.reaper import WAIT_SOURCE
+from proctor.sandbox.reaper import DEFAULT_SIGNALS_SOURCE, WAIT_SOURCE
 
 SUPERVISOR = (
-    "import ctypes, errno, os, sys\n"
-    "libc = ctypes.CDLL(None, use_errno=True)\n" + WAIT_SOURCE + "argv = sys.argv[1:]\n"
+    "import ctypes, errno, os, signal, sys\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    + WAIT_SOURCE
+    + DEFAULT_SIGNALS_SOURCE
+    + "argv = sys.argv[1:]\n"
     "pid = os.fork()\n"
     "if pid == 0:\n"
+    "    default_signals()\n"
     "    os.execv(argv[0], argv)\n"
     "print('result', wait(pid), flush=True)\n"
 )
