@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import docker
-from docker.errors import APIError, NotFound
+import requests
+from docker.errors import APIError, DockerException, NotFound
 from docker.types import Ulimit
 
 from proctor.sandbox import oci_direct, socket_memory
@@ -740,7 +741,10 @@ def create_started_container(
             started.close()
             raise
     except BaseException:
-        remove_container(api, container_id)
+        # The start's own error is the one worth reporting; what a failed removal leaves,
+        # the owner's close (it tracks the ID) or the sweep removes.
+        with contextlib.suppress(DockerException):
+            remove_container(api, container_id)
         raise
     return started
 
@@ -811,14 +815,31 @@ _EXITING_RACE = "is not running"
 _REMOVE_ATTEMPTS = 5
 
 
+class RemovalUnconfirmed(DockerException):
+    """The engine did not answer a removal in time, or its connection broke mid-request.
+
+    The engine may still be removing the container (a forced removal under gVisor's ptrace
+    platform, killing many processes on a loaded host, has taken over a minute). It is a
+    ``DockerException`` so that every caller that tolerates a failed removal tolerates this
+    one too; whatever is left is removed by the sweep (sandbox/cleanup.py).
+    """
+
+
 def remove_container(api: docker.APIClient, container_id: str) -> None:
-    """Kill and remove; a container that is already gone counts as removed."""
+    """Kill and remove; a container that is already gone counts as removed.
+
+    Raises ``DockerException`` (``RemovalUnconfirmed`` for a timeout or a broken connection),
+    never the HTTP library's own errors.
+    """
     if oci_direct.is_direct(container_id):
         oci_direct.remove(container_id)
         return
     for attempt in range(1, _REMOVE_ATTEMPTS + 1):
         try:
             api.remove_container(container_id, force=True, v=True)
+        except requests.exceptions.RequestException as exc:
+            unconfirmed = f"the engine did not confirm removing {container_id[:12]}: {exc}"
+            raise RemovalUnconfirmed(unconfirmed) from exc
         except NotFound:
             return
         except APIError as exc:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import atexit
-import contextlib
 import functools
 import logging
 import os
@@ -23,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import docker
-from docker.errors import APIError, DockerException, ImageNotFound, NotFound
+from docker.errors import APIError, DockerException, ImageNotFound
 
 from proctor.sandbox import labels, oci_direct
 from proctor.sandbox.api import (
@@ -238,8 +237,11 @@ class DockerSandbox:
         with self._live_lock:
             leftovers = list(self._live)
         for container_id in leftovers:
-            with contextlib.suppress(DockerException):
+            try:
                 remove_container(self.api, container_id)
+            except DockerException as exc:
+                # Closing never fails on a slow engine: the sweep removes what is left.
+                log.warning("sandbox: could not remove container %s: %s", container_id[:12], exc)
             self._forget(container_id)
 
     def available_cpus(self) -> int:
@@ -538,7 +540,7 @@ class DockerSandbox:
         except RuntimeError:
             # The executor is shut down (interpreter exiting): remove on this thread instead.
             remove_container(self.api, container.id)
-        except (APIError, NotFound, OSError) as exc:
+        except (DockerException, OSError) as exc:
             log.warning("sandbox: could not remove container %s: %s", container.id[:12], exc)
             return
         finally:

@@ -100,3 +100,44 @@ async def test_every_warm_container_lost_at_once_is_replaced(sandbox_image: str)
         assert result.extra["container_id"] not in {c["Id"] for c in warm}
     finally:
         await opened.aclose()
+
+
+@pytest.mark.docker
+async def test_closing_survives_an_engine_that_never_confirms_a_removal(
+    sandbox_image: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """gVisor's engine on a loaded host once took over a minute to answer a forced removal; the
+    client's read timeout then escaped the sandbox's close and failed a finished audit. A
+    removal the engine does not confirm is a warning, and what it left is removed later."""
+    import docker
+    import requests
+
+    from proctor.sandbox import labels, open_sandbox
+    from proctor.sandbox.containers import remove_container
+
+    opened = await open_sandbox(
+        "docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, engine_path="docker"
+    )
+    engine_api = opened.api  # type: ignore[attr-defined]
+    unanswered: list[str] = []
+
+    def never_confirmed(container_id: str, **_: object) -> None:
+        unanswered.append(container_id)
+        raise requests.exceptions.ReadTimeout("Read timed out. (read timeout=60)")
+
+    run_filter = {"label": [labels.LABEL_FILTER, f"{labels.RUN_ID}={opened.describe()['run_id']}"]}
+    api = docker.from_env().api
+    try:
+        result = await opened.exec("print('served')", timeout=30)
+        assert (result.exit_code, result.stdout) == (0, "served\n")
+        engine_api.remove_container = never_confirmed
+        await opened.aclose()  # must not raise
+        assert unanswered, "close never tried to remove anything"
+        left = {summary["Id"] for summary in api.containers(all=True, filters=run_filter)}
+        assert set(unanswered) <= left, "the stand-in engine removed nothing, so all must be left"
+        warned = " ".join(record.getMessage() for record in caplog.records)
+        for container_id in unanswered:
+            assert f"could not remove container {container_id[:12]}" in warned, warned
+    finally:
+        for summary in api.containers(all=True, filters=run_filter):
+            remove_container(api, summary["Id"])

@@ -344,3 +344,19 @@ def test_a_dead_owners_cpuacct_group_is_swept_like_its_other_groups() -> None:
     finally:
         with contextlib.suppress(OSError):
             group.rmdir()
+
+
+def test_a_removal_the_engine_never_confirms_is_a_docker_error_naming_the_container() -> None:
+    import requests
+    from docker.errors import DockerException
+
+    from proctor.sandbox.containers import RemovalUnconfirmed, remove_container
+
+    class SilentEngine:
+        def remove_container(self, container_id: str, force: bool, v: bool) -> None:
+            raise requests.exceptions.ReadTimeout("Read timed out. (read timeout=60)")
+
+    with pytest.raises(RemovalUnconfirmed, match=r"c0ffee.*timed out") as raised:
+        remove_container(SilentEngine(), "c0ffee")  # type: ignore[arg-type]
+    # Every caller that tolerates a failed removal catches DockerException.
+    assert isinstance(raised.value, DockerException)
