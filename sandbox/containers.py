@@ -837,9 +837,6 @@ def remove_container(api: docker.APIClient, container_id: str) -> None:
     for attempt in range(1, _REMOVE_ATTEMPTS + 1):
         try:
             api.remove_container(container_id, force=True, v=True)
-        except requests.exceptions.RequestException as exc:
-            unconfirmed = f"the engine did not confirm removing {container_id[:12]}: {exc}"
-            raise RemovalUnconfirmed(unconfirmed) from exc
         except NotFound:
             return
         except APIError as exc:
@@ -849,6 +846,10 @@ def remove_container(api: docker.APIClient, container_id: str) -> None:
             if _EXITING_RACE not in str(exc) or attempt == _REMOVE_ATTEMPTS:
                 raise
             time.sleep(0.05 * attempt)
+        except requests.exceptions.RequestException as exc:
+            # After the engine's own answers: docker's APIError is itself an HTTPError.
+            unconfirmed = f"the engine did not confirm removing {container_id[:12]}: {exc}"
+            raise RemovalUnconfirmed(unconfirmed) from exc
         else:
             return
 
