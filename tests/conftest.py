@@ -24,8 +24,6 @@ from pathlib import Path
 import pytest
 from _pytest.mark.expression import Expression
 
-from tests.suite_order import longest_modules_first, recorded_seconds
-
 IN_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
 
@@ -116,7 +114,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the slow mark must already be there
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    items[:] = longest_modules_first(items, recorded_seconds())
     for item in items:
         if needs_infrastructure(item) and "slow" not in item.keywords:
             item.add_marker(pytest.mark.slow)
