@@ -38,6 +38,11 @@ for node in 1 2; do
   if ! "${engine[@]}" info >/dev/null 2>&1; then
     log "starting dockerd for ray test node $node ($sock)"
     mkdir -p "$base/exec" "/var/lib/proctor-ray/node$node" /var/log
+    # A pid file left by an engine that is gone (a restarted machine) stops dockerd from starting
+    # if its number now belongs to any live process: keep it only if that process serves our socket.
+    if [ -f "$base/dockerd.pid" ] && ! tr '\0' ' ' <"/proc/$(cat "$base/dockerd.pid")/cmdline" 2>/dev/null | grep -qF -- "unix://$sock"; then
+      rm -f "$base/dockerd.pid"
+    fi
     setsid nohup dockerd \
       --host "unix://$sock" \
       --data-root "/var/lib/proctor-ray/node$node" \
