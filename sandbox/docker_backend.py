@@ -260,6 +260,9 @@ class DockerSandbox:
             # sandbox.engine_path: who starts each container (docs/sandbox.md, "Engine paths").
             "engine_path": self.engine_path,
             "engine_path_reason": self.engine_path_reason,
+            # runc-direct: who installs the seccomp filter in each container, per template
+            # (sandbox/seccomp_once.py); under the engine, runc compiles it in every container.
+            "seccomp_install": sorted({template.seccomp for template in list(self._templates.values())}),
             "isolation": "container",
             "isolates_less": False,
             **self.engine,
@@ -519,6 +522,7 @@ class DockerSandbox:
             template = oci_direct.precompile_launcher(
                 oci_direct.Template(spec, uid, self._rootfs), self.run_id, LAUNCHER
             )
+            template = oci_direct.record_seccomp_once(template, self.run_id)
             if self.record_prepare_after == 0:
                 template = oci_direct.prepare_once_per_template(
                     template, self.run_id, (container_uid(), container_uid())

@@ -15,17 +15,21 @@ and nothing else:
 - the hostname, and the ``/etc/hostname`` file, per container (the engine's are per container);
 - the cgroup path (``/proctor-oci/NAME`` in every hierarchy);
 - hooks removed (network ``none`` needs none; the engine's would call back into dockerd);
+- where the template's filter was recorded (sandbox/seccomp_once.py): the seccomp profile taken
+  out of the spec and the process run through the seccomp helper, which installs the filter runc
+  itself installed for this spec, read back and proved once per template, then execs the same
+  arguments;
 
 and, as on the docker path, the memory group's socket-buffer bound is written once the launcher
 waits, before any program runs (sandbox/socket_memory.py): runc 1.1 ignores the spec's
 ``kernelTCP``, measured by ``test_socket_buffers_are_bounded_by_the_call_not_by_the_hosts_shared_pool``.
 
-Seccomp, capabilities, masked and read-only paths, rlimits, the LXCFS binds, memory, pids and CPU
-limits are the engine's bytes. Every container, bundle, cgroup and mount is named
-``proctor-oci-OWNERPID-RUNID-TOKEN`` or lives under ``/run/proctor-oci/OWNERPID-RUNID``, so
-``proctor sandbox cleanup`` and each command's sweep find what a killed controller left
-(sandbox/cleanup.py). runc's own state lives under its own root (``/run/proctor-oci/runc``),
-never the engine's.
+Seccomp (as the profile, or as the filter runc compiled from it), capabilities, masked and
+read-only paths, rlimits, the LXCFS binds, memory, pids and CPU limits are the engine's bytes. Every
+container, bundle, cgroup and mount is named ``proctor-oci-OWNERPID-RUNID-TOKEN`` or lives under
+``/run/proctor-oci/OWNERPID-RUNID``, so ``proctor sandbox cleanup`` and each command's sweep
+find what a killed controller left (sandbox/cleanup.py). runc's own state lives under its own
+root (``/run/proctor-oci/runc``), never the engine's.
 
 All functions here block; callers run them in worker threads.
 """
@@ -34,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import json
 import os
 import re
@@ -42,17 +47,21 @@ import shutil
 import socket
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import docker
 
-from proctor.sandbox import prepare_once
+from proctor.sandbox import prepare_once, seccomp_once
 from proctor.sandbox.api import SandboxError, SandboxUnavailable
+from proctor.sandbox.runc_spawn import RuncProcess
 
 STATE_ROOT = Path("/run/proctor-oci")
 RUNC_ROOT = STATE_ROOT / "runc"
+# The seccomp helper, built once per source version (sandbox/seccomp_once.py); shared by owners.
+HELPERS_DIR = STATE_ROOT / "helpers"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "proctor-oci"
 NAME_PREFIX = "proctor-oci-"
@@ -240,6 +249,11 @@ class Template:
     # How its containers get the image's prepare step (sandbox/prepare_once.py): replayed from
     # the tree recorded once, or the entrypoint per container, and why.
     prepare: str = "the entrypoint runs in every container"
+    # The filter runc installed for this spec, recorded once, and the helper that installs it in
+    # every container instead of runc (sandbox/seccomp_once.py); how, or why not, in words.
+    seccomp_filter: bytes | None = field(default=None, repr=False)
+    helper: Path | None = None
+    seccomp: str = "runc compiles the profile in every container"
     _text: str | None = field(default=None, repr=False, compare=False)
 
     def text(self) -> str:
@@ -288,7 +302,7 @@ def precompile_launcher(template: Template, run_id: str, source: str) -> Templat
     runc, name, bundle = _new_bundle(run_id)
     try:
         (bundle / "hostname").write_text(name[-12:] + "\n")
-        spec = call_spec(template, name, template.uid, bundle / "hostname")
+        spec = call_spec(runc_compiled(template), name, template.uid, bundle / "hostname")
         args = spec["process"]["args"]
         index = _launcher_index(args, source)
         spec["process"]["args"] = [*args[:index], _COMPILER]
@@ -311,7 +325,7 @@ def precompile_launcher(template: Template, run_id: str, source: str) -> Templat
     compiled = copy.deepcopy(template.spec)
     original = compiled["process"]["args"]
     compiled["process"]["args"] = [*original[:index], LOADER, code, *original[index + 1 :]]
-    return Template(compiled, template.uid, template.rootfs)
+    return replace(template, spec=compiled, _text=None)
 
 
 def _probe_prepare(template: Template, run_id: str, program_uid: int) -> bytes:
@@ -320,7 +334,7 @@ def _probe_prepare(template: Template, run_id: str, program_uid: int) -> bytes:
     runc, name, bundle = _new_bundle(run_id)
     try:
         (bundle / "hostname").write_text(name[-12:] + "\n")
-        spec = call_spec(template, name, program_uid, bundle / "hostname")
+        spec = call_spec(runc_compiled(template), name, program_uid, bundle / "hostname")
         args = spec["process"]["args"]
         args[-1] = prepare_once.as_probe(args[-1])
         (bundle / "config.json").write_text(json.dumps(spec))
@@ -352,7 +366,92 @@ def prepare_once_per_template(template: Template, run_id: str, probe_uids: tuple
         per_container = f"the entrypoint runs in every container: {recorded.reason}"
         return replace(template, prepare=per_container, _text=None)
     args[-1] = recorded.config
-    return Template(spec, template.uid, template.rootfs, recorded.reason)
+    return replace(template, spec=spec, prepare=recorded.reason, _text=None)
+
+
+def runc_compiled(template: Template) -> Template:
+    """``template`` with runc compiling the profile itself: for the containers started once per
+    template (compiling the launcher, probing the prepare step, recording the filter)."""
+    if template.seccomp_filter is None:
+        return template
+    return replace(template, seccomp_filter=None, helper=None, _text=None)
+
+
+def _probe_filters(template: Template, run_id: str) -> seccomp_once.Installed:
+    """What the kernel holds for the init of one container of ``template``, read once its
+    process runs; the container is removed whatever happens. Its launcher waits for a program
+    that never comes."""
+    runc, name, bundle = _new_bundle(run_id)
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    process: RuncProcess | None = None
+    try:
+        (bundle / "hostname").write_text(name[-12:] + "\n")
+        (bundle / "config.json").write_text(call_spec_text(template, name, template.uid, bundle / "hostname"))
+        process = _spawn_run(runc, template, bundle, name, read_end, keep=False)
+        deadline = time.monotonic() + _RUNC_TIMEOUT_S
+        pid = 0
+        while pid == 0:
+            recorded = _runc("state", name)
+            if recorded.returncode == 0:
+                pid = int(json.loads(recorded.stdout).get("pid") or 0)
+            if process.poll() is not None:
+                said = process.stderr.read().decode("utf-8", "replace").strip()[-300:]
+                raise SandboxError(f"runc-direct: the seccomp probe container ended early: {said!r}")
+            if pid == 0 and time.monotonic() > deadline:
+                raise SandboxError("runc-direct: the seccomp probe container did not start in time")
+            if pid == 0:
+                time.sleep(0.005)
+        seccomp_once.wait_until_running(pid, template.spec["process"]["args"][0], _RUNC_TIMEOUT_S)
+        return seccomp_once.installed(pid)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+        _runc("delete", "--force", name)
+        if process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=_RUNC_TIMEOUT_S)
+            process.stdout.close()
+            process.stderr.close()
+        remove_cgroups(name)
+        shutil.rmtree(bundle, ignore_errors=True)
+
+
+def record_seccomp_once(template: Template, run_id: str) -> Template:
+    """``template`` whose containers get the filter runc installed for it, recorded here once,
+    from the seccomp helper instead of runc compiling the profile in each; or ``template``
+    unchanged, with the reason, wherever that filter cannot be recorded and proved the same
+    (sandbox/seccomp_once.py)."""
+    template = runc_compiled(template)
+
+    def keep(reason: str) -> Template:
+        return replace(
+            template, seccomp=f"runc compiles the profile in every container: {reason}", _text=None
+        )
+
+    reason = seccomp_once.why_not(template.spec)
+    if reason is not None:
+        return keep(reason)
+    helper = seccomp_once.helper_binary(HELPERS_DIR)
+    if isinstance(helper, str):
+        return keep(helper)
+    try:
+        engine = _probe_filters(template, run_id)
+        if len(engine.filters) != 1:
+            return keep(f"runc installed {len(engine.filters)} filters, not one")
+        candidate = replace(template, seccomp_filter=engine.filters[0][0], helper=helper, _text=None)
+        ours = _probe_filters(candidate, run_id)
+    except (OSError, SandboxError, ValueError) as exc:
+        return keep(f"the filter runc installs could not be read back ({exc})")
+    if ours != engine:
+        return keep("the helper's container did not hold runc's filter, flags and status exactly")
+    digest = hashlib.sha256(engine.filters[0][0]).hexdigest()[:16]
+    return replace(
+        candidate,
+        seccomp=(
+            f"runc's own filter ({len(engine.filters[0][0]) // 8} instructions, sha256 {digest}), "
+            "recorded once and installed by the seccomp helper"
+        ),
+    )
 
 
 def owner_directory(run_id: str) -> Path:
@@ -369,7 +468,7 @@ class DirectContainer:
 
     name: str
     bundle: Path
-    process: subprocess.Popen[bytes]
+    process: RuncProcess
     relay: threading.Thread
     _removed: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -418,6 +517,11 @@ def _render(
             mount["source"] = hostname_file
     spec["root"] = {"path": str(template.rootfs), "readonly": True}
     spec.pop("hooks", None)
+    if template.seccomp_filter is not None:
+        spec["linux"].pop("seccomp")
+        spec["process"]["args"] = seccomp_once.args_with_helper(
+            spec["process"]["args"], template.seccomp_filter
+        )
     linux = spec.setdefault("linux", {})
     linux["cgroupsPath"] = f"/{CGROUP_PARENT}/{name}"
     return spec
@@ -453,25 +557,7 @@ def start(template: Template, run_id: str, program_uid: int) -> tuple[str, socke
     (bundle / "config.json").write_text(call_spec_text(template, name, program_uid, bundle / "hostname"))
     host, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        process = subprocess.Popen(
-            [
-                runc,
-                "--root",
-                str(RUNC_ROOT),
-                "--log",
-                str(bundle / "runc.log"),
-                "run",
-                "--keep",
-                "--bundle",
-                str(bundle),
-                name,
-            ],
-            stdin=peer.fileno(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            close_fds=True,
-            start_new_session=True,
-        )
+        process = _spawn_run(runc, template, bundle, name, peer.fileno(), keep=True)
     except BaseException:
         host.close()
         peer.close()
@@ -487,7 +573,23 @@ def start(template: Template, run_id: str, program_uid: int) -> tuple[str, socke
     return name, host
 
 
-def _relay(process: subprocess.Popen[bytes], peer: socket.socket) -> None:
+def _spawn_run(runc: str, template: Template, bundle: Path, name: str, stdin: int, keep: bool) -> RuncProcess:
+    """``runc run`` of the bundle's spec, stdin from ``stdin``; with the template's seccomp helper
+    at fd 3 when its spec runs through it (sandbox/seccomp_once.py)."""
+    argv = [runc, "--root", str(RUNC_ROOT), "--log", str(bundle / "runc.log"), "run"]
+    argv += ["--keep"] if keep else []
+    helper_fd = None
+    if template.helper is not None and template.seccomp_filter is not None:
+        argv += ["--preserve-fds", "1"]
+        helper_fd = os.open(template.helper, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return RuncProcess([*argv, "--bundle", str(bundle), name], stdin, helper_fd)
+    finally:
+        if helper_fd is not None:
+            os.close(helper_fd)
+
+
+def _relay(process: RuncProcess, peer: socket.socket) -> None:
     """Frame the container's stdout and stderr into ``peer`` as the engine's attach stream does
     (stream id, three zero bytes, big-endian length, payload), until both end."""
     import selectors
