@@ -576,18 +576,23 @@ def test_the_sweep_removes_a_stopped_orphan_and_keeps_a_live_owners_container(sa
     def stopped(container_id: str) -> bool:
         return not exists(container_id) or not client.api.inspect_container(container_id)["State"]["Running"]
 
-    orphan = create_started_container(client.api, sandbox_image, Limits(), labels(finished.pid), "10001")
+    # The orphan is only created, never started: a container of a dead owner is fair game for
+    # every sweep, the other test workers' included, and one of theirs could remove it between
+    # create and start. Created and never started counts as stopped, as a controller killed in
+    # between would leave it.
+    orphan_id = str(
+        client.api.create_container(sandbox_image, command=["true"], labels=labels(finished.pid))["Id"]
+    )
     live = create_started_container(client.api, sandbox_image, Limits(), labels(os.getpid()), "10001")
     try:
-        for container in (orphan, live):
-            container.close()  # stdin closes: the waiting launcher exits, the container stops
-            assert _wait_for(lambda c=container: stopped(c.id), 30)
+        live.close()  # stdin closes: the waiting launcher exits, the container stops
+        assert _wait_for(lambda: stopped(live.id), 30)
         sweep_stopped_orphans(client)
-        assert not exists(orphan.id)
+        assert not exists(orphan_id)
         assert exists(live.id), "the sweep removed a live owner's container"
     finally:
-        for container in (orphan, live):
-            remove_container(client.api, container.id)
+        for container_id in (orphan_id, live.id):
+            remove_container(client.api, container_id)
 
 
 class FakeEngine:

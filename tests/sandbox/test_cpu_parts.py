@@ -131,9 +131,13 @@ async def test_the_bench_runs_as_many_calls_at_once_as_callers_and_splits_each_w
             parts = figures["cpu_ms_per_call_by_part"]
             assert parts["controller"] is not None and parts["engine"] is not None, way
             if way.startswith("pool") or way == "per-sample":
-                assert all(parts[part] is not None for part in ("init", "launcher", "prepare", "program")), (
-                    way
-                )
+                assert all(parts[part] is not None for part in ("launcher", "prepare", "program")), way
+            if way == "pool (runc-direct)":
+                # Its groups stay until Proctor removes the container, so every call reads one.
+                # On the engine's path the launcher exits right after its report and the engine
+                # may drop the group first: ``init`` is then over the calls that read it, and
+                # None when none did (a loaded machine, three calls).
+                assert parts["init"] is not None
             if way == "pool (runc-direct)":
                 assert parts["runtime"] is not None and parts["runtime"] > 0
             if way == "docker exec":

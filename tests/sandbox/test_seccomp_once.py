@@ -305,8 +305,43 @@ async def test_a_template_that_cannot_be_proved_keeps_runc_compiling_and_says_wh
             return real(probed, run_id)
 
         monkeypatch.setattr(oci_direct, "_probe_filters", other_bytes)
+        monkeypatch.setattr(oci_direct, "_PROVED", {})  # no proof of this process stands in
         differs = await _in_thread(oci_direct.record_seccomp_once, template, box.run_id)
         assert len(calls) == 2 and differs.seccomp_filter is None and "exactly" in differs.seccomp
+    finally:
+        await box.aclose()
+
+
+@pytest.mark.docker
+@ROOT_AND_RUNC
+async def test_a_proof_serves_every_template_of_the_same_profile_and_no_other(
+    sandbox_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box: Any = await open_sandbox(
+        "docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, engine_path="runc-direct"
+    )
+    try:
+        await box.exec("pass", timeout=30)
+        template = box._template_for(box.default_limits, "pool", starting=False)
+        assert template.seccomp_filter is not None, template.seccomp
+        probes: list[int] = []
+        real = oci_direct._probe_filters
+
+        def counted(probed: oci_direct.Template, run_id: str) -> seccomp_once.Installed:
+            probes.append(1)
+            return real(probed, run_id)
+
+        monkeypatch.setattr(oci_direct, "_probe_filters", counted)
+        again = await _in_thread(oci_direct.record_seccomp_once, template, box.run_id)
+        assert probes == [] and again == template
+        # Another profile (one more rule) is not covered by that proof: it is probed and proved.
+        other_spec = copy.deepcopy(oci_direct.runc_compiled(template).spec)
+        other_spec["linux"]["seccomp"]["syscalls"].append(
+            {"names": ["ioprio_get"], "action": "SCMP_ACT_ALLOW"}
+        )
+        other = replace(oci_direct.runc_compiled(template), spec=other_spec, _text=None)
+        recorded = await _in_thread(oci_direct.record_seccomp_once, other, box.run_id)
+        assert len(probes) == 2 and recorded.seccomp_filter not in (None, template.seccomp_filter)
     finally:
         await box.aclose()
 
