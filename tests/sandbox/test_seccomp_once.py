@@ -8,11 +8,13 @@ containerd, shim and runc), whose init's filter the kernel hands back by ptrace.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import platform
 import struct
 import subprocess
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -189,6 +191,20 @@ def test_the_program_runs_under_exactly_the_filter_given(helper: Path) -> None:
 # -- runc's filter, recorded and replayed ---------------------------------------------------------
 
 
+@contextlib.asynccontextmanager
+async def _direct_sandbox(image: str) -> AsyncIterator[tuple[Any, oci_direct.Template]]:
+    """A runc-direct sandbox that has served one call, and its default template."""
+    box: Any = await open_sandbox(
+        "docker", image=image, pool_size=1, default_limits=TEST_LIMITS, engine_path="runc-direct"
+    )
+    try:
+        result = await box.exec("pass", timeout=30)
+        assert result.exit_code == 0, result.stderr
+        yield box, box._template_for(box.default_limits, "pool", starting=False)
+    finally:
+        await box.aclose()
+
+
 def _engine_init_filters(box: Any, uid: int) -> seccomp_once.Installed:
     """The filters of the init of a container dockerd itself starts with the template's settings."""
     settings = container_settings(
@@ -214,13 +230,7 @@ def _engine_init_filters(box: Any, uid: int) -> seccomp_once.Installed:
 @pytest.mark.docker
 @ROOT_AND_RUNC
 async def test_every_container_holds_the_engines_own_filter_flags_and_status(sandbox_image: str) -> None:
-    box: Any = await open_sandbox(
-        "docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, engine_path="runc-direct"
-    )
-    try:
-        result = await box.exec("print(1)", timeout=30)
-        assert result.stdout == "1\n", result.stderr
-        template = box._template_for(box.default_limits, "pool", starting=False)
+    async with _direct_sandbox(sandbox_image) as (box, template):
         assert template.seccomp_filter is not None, template.seccomp
         assert template.seccomp in box.describe()["seccomp_install"]
         engine = await _in_thread(_engine_init_filters, box, template.uid)
@@ -238,16 +248,11 @@ async def test_every_container_holds_the_engines_own_filter_flags_and_status(san
         for other in (engine, through_runc):
             assert len(other.filters) == 1 and other.filters[0][1] == 0
             assert bpf_oracle.differences(template.seccomp_filter, other.filters[0][0]) == []
-    finally:
-        await box.aclose()
 
 
 @pytest.mark.docker
 @ROOT_AND_RUNC
 async def test_the_program_sees_no_trace_of_the_helper(sandbox_image: str) -> None:
-    box: Any = await open_sandbox(
-        "docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, engine_path="runc-direct"
-    )
     probe = (
         "import os\n"
         "links = []\n"
@@ -261,12 +266,9 @@ async def test_the_program_sees_no_trace_of_the_helper(sandbox_image: str) -> No
         "print([l.split()[1] for l in open('/proc/self/status') if l.startswith('Seccomp')])\n"
         "print(any('helpers' in l or 'seccomp-exec' in l for l in open('/proc/self/mountinfo')))\n"
     )
-    try:
+    async with _direct_sandbox(sandbox_image) as (box, template):
         result = await box.exec(probe, timeout=30)
-        template = box._template_for(box.default_limits, "pool", starting=False)
         assert template.seccomp_filter is not None, template.seccomp
-    finally:
-        await box.aclose()
     assert result.exit_code == 0, result.stderr
     assert result.stdout.splitlines() == ["[]", "/sbin/docker-init", "['2', '2']", "False"]
 
@@ -282,12 +284,7 @@ def _broken(template: oci_direct.Template) -> oci_direct.Template:
 async def test_a_template_that_cannot_be_proved_keeps_runc_compiling_and_says_why(
     sandbox_image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    box: Any = await open_sandbox(
-        "docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, engine_path="runc-direct"
-    )
-    try:
-        await box.exec("pass", timeout=30)
-        template = box._template_for(box.default_limits, "pool", starting=False)
+    async with _direct_sandbox(sandbox_image) as (box, template):
         no_nnp = oci_direct.record_seccomp_once(_broken(template), box.run_id)
         assert no_nnp.seccomp_filter is None and "noNewPrivileges" in no_nnp.seccomp
         monkeypatch.setattr(seccomp_once, "helper_binary", lambda directory: "no C compiler (cc)")
@@ -308,8 +305,6 @@ async def test_a_template_that_cannot_be_proved_keeps_runc_compiling_and_says_wh
         monkeypatch.setattr(oci_direct, "_PROVED", {})  # no proof of this process stands in
         differs = await _in_thread(oci_direct.record_seccomp_once, template, box.run_id)
         assert len(calls) == 2 and differs.seccomp_filter is None and "exactly" in differs.seccomp
-    finally:
-        await box.aclose()
 
 
 @pytest.mark.docker
@@ -317,12 +312,7 @@ async def test_a_template_that_cannot_be_proved_keeps_runc_compiling_and_says_wh
 async def test_a_proof_serves_every_template_of_the_same_profile_and_no_other(
     sandbox_image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    box: Any = await open_sandbox(
-        "docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, engine_path="runc-direct"
-    )
-    try:
-        await box.exec("pass", timeout=30)
-        template = box._template_for(box.default_limits, "pool", starting=False)
+    async with _direct_sandbox(sandbox_image) as (box, template):
         assert template.seccomp_filter is not None, template.seccomp
         probes: list[int] = []
         real = oci_direct._probe_filters
@@ -342,8 +332,6 @@ async def test_a_proof_serves_every_template_of_the_same_profile_and_no_other(
         other = replace(oci_direct.runc_compiled(template), spec=other_spec, _text=None)
         recorded = await _in_thread(oci_direct.record_seccomp_once, other, box.run_id)
         assert len(probes) == 2 and recorded.seccomp_filter not in (None, template.seccomp_filter)
-    finally:
-        await box.aclose()
 
 
 async def _in_thread(function: Any, *args: Any) -> Any:
