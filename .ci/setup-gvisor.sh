@@ -66,18 +66,9 @@ if [ "$(cat "$base/dockerd.args" 2>/dev/null)" != "${engine_args[*]}" ]; then
   restart=1
 fi
 
-pidfile="$base/dockerd.pid"
-running_pid=""
-# A pid file can outlive its engine (a restarted machine, a killed dockerd), and its number can
-# then belong to any process: it counts as our engine only if that process serves our socket.
-if [ -f "$pidfile" ]; then
-  recorded_pid=$(cat "$pidfile")
-  if tr '\0' ' ' <"/proc/$recorded_pid/cmdline" 2>/dev/null | grep -qF -- "unix://$sock"; then
-    running_pid=$recorded_pid
-  else
-    rm -f "$pidfile"  # dockerd refuses to start beside a pid file whose number is alive
-  fi
-fi
+# shellcheck source=engine-pid.sh
+. "$(dirname "$0")/engine-pid.sh"
+running_pid=$(engine_pid "$base/dockerd.pid" "$sock")
 if [ -n "$running_pid" ] && [ "$restart" = 1 ]; then
   # Only our own engine, by its pid file: the main dockerd is never signalled.
   log "the engine's configuration changed: restarting the gVisor engine (pid $running_pid)"

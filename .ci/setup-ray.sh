@@ -15,6 +15,8 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cd "$repo"
 log() { printf '[setup-ray %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+# shellcheck source=engine-pid.sh
+. "$(dirname "$0")/engine-pid.sh"
 
 # Ray itself comes with the `ray` extra (also part of `dev`); install it when it is missing.
 if ! python3 -c 'import ray' >/dev/null 2>&1; then
@@ -38,11 +40,7 @@ for node in 1 2; do
   if ! "${engine[@]}" info >/dev/null 2>&1; then
     log "starting dockerd for ray test node $node ($sock)"
     mkdir -p "$base/exec" "/var/lib/proctor-ray/node$node" /var/log
-    # A pid file left by an engine that is gone (a restarted machine) stops dockerd from starting
-    # if its number now belongs to any live process: keep it only if that process serves our socket.
-    if [ -f "$base/dockerd.pid" ] && ! tr '\0' ' ' <"/proc/$(cat "$base/dockerd.pid")/cmdline" 2>/dev/null | grep -qF -- "unix://$sock"; then
-      rm -f "$base/dockerd.pid"
-    fi
+    engine_pid "$base/dockerd.pid" "$sock" >/dev/null  # removes a stale pid file (engine-pid.sh)
     setsid nohup dockerd \
       --host "unix://$sock" \
       --data-root "/var/lib/proctor-ray/node$node" \
