@@ -48,6 +48,7 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -299,9 +300,7 @@ def precompile_launcher(template: Template, run_id: str, source: str) -> Templat
     code object the image's interpreter compiled from it, in one container of this template
     (same root, limits, seccomp; the program never runs there). The launcher's configuration stays
     the last argument; nothing else changes."""
-    runc, name, bundle = _new_bundle(run_id)
-    try:
-        (bundle / "hostname").write_text(name[-12:] + "\n")
+    with _template_container(run_id) as (runc, name, bundle):
         spec = call_spec(runc_compiled(template), name, template.uid, bundle / "hostname")
         args = spec["process"]["args"]
         index = _launcher_index(args, source)
@@ -314,10 +313,6 @@ def precompile_launcher(template: Template, run_id: str, source: str) -> Templat
             timeout=_RUNC_TIMEOUT_S * 2,
             check=False,
         )
-    finally:
-        _runc("delete", "--force", name)
-        remove_cgroups(name)
-        shutil.rmtree(bundle, ignore_errors=True)
     code = done.stdout.decode("ascii", "replace").strip()
     if done.returncode != 0 or not _HEX.fullmatch(code):
         said = (done.stderr.decode("utf-8", "replace").strip() or code)[-300:]
@@ -331,9 +326,7 @@ def precompile_launcher(template: Template, run_id: str, source: str) -> Templat
 def _probe_prepare(template: Template, run_id: str, program_uid: int) -> bytes:
     """What one probe container of ``template`` says: its launcher runs the image's entrypoint,
     reports the tree it left (sandbox/prepare_once.py) and exits; no program runs there."""
-    runc, name, bundle = _new_bundle(run_id)
-    try:
-        (bundle / "hostname").write_text(name[-12:] + "\n")
+    with _template_container(run_id) as (runc, name, bundle):
         spec = call_spec(runc_compiled(template), name, program_uid, bundle / "hostname")
         args = spec["process"]["args"]
         args[-1] = prepare_once.as_probe(args[-1])
@@ -348,10 +341,6 @@ def _probe_prepare(template: Template, run_id: str, program_uid: int) -> bytes:
             )
         except subprocess.TimeoutExpired:
             return b"the probe container did not finish in time"
-    finally:
-        _runc("delete", "--force", name)
-        remove_cgroups(name)
-        shutil.rmtree(bundle, ignore_errors=True)
     return done.stdout
 
 
@@ -381,37 +370,36 @@ def _probe_filters(template: Template, run_id: str) -> seccomp_once.Installed:
     """What the kernel holds for the init of one container of ``template``, read once its
     process runs; the container is removed whatever happens. Its launcher waits for a program
     that never comes."""
-    runc, name, bundle = _new_bundle(run_id)
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     process: RuncProcess | None = None
     try:
-        (bundle / "hostname").write_text(name[-12:] + "\n")
-        (bundle / "config.json").write_text(call_spec_text(template, name, template.uid, bundle / "hostname"))
-        pid_file = bundle / "init.pid"
-        process = _spawn_run(runc, template, bundle, name, read_end, keep=False, pid_file=pid_file)
-        deadline = time.monotonic() + _RUNC_TIMEOUT_S
-        # runc writes the init's pid (to a temporary name, then renamed) once it is created.
-        while not pid_file.is_file():
-            if process.poll() is not None:
-                said = process.stderr.read().decode("utf-8", "replace").strip()[-300:]
-                raise SandboxError(f"runc-direct: the seccomp probe container ended early: {said!r}")
-            if time.monotonic() > deadline:
-                raise SandboxError("runc-direct: the seccomp probe container did not start in time")
-            time.sleep(0.002)
-        pid = int(pid_file.read_text().strip())
-        seccomp_once.wait_until_running(pid, template.spec["process"]["args"][0], _RUNC_TIMEOUT_S)
-        return seccomp_once.installed(pid)
+        with _template_container(run_id) as (runc, name, bundle):
+            (bundle / "config.json").write_text(
+                call_spec_text(template, name, template.uid, bundle / "hostname")
+            )
+            pid_file = bundle / "init.pid"
+            process = _spawn_run(runc, template, bundle, name, read_end, keep=False, pid_file=pid_file)
+            deadline = time.monotonic() + _RUNC_TIMEOUT_S
+            # runc writes the init's pid (to a temporary name, then renamed) once it is created.
+            while not pid_file.is_file():
+                if process.poll() is not None:
+                    said = process.stderr.read().decode("utf-8", "replace").strip()[-300:]
+                    raise SandboxError(f"runc-direct: the seccomp probe container ended early: {said!r}")
+                if time.monotonic() > deadline:
+                    raise SandboxError("runc-direct: the seccomp probe container did not start in time")
+                time.sleep(0.002)
+            pid = int(pid_file.read_text().strip())
+            seccomp_once.wait_until_running(pid, template.spec["process"]["args"][0], _RUNC_TIMEOUT_S)
+            return seccomp_once.installed(pid)
     finally:
+        # The container is deleted by now, so ``runc run`` ends.
         os.close(read_end)
         os.close(write_end)
-        _runc("delete", "--force", name)
         if process is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(timeout=_RUNC_TIMEOUT_S)
             process.stdout.close()
             process.stderr.close()
-        remove_cgroups(name)
-        shutil.rmtree(bundle, ignore_errors=True)
 
 
 def record_seccomp_once(template: Template, run_id: str) -> Template:
@@ -568,6 +556,21 @@ def _new_bundle(run_id: str) -> tuple[str, str, Path]:
     bundle = owner_directory(run_id) / "bundles" / name
     bundle.mkdir(parents=True)
     return runc, name, bundle
+
+
+@contextlib.contextmanager
+def _template_container(run_id: str) -> Iterator[tuple[str, str, Path]]:
+    """A container started once per template, not for a call (compiling the launcher, probing
+    the prepare step, recording the filter): the runc binary, its name and its bundle, with its
+    hostname file written; deleted with its cgroups and bundle whatever happens."""
+    runc, name, bundle = _new_bundle(run_id)
+    try:
+        (bundle / "hostname").write_text(name[-12:] + "\n")
+        yield runc, name, bundle
+    finally:
+        _runc("delete", "--force", name)
+        remove_cgroups(name)
+        shutil.rmtree(bundle, ignore_errors=True)
 
 
 def start(template: Template, run_id: str, program_uid: int) -> tuple[str, socket.socket]:

@@ -36,7 +36,8 @@ class RuncProcess:
         wanted = [stdin, out_write, err_write] + ([helper] if helper is not None else [])
         moved: list[int] = []
         try:
-            moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _FIRST_FREE) for fd in wanted]
+            for fd in wanted:
+                moved.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _FIRST_FREE))
             self.pid = os.posix_spawn(
                 args[0],
                 args,
