@@ -84,12 +84,12 @@ def reply_usage(
     as the provider sent them (None where not a sane count); estimates and floors come from the request
     (``view``: its history as sent, when it had one) and the reply's own text."""
     calls = [(call.name, call.arguments) for call in tool_calls]
-    prompt, completion, reasoning, total = reported
+    prompt_count, completion_count, reasoning_count, total_count = reported
     return usage_from_counts(
-        prompt,
-        completion,
-        reasoning,
-        total_tokens=total,
+        prompt_count,
+        completion_count,
+        reasoning_count,
+        total_tokens=total_count,
         estimate_input=lambda: tokens.estimate_prompt_tokens(messages, tools),
         estimate_output=lambda: tokens.estimate_output_tokens(content, calls, reasoning),
         # Incremental for a conversation's history: the walk over it grew with every turn.

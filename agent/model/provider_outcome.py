@@ -163,7 +163,9 @@ def classify_error(status: int, body: Any) -> ProviderVerdict | None:
                 kind=RefusalKind.CONTEXT_OVERFLOW,
                 status=status,
                 code="http_413",
-                message=clean_text(body if isinstance(body, str) and body else "(no message)", MAX_MESSAGE_CHARS),
+                message=clean_text(
+                    body if isinstance(body, str) and body else "(no message)", MAX_MESSAGE_CHARS
+                ),
             )
         return None
     message_value = error.get("message")

@@ -23,8 +23,8 @@ from proctor.agent.model.base import REPLAY_KEY, ChatResponse, ModelError
 from proctor.agent.model.endpoint import api_model_name
 from proctor.agent.model.history import HistoryView
 from proctor.agent.model.openai_client import reply_usage
-from proctor.agent.model.reasoning_items import ENCRYPTED_REASONING, layout_of, replay_input
 from proctor.agent.model.provider_outcome import clean_text
+from proctor.agent.model.reasoning_items import ENCRYPTED_REASONING, layout_of, replay_input
 from proctor.agent.model.reply_shapes import (
     RawCall,
     as_list,

@@ -438,7 +438,10 @@ def _scoring_headline(samples: list[SampleRecord]) -> str:
 def _protocol_warnings(samples: list[SampleRecord]) -> str:
     """A model whose reasoning was not carried, and the model errors grouped by status and
     message: each a warning line, so neither passes unseen."""
-    group = {"reasoning_not_carried": reasoning_not_carried(samples), "model_errors": model_error_groups(samples)}
+    group = {
+        "reasoning_not_carried": reasoning_not_carried(samples),
+        "model_errors": model_error_groups(samples),
+    }
     carry = "".join(
         f'<p class="headline warn" data-reasoning-not-carried="1">{esc(line)}</p>'
         for line in reasoning_carry_lines(group)
