@@ -63,7 +63,9 @@ async def run_gateway(shape: str, api: str, sandbox: Sandbox) -> tuple[SampleRec
         client = make_client(cfg.model_copy(update={"base_url": server.base_url}))
         try:
             record = await FrontierMathTrack({}).run_sample(
-                integer_task(), 0, context(client, sandbox, run_config(token_cap=CAP, force_submit_at=FORCE_AT))
+                integer_task(),
+                0,
+                context(client, sandbox, run_config(token_cap=CAP, force_submit_at=FORCE_AT)),
             )
         finally:
             await client.aclose()

@@ -80,7 +80,11 @@ def counted(true: TrueUsage) -> int:
 def test_the_public_examples_count_their_reasoning() -> None:
     # A Gemini gateway: completion 0, reasoning 60, total 81 with a prompt of 21.
     gemini = normalize_usage(21, 0, 60, 81)
-    assert (gemini.counted, gemini.output_tokens, gemini.shape) == (81, 60, UsageShape.REASONING_OUTSIDE_OUTPUT)
+    assert (gemini.counted, gemini.output_tokens, gemini.shape) == (
+        81,
+        60,
+        UsageShape.REASONING_OUTSIDE_OUTPUT,
+    )
     # Gemini 2.5 Flash through a converter: completion 151, total 553, prompt 20 (382 reasoning).
     flash = normalize_usage(20, 151, 382, 553)
     assert flash.counted == 553 and flash.shape is UsageShape.REASONING_OUTSIDE_OUTPUT
