@@ -159,3 +159,23 @@ async def test_each_shape_over_real_http_through_the_sdk(
     assert response.usage.total == expected_total
     assert response.usage.shape == expected_shape
     assert response.usage.reasoning_tokens == reported.reasoning_tokens
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    prompt=st.integers(0, 2**40),
+    completion=st.integers(0, 2**40),
+    reasoning=st.integers(0, 2**40),
+    total=st.none() | st.integers(0, 2**41),
+)
+def test_no_report_lowers_the_count_below_any_of_its_parts(
+    prompt: int, completion: int, reasoning: int, total: int | None
+) -> None:
+    """A hostile or broken server (a total below the parts, reasoning larger than the output,
+    any mix) never makes a reply count less than any sum its own numbers show."""
+    usage = normalize_usage(prompt, completion, reasoning, total)
+    assert usage.counted >= prompt + completion
+    assert usage.counted >= (total or 0)
+    if reasoning > completion:
+        assert usage.counted >= prompt + completion + reasoning
+    assert usage.counted == max(usage.input_tokens + usage.output_tokens, total or 0)
