@@ -12,6 +12,11 @@ Every backquoted span in the test column is a reference, resolved like this:
 
 Each row names at least one test function. The behaviour columns are headed by protocol
 profiles that exist (``PROFILES``), so a renamed profile shows up here too.
+
+docs/frontiermath.md's protocol section ("The conversation and the token budget") lists each
+rule as a bullet that starts with its name in bold; every such rule needs a row of the
+FrontierMath fidelity table whose rule cell names it, so a rule cannot be added to the page
+without saying where it comes from and which test holds it.
 """
 
 from __future__ import annotations
@@ -41,6 +46,10 @@ CLASSIFICATION_TABLES = {
     "docs/models.md": (re.compile(r"^#+ provider refusals", re.IGNORECASE), "tests/model"),
 }
 BACKQUOTED = re.compile(r"`([^`]+)`")
+# The page whose protocol section's rules each need a fidelity row, and that section's heading.
+PROTOCOL_PAGE = "docs/frontiermath.md"
+PROTOCOL_HEADING = "## The conversation and the token budget"
+RULE_BULLET = re.compile(r"^- \*\*(.+?)\*\*")
 
 
 @dataclass
@@ -169,3 +178,48 @@ def test_the_checker_catches_a_test_that_does_not_exist(tmp_path: Path) -> None:
     source = tmp_path / "test_sample.py"
     source.write_text("def test_a():\n    pass\n\nclass TestB:\n    async def test_c(self):\n        pass\n")
     assert collected_tests(source) == {"test_a", "TestB::test_c"}
+
+
+def protocol_rules(text: str, heading: str = PROTOCOL_HEADING) -> list[str]:
+    """The bold names of the rule bullets in the section under ``heading`` (to the next ``## ``)."""
+    lines = text.splitlines()
+    assert heading in lines, f"no {heading!r} section"
+    start = lines.index(heading) + 1
+    rules: list[str] = []
+    for line in lines[start:]:
+        if line.startswith("## "):
+            break
+        match = RULE_BULLET.match(line)
+        if match:
+            rules.append(match.group(1))
+    return rules
+
+
+def rules_without_a_row(rules: list[str], table: Table) -> list[str]:
+    names = [row[0].lower() for row in table.rows]
+    return [rule for rule in rules if not any(rule.lower() in name for name in names)]
+
+
+def test_every_rule_of_the_protocol_section_has_a_fidelity_row() -> None:
+    rules = protocol_rules((ROOT / PROTOCOL_PAGE).read_text(encoding="utf-8"))
+    assert len(rules) >= 8, rules
+    assert rules_without_a_row(rules, fidelity_table(PROTOCOL_PAGE)) == []
+
+
+def test_the_rule_check_catches_a_rule_without_a_row() -> None:
+    page = "\n".join(
+        [
+            "## Other",
+            "- **Not this one**: outside the section.",
+            PROTOCOL_HEADING,
+            "- **Token count**: counted.",
+            "- **Brand new rule**: nobody wrote its row.",
+            "- a bullet without a bold name is prose, not a rule",
+            "## Next",
+            "- **Nor this one**: after the section.",
+        ]
+    )
+    rules = protocol_rules(page)
+    assert rules == ["Token count", "Brand new rule"]
+    table = Table(["rule", "source", "test"], [["Token count: input + output", "seed", "`t.py::t`"]])
+    assert rules_without_a_row(rules, table) == ["Brand new rule"]

@@ -53,14 +53,22 @@ class ToolCall:
 @dataclass
 class Usage:
     input_tokens: int
+    # Every output token, reasoning included wherever the provider reported it
+    # (agent/model/usage.py reads each provider's shape into this one).
     output_tokens: int
     reasoning_tokens: int = 0
     # True when the provider reported no usage and tiktoken estimated it.
     estimated: bool = False
+    # The reply's whole count when the provider's total is above input + output; None: no more.
+    counted: int | None = None
+    # How the provider reported it (``agent.model.usage.UsageShape``); None when not read from
+    # a reply (a test's or an estimate's own Usage).
+    shape: str | None = None
 
     @property
     def total(self) -> int:
-        return self.input_tokens + self.output_tokens
+        """What this reply counts toward the token cap."""
+        return max(self.input_tokens + self.output_tokens, self.counted or 0)
 
 
 @dataclass
@@ -81,6 +89,9 @@ class ChatResponse:
     replay: list[dict[str, Any]] = field(default_factory=list)
     # Every reasoning item of the reply, size-capped, for the record (audit only).
     reasoning_items: list[dict[str, Any]] = field(default_factory=list)
+    # Set while this model's endpoint has refused reasoning carried across turns: why. The
+    # sample's record and the run's summary say so (agent/model/responses_client.py).
+    reasoning_not_carried: str | None = None
 
     def as_message(self) -> dict[str, Any]:
         """The assistant message in Chat Completions form, ready to append to history.

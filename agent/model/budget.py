@@ -1,7 +1,9 @@
 """The per-conversation token budget: the 1,000,000-token cap and forced submission at 660,000.
 
 Pure bookkeeping, no I/O. Spending is what the provider reports for each call, input plus
-output (reasoning tokens are part of output), summed over the whole conversation. The
+output (reasoning tokens are part of output), summed over the whole conversation; each call's
+count is ``Usage.total``, read from the provider's own shape by agent/model/usage.py (reasoning
+reported outside the completion is counted, and a larger reported total wins). The
 budget also keeps a running estimate of the *next* prompt's size so that no request is sent
 whose prompt alone would cross the cap, and so that ``max_output_tokens`` can be lowered to
 keep prompt + output under it. That estimate is incremental: the previous request's input
@@ -154,7 +156,7 @@ class TokenBudget:
     def record_response(self, usage: Usage, *, forced: bool = False) -> TurnUsage:
         """Add one call's reported usage; returns the turn's row for the record."""
         turn_number = len(self.turns) + 1
-        self.used += usage.input_tokens + usage.output_tokens
+        self.used += usage.total
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
         self.reasoning_tokens += usage.reasoning_tokens
@@ -165,7 +167,7 @@ class TokenBudget:
         # The reply becomes part of the next prompt. Its reasoning goes back only as
         # Responses API reasoning items, billed as the provider decides (often less than
         # their output count): counting all of it errs on the safe side of the cap.
-        self._prompt_base = usage.input_tokens + usage.output_tokens
+        self._prompt_base = usage.total
         self._pending = 0
         if self.exhausted:
             self.cap_reached = True
@@ -178,6 +180,7 @@ class TokenBudget:
             estimated=usage.estimated,
             cumulative_tokens=self.used,
             forced_submission=forced,
+            usage_shape=usage.shape,
         )
         self.turns.append(row)
         return row

@@ -21,6 +21,7 @@ from proctor.agent.model.reply_shapes import (
 )
 from proctor.agent.model.retry import RetryCallback, RetryPolicy
 from proctor.agent.model.sdk_client import JsonReply, SdkClient
+from proctor.agent.model.usage import normalize_usage
 
 # OpenAI wants max_completion_tokens (max_tokens is refused by reasoning models); llama.cpp's
 # server and some older compatible servers only know max_tokens.
@@ -36,30 +37,41 @@ def usage_from_counts(
     estimate_output: Callable[[], int],
     floor_input: Callable[[], int] = lambda: 0,
     floor_output: Callable[[], int] = lambda: 0,
+    total_tokens: int | None = None,
 ) -> Usage:
     """Provider-reported usage where present; tiktoken estimates (flagged) for what is missing.
 
-    Reasoning tokens are part of the output count, as OpenAI reports them; the separate field
-    says how many of them were reasoning. A reported count below the floor of the text it
-    covers (``proctor.agent.model.tokens.MAX_CHARS_PER_TOKEN``) is not believed: the text's estimate
+    A reported count below the floor of the text it covers
+    (``proctor.agent.model.tokens.MAX_CHARS_PER_TOKEN``) is not believed: the text's estimate
     takes its place, flagged like any estimate, so an under-reporting server cannot carry a
-    conversation past the token cap.
+    conversation past the token cap. The believed counts and the reported total are then read
+    by one rule for every provider's shape (agent/model/usage.py): reasoning tokens reported
+    outside the completion are added to the output, and a larger total is what counts.
     """
     estimated = False
     if prompt_tokens is None or prompt_tokens < floor_input():
         prompt_tokens, estimated = estimate_input(), True
     if completion_tokens is None or completion_tokens < floor_output():
         completion_tokens, estimated = estimate_output(), True
-    return Usage(
-        input_tokens=int(prompt_tokens),
-        output_tokens=int(completion_tokens),
-        reasoning_tokens=int(reasoning_tokens or 0),
+    normalized = normalize_usage(
+        int(prompt_tokens),
+        int(completion_tokens),
+        int(reasoning_tokens or 0),
+        total_tokens,
         estimated=estimated,
+    )
+    return Usage(
+        input_tokens=normalized.input_tokens,
+        output_tokens=normalized.output_tokens,
+        reasoning_tokens=normalized.reasoning_tokens,
+        estimated=estimated,
+        counted=normalized.counted,
+        shape=normalized.shape.value,
     )
 
 
 def reply_usage(
-    reported: tuple[int | None, int | None, int | None],
+    reported: tuple[int | None, int | None, int | None, int | None],
     *,
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
@@ -68,12 +80,16 @@ def reply_usage(
     reasoning: str | None,
     view: history.HistoryView | None = None,
 ) -> Usage:
-    """:func:`usage_from_counts` for one reply: ``reported`` is (input, output, reasoning) as the
-    provider sent them (None where not a sane count); estimates and floors come from the request
+    """:func:`usage_from_counts` for one reply: ``reported`` is (input, output, reasoning, total)
+    as the provider sent them (None where not a sane count); estimates and floors come from the request
     (``view``: its history as sent, when it had one) and the reply's own text."""
     calls = [(call.name, call.arguments) for call in tool_calls]
+    prompt_count, completion_count, reasoning_count, total_count = reported
     return usage_from_counts(
-        *reported,
+        prompt_count,
+        completion_count,
+        reasoning_count,
+        total_tokens=total_count,
         estimate_input=lambda: tokens.estimate_prompt_tokens(messages, tools),
         estimate_output=lambda: tokens.estimate_output_tokens(content, calls, reasoning),
         # Incremental for a conversation's history: the walk over it grew with every turn.
@@ -181,6 +197,7 @@ class OpenAIChatClient(SdkClient):
                 count_or_none(field_of(reported, "prompt_tokens")),
                 count_or_none(field_of(reported, "completion_tokens")),
                 count_or_none(field_of(details, "reasoning_tokens")),
+                count_or_none(field_of(reported, "total_tokens")),
             ),
             messages=messages,
             tools=tools,

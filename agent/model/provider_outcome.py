@@ -77,16 +77,36 @@ _CODE_KINDS: dict[str, RefusalKind] = {
 
 # Messages that say the context overflowed, for servers whose code says nothing (vLLM sends
 # ``BadRequestError``/400; OpenRouter relays the upstream text). Each phrase names the context
-# window itself, so an unrelated 400 (a bad parameter, "max_tokens is too large") never matches.
+# window or the prompt's own size, so an unrelated 400 (a bad parameter, "max_tokens is too
+# large", an output maximum) never matches. The providers' documented texts:
+# - vLLM, DeepSeek: "This model's maximum context length is N tokens. However, you requested ...";
+# - llama.cpp: "the request exceeds the available context size";
+# - Anthropic (and its OpenAI SDK compatibility): "prompt is too long: N tokens > M maximum",
+#   "input length and `max_tokens` exceed context limit: P + M > L, decrease input length or
+#   `max_tokens` and try again";
+# - Gemini (its OpenAI-compatible endpoint relays it): "The input token count (N) exceeds the
+#   maximum number of tokens allowed (M).";
+# - xAI: "This model's maximum prompt length is N but the request contains M tokens.";
+# - Hugging Face TGI (422): "Input validation error: `inputs` tokens + `max_new_tokens` must be
+#   <= N" and "`inputs` must have less than N tokens".
 _OVERFLOW_MESSAGE = re.compile(
     r"maximum context length|exceeds? the available context size|context[ _]length[ _]exceeded"
-    r"|context window (?:is )?(?:exceeded|full)|prompt is too long",
+    r"|context window (?:is )?(?:exceeded|full)|prompt is too long"
+    r"|input length and .{0,3}max_tokens.{0,3} exceed context limit"
+    r"|input token count(?: \(\d+\))? exceeds the maximum number of tokens"
+    r"|maximum prompt length is \d+"
+    r"|inputs.{0,3} tokens \+ .{0,3}max_new_tokens.{0,3} must be <="
+    r"|inputs.{0,3} must have less than \d+ tokens",
     re.IGNORECASE,
 )
 
 # Statuses whose body is read at all. 401 and 402 are credentials and credit whatever the body
 # says; 408, 429 and 5xx are transient (retried, then an error).
 _READ_STATUSES = frozenset({200, 400, 403, 413, 422})
+# HTTP 413 (Content Too Large) refuses the request for its size, whatever body a gateway or
+# proxy in front of the model sends: the conversation has outgrown what the endpoint takes, and
+# sending it again meets the same answer.
+_TOO_LARGE_STATUS = 413
 
 
 def clean_text(value: Any, limit: int) -> str:
@@ -118,6 +138,9 @@ def error_object(body: Any) -> Mapping[str, Any] | None:
     keeps of a nested one), or a bare string as the message."""
     if isinstance(body, str):
         return {"message": body}
+    if isinstance(body, list | tuple) and body:
+        # Google's endpoints wrap the error object in a list: [{"error": {...}}].
+        body = body[0]
     outer = _mapping(body)
     if outer is None:
         return None
@@ -135,6 +158,15 @@ def classify_error(status: int, body: Any) -> ProviderVerdict | None:
         return None
     error = error_object(body)
     if error is None:
+        if status == _TOO_LARGE_STATUS:
+            return ProviderVerdict(
+                kind=RefusalKind.CONTEXT_OVERFLOW,
+                status=status,
+                code="http_413",
+                message=clean_text(
+                    body if isinstance(body, str) and body else "(no message)", MAX_MESSAGE_CHARS
+                ),
+            )
         return None
     message_value = error.get("message")
     message = message_value if isinstance(message_value, str) else ""
@@ -154,6 +186,9 @@ def classify_error(status: int, body: Any) -> ProviderVerdict | None:
         kind = RefusalKind.REFUSED
     if kind is None and status != 403 and _OVERFLOW_MESSAGE.search(message[:2_000]):
         kind = RefusalKind.CONTEXT_OVERFLOW
+    if kind is None and status == _TOO_LARGE_STATUS:
+        kind = RefusalKind.CONTEXT_OVERFLOW
+        code = code or "http_413"
     if kind is None:
         return None
     shown_code = code or type_ or inner_code

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextvars import ContextVar
 from typing import Any
 
 from openai.types.responses import Response
@@ -22,6 +23,7 @@ from proctor.agent.model.base import REPLAY_KEY, ChatResponse, ModelError
 from proctor.agent.model.endpoint import api_model_name
 from proctor.agent.model.history import HistoryView
 from proctor.agent.model.openai_client import reply_usage
+from proctor.agent.model.provider_outcome import clean_text
 from proctor.agent.model.reasoning_items import ENCRYPTED_REASONING, layout_of, replay_input
 from proctor.agent.model.reply_shapes import (
     RawCall,
@@ -34,10 +36,16 @@ from proctor.agent.model.reply_shapes import (
 )
 from proctor.agent.model.sdk_client import SdkClient
 
-# A 4xx naming the include or the reasoning items: the model or server does not take them.
+# A 4xx naming the include or the reasoning items: the model or server may not take them. Only
+# a request sent again without them that then succeeds proves it (``complete``).
 _REFUSES_REASONING = re.compile(
     r"rejected the request \(HTTP 4\d\d\).*(encrypted|\binclude\b|reasoning)", re.I | re.S
 )
+# The request being built is the one asked again without reasoning: per task, so the samples
+# running at the same time on this client keep theirs until the endpoint is shown to refuse.
+_WITHOUT_REASONING: ContextVar[bool] = ContextVar("without_reasoning", default=False)
+# What the record and the summary keep of the endpoint's refusal.
+MAX_REASON_CHARS = 300
 
 
 def _text_of(content: Any) -> str:
@@ -120,8 +128,11 @@ class OpenAIResponsesClient(SdkClient):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        # Ask for and send back reasoning until the endpoint refuses either.
+        # Ask for and send back reasoning until the endpoint refuses either. This client is this
+        # model's alone (agent/run/clients.py), so a refusal changes no other model's protocol.
         self.carry_reasoning = True
+        # Why this model's reasoning is no longer carried; None while it is.
+        self.reasoning_not_carried: str | None = None
         # store: true in extra_body keeps responses server-side: items are then found by id.
         self.stored = self.cfg.extra_body.get("store") is True
 
@@ -139,20 +150,38 @@ class OpenAIResponsesClient(SdkClient):
             "max_output_tokens": max_output_tokens,
         }
         try:
-            return await super().complete(messages, **kwargs)
+            response = await super().complete(messages, **kwargs)
         except ModelError as exc:
             if not (self.carry_reasoning and _REFUSES_REASONING.search(str(exc))):
                 raise
             refusal = str(exc)
+        else:
+            response.reasoning_not_carried = self.reasoning_not_carried
+            return response
         # Not a reasoning model (OpenAI refuses the include for those), a server without it,
-        # or items it will not take back: carry on without, for good, and say so.
-        self.carry_reasoning = False
-        response = await super().complete(messages, **kwargs)
+        # or items it will not take back. Asked again without them: only if that is accepted
+        # was the refusal about them (a 400 for another parameter that names "reasoning" must
+        # not switch the carry off), and then this model carries none from now on, on record.
+        marker = _WITHOUT_REASONING.set(True)
+        try:
+            response = await super().complete(messages, **kwargs)
+        finally:
+            _WITHOUT_REASONING.reset(marker)
+        if self.carry_reasoning:
+            self.carry_reasoning = False
+            self.reasoning_not_carried = clean_text(
+                f"the endpoint refused reasoning carried across turns: {refusal}", MAX_REASON_CHARS
+            )
         response.deviations.append(
             f"the endpoint refused reasoning carried across turns ({refusal[:300]}); asked again "
             f"without include [{ENCRYPTED_REASONING}] or reasoning items, and carries none from now on"
         )
+        response.reasoning_not_carried = self.reasoning_not_carried
         return response
+
+    @property
+    def _carrying(self) -> bool:
+        return self.carry_reasoning and not _WITHOUT_REASONING.get()
 
     def _request(
         self,
@@ -164,7 +193,7 @@ class OpenAIResponsesClient(SdkClient):
     ) -> dict[str, Any]:
         request: dict[str, Any] = {
             "model": api_model_name(self.cfg.name),
-            "input": messages_to_input(messages, with_reasoning=self.carry_reasoning),
+            "input": messages_to_input(messages, with_reasoning=self._carrying),
             # Stateless: the whole history goes with each request, so nothing needs keeping
             # server-side, and eval transcripts should not be retained by the provider.
             "store": False,
@@ -185,7 +214,7 @@ class OpenAIResponsesClient(SdkClient):
             request["seed"] = self.cfg.seed
         request.update(self.cfg.extra_body)
         include = request.get("include")
-        wanted = self.carry_reasoning and not self.stored
+        wanted = self._carrying and not self.stored
         if wanted and (include is None or isinstance(include, list)):
             include = list(include or [])
             if ENCRYPTED_REASONING not in include:
@@ -246,6 +275,7 @@ class OpenAIResponsesClient(SdkClient):
                 count_or_none(field_of(reported, "input_tokens")),
                 count_or_none(field_of(reported, "output_tokens")),
                 count_or_none(field_of(details, "reasoning_tokens")),
+                count_or_none(field_of(reported, "total_tokens")),
             ),
             messages=messages,
             tools=tools,

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import openai
 
 from proctor.agent.model.base import EndpointRefused, ModelError, ProviderRefusal
-from proctor.agent.model.provider_outcome import ProviderVerdict, classify_error, clean_text
+from proctor.agent.model.provider_outcome import ProviderVerdict, classify_error, clean_text, error_object
 
 T = TypeVar("T")
 RetryCallback = Callable[[str], None]
@@ -116,12 +116,12 @@ MAX_SERVER_MESSAGE_CHARS = 2_000
 
 
 def _server_message(error: openai.APIStatusError) -> str:
-    body: Any = error.body
+    """The server's own message: from the error object wherever the body keeps it (nested,
+    flat, a bare string, or Google's list-wrapped ``[{"error": {...}}]``), else the SDK's."""
     text = str(error.message)
-    if isinstance(body, dict):
-        inner = body.get("error", body)
-        if isinstance(inner, dict) and inner.get("message"):
-            text = str(inner["message"])
+    found = error_object(error.body)
+    if found is not None and isinstance(found.get("message"), str) and found["message"]:
+        text = found["message"]
     return clean_text(text, MAX_SERVER_MESSAGE_CHARS)
 
 

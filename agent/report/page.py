@@ -29,7 +29,15 @@ from proctor.agent.report.latex import KatexAssets, katex_status
 from proctor.agent.report.loader import RunData
 from proctor.agent.results.passk import TaskTrials, grid_by_model, shown_ks, task_grid
 from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
-from proctor.agent.results.summary import Prices, scoring_headline, summarize_group
+from proctor.agent.results.summary import (
+    Prices,
+    model_error_groups,
+    model_error_lines,
+    reasoning_carry_lines,
+    reasoning_not_carried,
+    scoring_headline,
+    summarize_group,
+)
 from proctor.agent.run.hardware import hardware_summary
 from proctor.agent.text.encodable import safe_text
 
@@ -427,6 +435,23 @@ def _scoring_headline(samples: list[SampleRecord]) -> str:
     return f'<p class="{css}" data-unscored="{unscored}"><b>{esc(scoring_headline(group))}</b></p>'
 
 
+def _protocol_warnings(samples: list[SampleRecord]) -> str:
+    """A model whose reasoning was not carried, and the model errors grouped by status and
+    message: each a warning line, so neither passes unseen."""
+    group = {
+        "reasoning_not_carried": reasoning_not_carried(samples),
+        "model_errors": model_error_groups(samples),
+    }
+    carry = "".join(
+        f'<p class="headline warn" data-reasoning-not-carried="1">{esc(line)}</p>'
+        for line in reasoning_carry_lines(group)
+    )
+    errors = "".join(
+        f'<p class="headline warn" data-model-errors="1">{esc(line)}</p>' for line in model_error_lines(group)
+    )
+    return carry + errors
+
+
 def _summary_section(samples: list[SampleRecord], prices: Prices, run: RunData) -> str:
     parts = ['<section class="card" id="summary"><h2>Summary</h2>']
     if not samples:
@@ -434,6 +459,7 @@ def _summary_section(samples: list[SampleRecord], prices: Prices, run: RunData) 
         return "".join(parts)
     judge_prices = run.judge_prices
     parts.append(_scoring_headline(samples))
+    parts.append(_protocol_warnings(samples))
     parts.append(_totals(samples, prices, run))
     parts.append(_accuracy_table(overall_rows(samples, prices, judge_prices), "Group"))
     parts.append(

@@ -68,6 +68,9 @@ class TurnUsage(_Stored):
     estimated: bool = False
     cumulative_tokens: Count
     forced_submission: bool = False
+    # How the provider reported this turn's usage (agent/model/usage.py, ``UsageShape``);
+    # None in records from before it was recorded.
+    usage_shape: str | None = None
 
 
 class ToolCallRecord(_Stored):
@@ -233,6 +236,9 @@ class SampleRecord(_Stored):
     duration_s: float
     # provider_refusal only: what the provider said.
     provider_refusal: ProviderRefusalRecord | None = None
+    # Set when this model's endpoint refused reasoning carried across turns during (or before)
+    # this sample, so some of its requests went without the reasoning: the endpoint's reason.
+    reasoning_not_carried: str | None = None
     # harness_error only: the end of the traceback, for whoever fixes the harness.
     harness_traceback: str | None = None
     # Set when the store had to replace text that UTF-8 cannot hold.

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -84,6 +85,69 @@ def scoring_headline(group: Mapping[str, Any]) -> str:
     if refusals:
         text += f"; {refusals} refused by the provider, counted as failures"
     return text
+
+
+def reasoning_not_carried(records: Iterable[SampleRecord]) -> dict[str, dict[str, Any]]:
+    """Per model, the samples some of whose requests went without the model's reasoning (its
+    endpoint refused reasoning carried across turns), and the endpoint's reason."""
+    found: dict[str, dict[str, Any]] = {}
+    for record in records:
+        if record.reasoning_not_carried:
+            entry = found.setdefault(record.model, {"samples": 0, "reason": record.reasoning_not_carried})
+            entry["samples"] += 1
+    return dict(sorted(found.items()))
+
+
+def reasoning_carry_lines(group: Mapping[str, Any]) -> list[str]:
+    """One line per model whose reasoning was not carried, for the terminal and the report."""
+    entries = group.get("reasoning_not_carried") or {}
+    return [
+        f"reasoning not carried for {entry.get('samples', 0)} samples of {model}: {entry.get('reason', '')}"
+        for model, entry in entries.items()
+        if isinstance(entry, Mapping)
+    ]
+
+
+# What ModelError texts say of the endpoint's answer (agent/model/retry.py): "... rejected the
+# request (HTTP 400): message", "... gave up after N retries; last failure: HTTP 503 (...)".
+_ERROR_STATUS = re.compile(r"\bHTTP (\d{3})\b")
+_REJECTED = re.compile(r"rejected the request \(HTTP \d{3}\): (.*)", re.S)
+_DIGITS = re.compile(r"\d+")
+MAX_GROUP_MESSAGE_CHARS = 200
+MAX_ERROR_GROUPS = 20
+
+
+def model_error_groups(records: Iterable[SampleRecord]) -> list[dict[str, Any]]:
+    """The ``model_error`` samples grouped by the endpoint's status and message (numbers in the
+    message read as N, so one refusal worded with each sample's token counts is one group),
+    largest first: an unrecognised refusal shows at a glance instead of hiding in re-runs."""
+    groups: Counter[tuple[int | None, str]] = Counter()
+    for record in records:
+        if record.outcome is not Outcome.MODEL_ERROR:
+            continue
+        text = record.error or ""
+        status_match = _ERROR_STATUS.search(text)
+        rejected = _REJECTED.search(text)
+        message = (rejected.group(1) if rejected else text).strip()
+        message = _DIGITS.sub("N", " ".join(message.split()))[:MAX_GROUP_MESSAGE_CHARS]
+        groups[(int(status_match.group(1)) if status_match else None, message)] += 1
+    ordered = sorted(groups.items(), key=lambda item: (-item[1], item[0][0] or 0, item[0][1]))
+    return [
+        {"status": status, "message": message, "samples": count}
+        for (status, message), count in ordered[:MAX_ERROR_GROUPS]
+    ]
+
+
+def model_error_lines(group: Mapping[str, Any]) -> list[str]:
+    """One line per group of model errors, for the terminal and the report."""
+    lines = []
+    for entry in group.get("model_errors") or ():
+        if not isinstance(entry, Mapping):
+            continue
+        status = entry.get("status")
+        where = f"HTTP {status}" if status is not None else "no HTTP status"
+        lines.append(f"model_error x{entry.get('samples', 0)} ({where}): {entry.get('message', '')}")
+    return lines
 
 
 def _by_task(
@@ -299,6 +363,11 @@ def summarize_group(
             "mean_per_sample": (total(r.total_tokens for r in records) / len(records) if records else 0.0),
         },
         "turns": sum(len(r.turns) for r in records),
+        # How the providers reported each turn's usage (agent/model/usage.py): a shape other
+        # than reasoning_in_output is a gateway whose counts were read another way.
+        "usage_shapes": dict(
+            sorted(Counter(t.usage_shape for r in records for t in r.turns if t.usage_shape).items())
+        ),
         "forced_submissions": sum(1 for r in records if r.forced_submission_turn is not None),
         "cap_reached": sum(1 for r in records if r.cap_reached),
         "tool_calls": sum(len(r.tool_calls) for r in records),
@@ -308,6 +377,8 @@ def summarize_group(
         "sandbox_cpu_calls": sum(use.cpu_calls for use in sandbox),
         "sandbox_cpu_seconds": total(use.cpu_seconds for use in sandbox),
         "model_retries": sum(r.retries for r in records),
+        "model_errors": model_error_groups(records),
+        "reasoning_not_carried": reasoning_not_carried(records),
         "judge_retries": sum(r.judge_retries for r in records),
         # Judge tracks: answers that imitate the judge prompt's sections (agent/judge/forgery.py).
         "answer_mimics_prompt_sections": sum(1 for r in records if r.answer_mimics_prompt_sections),

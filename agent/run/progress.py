@@ -536,12 +536,20 @@ def outcome_line(summary: dict[str, Any]) -> str:
 
 
 def print_final(console: Console, summary: dict[str, Any], run_dir: str) -> None:
-    from proctor.agent.results.summary import scoring_headline
+    from proctor.agent.results.summary import (
+        model_error_lines,
+        reasoning_carry_lines,
+        scoring_headline,
+    )
     from proctor.agent.results.summary_tables import cost_line, grid_table, passk_table
 
     console.print(summary_table(summary))
     overall = summary.get("overall") or {}
     console.print(scoring_headline(overall), markup=False, highlight=False, soft_wrap=True)
+    # A model whose endpoint refused its reasoning ran another protocol than the others, and an
+    # unrecognised refusal shows as a group of model errors: both named here, never silent.
+    for line in [*reasoning_carry_lines(overall), *model_error_lines(overall)]:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     console.print(outcome_line(summary), markup=False, highlight=False, soft_wrap=True)
     costs = cost_line(summary)
     if costs:

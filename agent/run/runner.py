@@ -21,7 +21,12 @@ from proctor.agent.inputs.config import PAPER_SOURCE, ModelConfig, RunConfig
 from proctor.agent.model.base import ModelClient, ModelError
 from proctor.agent.results.records import RERUN_ON_RESUME, SampleRecord, utc_now
 from proctor.agent.results.store import RunStore, sample_key
-from proctor.agent.results.summary import judge_prices_from_config, prices_from_config, summarize
+from proctor.agent.results.summary import (
+    judge_prices_from_config,
+    prices_from_config,
+    reasoning_not_carried,
+    summarize,
+)
 from proctor.agent.run.clients import open_clients
 from proctor.agent.run.failure_records import (
     describe_exception,
@@ -264,6 +269,8 @@ class Runner:
         if stop is not None:
             session["stopped"] = stop.as_json()
         header.update(status=status, ended_at=session["ended_at"], stopped=session.get("stopped"))
+        # Per model, the samples that went without the model's reasoning, and why (never silent).
+        header["reasoning_not_carried"] = reasoning_not_carried(records)
         store.write_header(header)
         summary = summarize(
             records,

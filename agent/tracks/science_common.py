@@ -188,6 +188,8 @@ class SampleLog:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     retries: int = 0
     sandbox_image: str | None = None
+    # Why some of this sample's requests went without the model's reasoning.
+    reasoning_not_carried: str | None = None
     started_at: str = field(default_factory=lambda: datetime.now(UTC).isoformat())
     started_monotonic: float = field(default_factory=time.monotonic)
 
@@ -198,6 +200,7 @@ class SampleLog:
     def add_response(self, response: ChatResponse, *, forced: bool = False) -> None:
         usage: Usage = response.usage
         self.retries += response.retries
+        self.reasoning_not_carried = self.reasoning_not_carried or response.reasoning_not_carried
         self.turns.append(
             TurnUsage(
                 turn=len(self.turns) + 1,
@@ -207,6 +210,7 @@ class SampleLog:
                 estimated=usage.estimated,
                 cumulative_tokens=self.total_tokens + usage.total,
                 forced_submission=forced,
+                usage_shape=usage.shape,
             )
         )
         message = record_message(response.as_message())
@@ -276,6 +280,7 @@ class SampleLog:
             sandbox_image=self.sandbox_image,
             retries=self.retries,
             provider_refusal=provider_refusal,
+            reasoning_not_carried=self.reasoning_not_carried,
             started_at=self.started_at,
             finished_at=datetime.now(UTC).isoformat(),
             duration_s=time.monotonic() - self.started_monotonic,

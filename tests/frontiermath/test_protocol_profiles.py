@@ -210,9 +210,10 @@ async def test_forcing_lasts_until_the_cap(sandbox: Sandbox, protocol: str) -> N
         status = [profile.status_message.format(used=u, force_at=10_000, cap=20_000) for u in (3_500, 7_000)]
         assert notices == [*status, *forced]
     else:
-        # The reminder to use a tool after each text-only reply, forced turns included.
+        # The reminder to use a tool after each text-only reply below the threshold; from it on,
+        # only the forced notice (a reminder to keep working would contradict "submit now").
         nudge = profile.no_tool_call_nudge
-        assert notices == [nudge, nudge, nudge, forced[0], nudge, forced[1]]
+        assert notices == [nudge, nudge, *forced]
 
 
 @module_loop

@@ -232,6 +232,116 @@ async def test_a_200_error_body_stating_a_refusal_is_the_models_outcome_and_not_
     assert server.call_count == 1
 
 
+# --- the other providers people benchmark, through their OpenAI-compatible fronts --------------
+# Each body is the provider's documented error text (docs/models.md, "Provider refusals", says
+# which texts were confirmed in public reports and which shapes are inferred).
+
+GEMINI_OVERFLOW = "The input token count (1200293) exceeds the maximum number of tokens allowed (1048576)."
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # Google's endpoints wrap the error object in a list.
+        [{"error": {"code": 400, "message": GEMINI_OVERFLOW, "status": "INVALID_ARGUMENT"}}],
+        {"error": {"code": 400, "message": GEMINI_OVERFLOW, "status": "INVALID_ARGUMENT"}},
+    ],
+    ids=["list", "object"],
+)
+async def test_gemini_input_token_count_exceeds_the_maximum_is_an_overflow(body: Any) -> None:
+    refusal, server = await _refusal([HttpError(400, body=body), Reply(content="never sent")])
+    assert refusal.verdict.kind is RefusalKind.CONTEXT_OVERFLOW and server.call_count == 1
+    assert "1048576" in refusal.verdict.message
+
+
+async def test_xai_maximum_prompt_length_is_an_overflow() -> None:
+    body = {
+        "code": "Client specified an invalid argument",
+        "error": "This model's maximum prompt length is 131072 but the request contains 136973 tokens.",
+    }
+    refusal, server = await _refusal([HttpError(400, body=body), Reply(content="never sent")])
+    assert refusal.verdict.kind is RefusalKind.CONTEXT_OVERFLOW and server.call_count == 1
+    assert "maximum prompt length is 131072" in refusal.verdict.message
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "input length and `max_tokens` exceed context limit: 201000 + 8192 > 200000, decrease input "
+        "length or `max_tokens` and try again",
+        "prompt is too long: 202128 tokens > 200000 maximum",
+    ],
+    ids=["input-and-max-tokens", "prompt-too-long"],
+)
+async def test_anthropic_compatible_context_limit_is_an_overflow(message: str) -> None:
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+    refusal, server = await _refusal([HttpError(400, body=body), Reply(content="never sent")])
+    assert refusal.verdict.kind is RefusalKind.CONTEXT_OVERFLOW and server.call_count == 1
+    assert refusal.verdict.code == "invalid_request_error"
+
+
+async def test_deepseek_maximum_context_length_is_an_overflow() -> None:
+    body = _openai_error(
+        "This model's maximum context length is 65536 tokens. However, you requested 87731 tokens "
+        "(87731 in the messages, 0 in the completion). Please reduce the length of the messages or "
+        "completion.",
+        "invalid_request_error",
+    )
+    refusal, server = await _refusal([HttpError(400, body=body), Reply(content="never sent")])
+    assert refusal.verdict.kind is RefusalKind.CONTEXT_OVERFLOW and server.call_count == 1
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "<html><head><title>413 Request Entity Too Large</title></head></html>",
+        {"error": {"message": "Request body too large", "type": "invalid_request_error"}},
+        {"detail": "payload too large"},
+    ],
+    ids=["html", "json-without-a-code", "other-json"],
+)
+async def test_a_413_is_an_overflow_whatever_its_body(body: Any) -> None:
+    refusal, server = await _refusal([HttpError(413, body=body), Reply(content="never sent")])
+    verdict = refusal.verdict
+    assert (verdict.kind, verdict.status) == (RefusalKind.CONTEXT_OVERFLOW, 413)
+    assert server.call_count == 1
+
+
+async def test_a_422_stating_the_context_size_is_an_overflow() -> None:
+    body = {
+        "error": "Input validation error: `inputs` must have less than 4096 tokens. Given: 5000",
+        "error_type": "validation",
+    }
+    refusal, _ = await _refusal([HttpError(422, body=body)])
+    assert refusal.verdict.kind is RefusalKind.CONTEXT_OVERFLOW and refusal.verdict.status == 422
+
+
+async def test_a_422_about_anything_else_stays_an_error() -> None:
+    body = {
+        "error": "Input validation error: `temperature` must be strictly positive",
+        "error_type": "validation",
+    }
+    error, server = await _infrastructure([HttpError(422, body=body), Reply(content="x")])
+    assert "HTTP 422" in str(error) and server.call_count == 1
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "max_tokens: 999000 > 64000, which is the maximum allowed number of output tokens for claude-x",
+        "Unable to submit request because it has a maxOutputTokens value of 999000 but the supported "
+        "range is from 1 (inclusive) to 65537 (exclusive). Update the value and try again.",
+        "Invalid 'max_output_tokens': integer above maximum value. Expected a value <= 128000, but got "
+        "999000 instead.",
+        "Invalid max_tokens value, the valid range of max_tokens is [1, 8192]",
+    ],
+)
+def test_an_output_maximum_is_never_a_refusal_of_the_conversation(message: str) -> None:
+    """The FrontierMath loop asks again within the limit (test_output_limits.py); the refusal is
+    of the request's output allowance, never the model's outcome."""
+    assert classify_error(400, {"error": {"message": message, "type": "invalid_request_error"}}) is None
+
+
 # --- infrastructure: excluded errors, re-run by --resume ----------------------------------------
 
 
@@ -350,7 +460,8 @@ def test_any_body_classifies_without_raising_and_records_bounded_clean_text(stat
     assert not any(unicodedata.category(ch)[0] == "C" for ch in verdict.message + (verdict.code or ""))
     if status == 403:
         # A 403 is a refusal only on a code or moderation metadata, never on a message's words.
-        error = body.get("error", body) if isinstance(body, dict) else body
+        first = body[0] if isinstance(body, list) and body else body
+        error = first.get("error", first) if isinstance(first, dict) else first
         assert isinstance(error, dict)
         metadata = error.get("metadata")
         has_metadata = isinstance(metadata, dict) and ({"reasons", "flagged_input"} & set(metadata))

@@ -13,7 +13,14 @@ import openai
 import pytest
 
 from proctor.agent.inputs.config import ModelConfig
-from proctor.agent.model.base import REPLAY_KEY, ChatResponse, ModelClient, record_message, reply_notes
+from proctor.agent.model.base import (
+    REPLAY_KEY,
+    ChatResponse,
+    ModelClient,
+    ModelError,
+    record_message,
+    reply_notes,
+)
 from proctor.agent.model.factory import make_client
 from proctor.agent.model.reasoning_items import (
     ENCRYPTED_REASONING,
@@ -256,6 +263,57 @@ async def test_an_endpoint_that_refuses_its_items_back_is_asked_again_without_th
     assert carried == [[], ["rs_1"], [], []] and second.content == "fine"
     assert ["include" in r.json for r in server.requests] == [True, True, False, False]
     assert any("refused reasoning carried" in d for d in second.deviations)
+
+
+async def test_a_refusal_naming_reasoning_that_is_not_about_it_leaves_the_carry_on() -> None:
+    """A 400 for another parameter whose text says "reasoning" (here reasoning.effort) is refused
+    again without the include: it was not about carrying, so carrying stays on and nothing is
+    recorded as not carried."""
+    effort = HttpError(400, "Unsupported value: 'reasoning.effort' does not support 'max'.")
+    with ScriptedServer([effort, effort, Reply(content="ok")]) as server:
+        client = client_for(server)
+        try:
+            with pytest.raises(ModelError):
+                await client.complete(QUESTION, tools=TOOLS)
+            response = await client.complete(QUESTION, tools=TOOLS)
+        finally:
+            await client.aclose()
+    assert ["include" in r.json for r in server.requests] == [True, False, True]
+    assert response.reasoning_not_carried is None
+
+
+async def test_every_reply_after_a_switch_off_says_why_reasoning_is_not_carried() -> None:
+    refused = HttpError(400, "Encrypted content is not supported with this model.")
+    with ScriptedServer([refused, Reply(content="one"), Reply(content="two")]) as server:
+        client = client_for(server)
+        try:
+            first = await client.complete(QUESTION)
+            second = await client.complete(QUESTION)
+        finally:
+            await client.aclose()
+    for response in (first, second):
+        assert response.reasoning_not_carried is not None
+        assert "Encrypted content is not supported" in response.reasoning_not_carried
+    assert ["include" in r.json for r in server.requests] == [True, False, False]
+
+
+async def test_a_client_of_another_model_keeps_carrying_when_one_is_refused() -> None:
+    """Clients are per model (agent/run/clients.py): one endpoint's refusal changes no other's."""
+    refused = HttpError(400, "Encrypted content is not supported with this model.")
+    with (
+        ScriptedServer([refused, Reply(content="one")]) as refusing,
+        ScriptedServer([Reply(content="a"), Reply(content="b")]) as carrying,
+    ):
+        refuser, carrier = client_for(refusing), client_for(carrying)
+        try:
+            await refuser.complete(QUESTION)
+            await carrier.complete(QUESTION)
+            other = await carrier.complete(QUESTION)
+        finally:
+            await refuser.aclose()
+            await carrier.aclose()
+    assert other.reasoning_not_carried is None
+    assert ["include" in r.json for r in carrying.requests] == [True, True]
 
 
 async def test_only_the_fields_the_api_takes_back_are_sent() -> None:

@@ -7,7 +7,14 @@ import math
 import pytest
 
 from proctor.agent.results import task_stats as stats
-from proctor.agent.results.records import EEDRecord, JudgeRecord, Outcome, SampleRecord, ToolCallRecord
+from proctor.agent.results.records import (
+    EEDRecord,
+    JudgeRecord,
+    Outcome,
+    SampleRecord,
+    ToolCallRecord,
+    TurnUsage,
+)
 from proctor.agent.results.summary import summarize, summarize_group
 from proctor.agent.results.task_stats import bootstrap_ci, clustered_estimate, percentile, standard_error
 
@@ -204,3 +211,28 @@ def test_a_run_without_timed_samples_has_no_sandbox_share() -> None:
         "median_sample": None,
         "max_sample": None,
     }
+
+
+def test_turns_are_counted_per_usage_shape_and_model_errors_grouped() -> None:
+    """summary.json: how each turn's usage was reported (agent/model/usage.py), and the model
+    errors grouped by status and message, numbers read as N."""
+
+    def turn(shape: str | None) -> TurnUsage:
+        return TurnUsage(turn=1, input_tokens=1, output_tokens=1, cumulative_tokens=2, usage_shape=shape)
+
+    shaped = rec("t1", 0, "correct").model_copy(
+        update={"turns": [turn("reasoning_outside_output"), turn("reasoning_outside_output"), turn(None)]}
+    )
+    openai = rec("t2", 0, "incorrect").model_copy(update={"turns": [turn("reasoning_in_output")]})
+    rejected = "model error: http://h/v1 rejected the request (HTTP 400): bad value"
+    errors = [
+        rec(f"e{i}", 0, "model_error").model_copy(update={"error": f"{rejected} {i * 1000}"})
+        for i in range(3)
+    ] + [rec("e9", 0, "model_error").model_copy(update={"error": "model error: gave up after 6 retries"})]
+    group = summarize_group([shaped, openai, *errors])
+    # Records from before shapes were recorded (None) are not counted under any shape.
+    assert group["usage_shapes"] == {"reasoning_in_output": 1, "reasoning_outside_output": 2}
+    assert group["model_errors"] == [
+        {"status": 400, "message": "bad value N", "samples": 3},
+        {"status": None, "message": "model error: gave up after N retries", "samples": 1},
+    ]

@@ -72,6 +72,19 @@ class ReportedUsage:
     prompt_tokens: int = 10
     completion_tokens: int = 5
     reasoning_tokens: int = 0
+    # ``total_tokens`` as sent: None sends prompt + completion (OpenAI's shape, where reasoning
+    # is inside the completion); a gateway that reports reasoning apart sends p + c + r;
+    # OMIT_TOTAL leaves the field out.
+    total_tokens: int | None = None
+
+    def sent_total(self) -> int | None:
+        if self.total_tokens == OMIT_TOTAL:
+            return None
+        return self.prompt_tokens + self.completion_tokens if self.total_tokens is None else self.total_tokens
+
+
+# ReportedUsage(total_tokens=OMIT_TOTAL): a usage block without total_tokens.
+OMIT_TOTAL = -1
 
 
 @dataclass
@@ -280,9 +293,11 @@ class ScriptedServer:
             body["usage"] = {
                 "prompt_tokens": u.prompt_tokens,
                 "completion_tokens": u.completion_tokens,
-                "total_tokens": u.prompt_tokens + u.completion_tokens,
+                "total_tokens": u.sent_total(),
                 "completion_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
             }
+            if body["usage"]["total_tokens"] is None:
+                del body["usage"]["total_tokens"]
         return body
 
     def responses_input_problem(self, request: dict[str, Any]) -> str | None:
@@ -360,10 +375,12 @@ class ScriptedServer:
             body["usage"] = {
                 "input_tokens": u.prompt_tokens,
                 "output_tokens": u.completion_tokens,
-                "total_tokens": u.prompt_tokens + u.completion_tokens,
+                "total_tokens": u.sent_total(),
                 "input_tokens_details": {"cached_tokens": 0},
                 "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
             }
+            if body["usage"]["total_tokens"] is None:
+                del body["usage"]["total_tokens"]
         return body
 
 

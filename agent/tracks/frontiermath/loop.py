@@ -56,6 +56,8 @@ class ConversationResult:
     submission: SubmissionRecord | None = None
     retries: int = 0
     provider_refusal: ProviderRefusalRecord | None = None
+    # Why some requests of this sample went without the model's reasoning (its endpoint refused it).
+    reasoning_not_carried: str | None = None
 
 
 @dataclass
@@ -103,6 +105,7 @@ class Conversation:
         self.transcript: list[dict[str, Any]] = []
         self.tool_records: list[ToolCallRecord] = []
         self.retries = 0
+        self.reasoning_not_carried: str | None = None
         self._append({"role": "user", "content": prompt}, turn=0, kind="prompt")
 
     def _append(self, message: dict[str, Any], *, turn: int, count: bool = True, **extra: Any) -> None:
@@ -130,6 +133,7 @@ class Conversation:
             tool_calls=self.tool_records,
             submission=submission.record if submission else None,
             retries=self.retries,
+            reasoning_not_carried=self.reasoning_not_carried,
         )
 
     def _no_answer(self, reason: str, rejected: SubmissionResult | None) -> ConversationResult:
@@ -171,7 +175,9 @@ class Conversation:
                 # At the cap the conversation ends at once; this reply's tool calls are not run.
                 return self._no_answer(self.budget.stop_reason or "token cap reached", rejected)
             if not response.tool_calls:
-                if profile.no_tool_call_nudge is not None:
+                # From the threshold on the forced notice comes next; a reminder to keep working
+                # with the python tool would contradict it ("submit now").
+                if profile.no_tool_call_nudge is not None and not self.budget.submission_due:
                     self._append(
                         {"role": "user", "content": profile.no_tool_call_nudge}, turn=turn, kind="nudge"
                     )
@@ -212,6 +218,7 @@ class Conversation:
 
     def _record_reply(self, response: ChatResponse, turn: int, forced: bool) -> None:
         self.retries += response.retries
+        self.reasoning_not_carried = self.reasoning_not_carried or response.reasoning_not_carried
         usage = self.budget.record_response(response.usage, forced=forced)
         self.ctx.events.tokens_used(response.usage.total)
         extra: dict[str, Any] = {"usage": usage.model_dump(), "finish_reason": response.finish_reason}

@@ -107,6 +107,7 @@ class FrontierMathTrack(Track):
             sandbox_image=_image_of(ctx),
             retries=result.retries,
             provider_refusal=result.provider_refusal,
+            reasoning_not_carried=result.reasoning_not_carried,
             started_at=started_at,
             finished_at=_now(),
             duration_s=time.monotonic() - started,
