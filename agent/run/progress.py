@@ -594,7 +594,7 @@ def outcome_line(summary: dict[str, Any]) -> str:
 
 def print_final(console: Console, summary: dict[str, Any], run_dir: str) -> None:
     from proctor.agent.results.summary import scoring_headline
-    from proctor.agent.results.summary_tables import cost_line, grid_table, passk_table
+    from proctor.agent.results.summary_tables import PASSK_NOTE, cost_line, grid_table, passk_table
 
     console.print(summary_table(summary))
     overall = summary.get("overall") or {}
@@ -606,6 +606,7 @@ def print_final(console: Console, summary: dict[str, Any], run_dir: str) -> None
     passk = passk_table(summary)
     if passk is not None:
         console.print(passk)
+        console.print(PASSK_NOTE, markup=False, highlight=False, soft_wrap=True)
     grid, left_out = grid_table(summary)
     if grid is not None:
         console.print(grid)
