@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import NoReturn
@@ -19,7 +20,22 @@ COMPLETE_VAR = "_PROCTOR_COMPLETE"
 
 def complete() -> NoReturn:
     """Answer the shell's request for completions (the script `proctor completion SHELL`
-    prints sets ``COMPLETE_VAR``) with typer's completion classes, imported only then."""
+    prints sets ``COMPLETE_VAR``) from the completion table, without typer or any command
+    (fast_complete.py). Anything else the variable may ask (typer's ``source_bash``), or a
+    table that cannot be read, goes to typer's completion classes."""
+    instruction = os.environ[COMPLETE_VAR]
+    if instruction.startswith("complete_"):
+        from proctor.agent.cli.fast_complete import main as answer
+
+        # An installation without the table (OSError) or with a damaged one (ValueError):
+        # typer answers, slowly.
+        with contextlib.suppress(OSError, ValueError):
+            answer(instruction)
+    complete_with_typer()
+
+
+def complete_with_typer() -> NoReturn:
+    """Typer's answer to the same request, its classes imported only then."""
     from typer._completion_classes import completion_init
 
     from proctor.agent.cli.app import app
