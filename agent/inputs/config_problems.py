@@ -90,7 +90,11 @@ def place(loc: Loc, prefix: str = "") -> str:
     return prefix + (".".join(parts) or "(top level)")
 
 
-def problems_of(error: ValidationError, model: type[BaseModel] | None) -> list[Problem]:
+def problems_of(
+    error: ValidationError, model: type[BaseModel] | None, *, missing_hints: bool = False
+) -> list[Problem]:
+    """``error``'s problems; ``missing_hints`` says how to give a missing tasks or models field
+    (a run config's; a run directory's header is not fixed with a flag)."""
     problems = []
     for detail in error.errors():
         loc = tuple(detail.get("loc", ()))
@@ -98,7 +102,7 @@ def problems_of(error: ValidationError, model: type[BaseModel] | None) -> list[P
         message = str(detail.get("msg", "invalid")).removeprefix("Value error, ")
         if kind == "extra_forbidden":
             message += unknown_key_hint(model, loc)
-        elif kind == "missing" and len(loc) == 1 and loc[0] in MISSING_HINTS:
+        elif missing_hints and kind == "missing" and len(loc) == 1 and loc[0] in MISSING_HINTS:
             message = f"missing: {MISSING_HINTS[str(loc[0])]}"
         problems.append(Problem(loc, message, missing=kind == "missing", unknown=kind == "extra_forbidden"))
     return problems

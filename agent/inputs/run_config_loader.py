@@ -247,7 +247,7 @@ def validate_run_config(
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
-        problems = problems_of(exc, RunConfig)
+        problems = problems_of(exc, RunConfig, missing_hints=True)
     # The checks pydantic cannot make, on every field it did not already refuse.
     flagged = [problem.loc for problem in problems]
     problems += [p for p in _field_checks(data) if not overlaps(p.loc, flagged)]
