@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import NoReturn
 
+from proctor.agent.cli.exit_codes import BAD_INPUT, FAILED, INTERRUPTED
 from proctor.agent.errors import UserError
 
 # Nothing else at module level: `proctor --version` and `--help` answer before typer is
@@ -18,7 +20,22 @@ COMPLETE_VAR = "_PROCTOR_COMPLETE"
 
 def complete() -> NoReturn:
     """Answer the shell's request for completions (the script `proctor completion SHELL`
-    prints sets ``COMPLETE_VAR``) with typer's completion classes, imported only then."""
+    prints sets ``COMPLETE_VAR``) from the completion table, without typer or any command
+    (fast_complete.py). Anything else the variable may ask (typer's ``source_bash``), or a
+    table that cannot be read, goes to typer's completion classes."""
+    instruction = os.environ[COMPLETE_VAR]
+    if instruction.startswith("complete_"):
+        from proctor.agent.cli.fast_complete import main as answer
+
+        # An installation without the table (OSError) or with a damaged one (ValueError):
+        # typer answers, slowly.
+        with contextlib.suppress(OSError, ValueError):
+            answer(instruction)
+    complete_with_typer()
+
+
+def complete_with_typer() -> NoReturn:
+    """Typer's answer to the same request, its classes imported only then."""
     from typer._completion_classes import completion_init
 
     from proctor.agent.cli.app import app
@@ -70,15 +87,17 @@ def main() -> None:
     except UserError as exc:
         from proctor.agent.run.progress import one_line
 
-        # One line, never a terminal control: the message may quote an endpoint or a file.
-        print(f"proctor: error: {one_line(str(exc))}", file=sys.stderr)
-        raise SystemExit(2) from None
+        # One line per problem, never a terminal control: the message may quote an endpoint or
+        # a file.
+        for line in getattr(exc, "lines", (str(exc),)):
+            print(f"proctor: error: {one_line(line)}", file=sys.stderr)
+        raise SystemExit(BAD_INPUT) from None
     except NoArgsIsHelpError as exc:
         # Building the error drew the page already (a rich page prints as it is made, and
         # asking again printed it twice); a plain page is the error's message.
         if exc.message.strip():
             print(exc.message)
-        raise SystemExit(2) from None
+        raise SystemExit(BAD_INPUT) from None
     except UsageError as exc:
         command = exc.ctx.command_path if exc.ctx is not None else "proctor"
         option = exc.option_name if isinstance(exc, NoSuchOption) else None
@@ -87,14 +106,14 @@ def main() -> None:
         # would point elsewhere than the flag that does the job.
         message = f"No such option: {option}{hint}" if hint else exc.format_message()
         print(f"proctor: error: {message} (see '{command} --help')", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(BAD_INPUT) from None
     except typer.TyperException as exc:
         print(f"proctor: error: {exc}", file=sys.stderr)
-        raise SystemExit(1) from None
+        raise SystemExit(FAILED) from None
     except typer.Exit as exc:
         raise SystemExit(exc.exit_code) from None
     except (KeyboardInterrupt, typer.Abort):
         print("proctor: interrupted", file=sys.stderr)
-        raise SystemExit(130) from None
+        raise SystemExit(INTERRUPTED) from None
     if isinstance(result, int) and result != 0:
         raise SystemExit(result)

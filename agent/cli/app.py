@@ -27,7 +27,8 @@ sandbox_app = typer.Typer(help=GROUP_HELP["sandbox"], no_args_is_help=True)
 image_app = typer.Typer(help=GROUP_HELP["image"], no_args_is_help=True)
 bench_app = typer.Typer(help=GROUP_HELP["bench"], no_args_is_help=True)
 score_app = typer.Typer(help=GROUP_HELP["score"], no_args_is_help=True)
-list_app = typer.Typer(help=GROUP_HELP["list"], no_args_is_help=True)
+# `proctor list` alone lists what it can list (list_cmd.py), not a usage error.
+list_app = typer.Typer(help=GROUP_HELP["list"], invoke_without_command=True)
 
 # Bounded: a slow engine never holds a command's exit for longer than this.
 SWEEP_JOIN_S = 3.0

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 
+from proctor.agent.cli import exit_codes
 from proctor.agent.cli.app import sandbox_app
 from proctor.agent.errors import UserError
 from proctor.sandbox import Limits, Sandbox, SandboxUnavailable, open_sandbox
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 # `proctor sandbox exec` and `cleanup`, and those imports were 1.2 s of their 1.5 s start.
 
 AUDIT_BACKENDS = ("auto", "docker", "local", "ray")
-EXIT_BROKEN = 1
+EXIT_BROKEN = exit_codes.FAILED
 
 
 def limits_from_config(path: Path) -> tuple[SandboxConfig, Limits]:

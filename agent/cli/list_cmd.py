@@ -29,6 +29,26 @@ def _load(path: Path, track: str) -> list[Any]:
     return make_track(track).load_tasks(path)
 
 
+@list_app.callback()
+def list_what(ctx: typer.Context) -> None:
+    # No docstring: the group's help is app.py's (GROUP_HELP), as the root page shows it.
+    if ctx.invoked_subcommand is not None:
+        return
+    # `proctor list` alone: the lists there are, one a line, as every list here prints.
+    group = ctx.command
+    for name in group.list_commands(ctx):  # type: ignore[attr-defined]
+        command = group.get_command(ctx, name)  # type: ignore[attr-defined]
+        arguments = [
+            param.metavar or (param.name or "").upper() for param in command.params if param.required
+        ]
+        usage = " ".join([name, *arguments])
+        print(f"proctor list {usage}\t{first_line(command.help or '')}")
+
+
+def first_line(text: str) -> str:
+    return " ".join(text.strip().split("\n\n")[0].split())
+
+
 @list_app.command("tracks")
 def list_tracks() -> None:
     """Every track: how it is graded and whether it runs model code in the sandbox."""
@@ -36,7 +56,7 @@ def list_tracks() -> None:
 
     for name in track_names():
         track = make_track(name)
-        graded = "judge model" if track.needs_judge else "deterministic"
+        graded = "a judge model" if track.needs_judge else "a deterministic check"
         sandbox = "sandbox" if track.needs_sandbox else "no sandbox"
         print(f"{name}\tgraded by {graded}\t{sandbox}")
 

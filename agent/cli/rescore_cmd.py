@@ -10,16 +10,18 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from proctor.agent.cli import exit_codes
 from proctor.agent.cli.app import app
 from proctor.agent.errors import UserError
 from proctor.agent.results.store import SAMPLES, load_samples
 from proctor.agent.run.progress import RunProgress, one_line, print_final
 from proctor.sandbox import SandboxError
 
-EXIT_INTERRUPTED = 130
-EXIT_FAILED = 1
+# The statuses of the one table `proctor --help` shows (exit_codes.py).
+EXIT_INTERRUPTED = exit_codes.INTERRUPTED
+EXIT_FAILED = exit_codes.FAILED
 # A judge refused the key or ran out of quota: as for `proctor run`.
-EXIT_STOPPED = 4
+EXIT_STOPPED = exit_codes.STOPPED
 
 
 @app.command("rescore")

@@ -15,6 +15,7 @@ import os
 from typing import Any, NamedTuple
 
 from proctor.agent.cli.command_table import COMMANDS, GROUPS, docstring
+from proctor.agent.cli.exit_codes import EXIT_TABLE
 
 ROOT_HELP = "Sandboxed code-execution agent runtime for expert-level math and science evaluations."
 VERSION_HELP = "Print the version and exit."
@@ -50,6 +51,8 @@ class RootPage(NamedTuple):  # not a dataclass: importing dataclasses costs --ve
     help: str
     options: list[tuple[str, str]]
     commands: list[tuple[str, str]]
+    # Every command's exit statuses (exit_codes.py): one table, not a line in each command's page.
+    exit_statuses: list[tuple[str, str]]
 
 
 def first_paragraph(text: str) -> str:
@@ -67,6 +70,7 @@ def static_page() -> RootPage:
             *((name, first_paragraph(docstring(module, name))) for name, module in COMMANDS.items()),
             *((name, first_paragraph(GROUP_HELP[name])) for name in GROUPS),
         ],
+        exit_statuses=list(EXIT_TABLE),
     )
 
 
@@ -88,6 +92,7 @@ def page_of(group: Any, ctx: Any) -> RootPage:
         help=first_paragraph(group.help or ""),
         options=[(names, help_text) for names, help_text in options],
         commands=commands,
+        exit_statuses=list(EXIT_TABLE),
     )
 
 
@@ -122,7 +127,7 @@ def _panel(title: str, rows: list[tuple[str, str]]) -> Any:
 
 
 def print_page(page: RootPage) -> None:
-    """The usage line, the help, then the options and the commands, each in a panel."""
+    """The usage line, the help, then the options, the commands and the exit statuses, each in a panel."""
     from rich.padding import Padding
     from rich.text import Text
 
@@ -137,3 +142,5 @@ def print_page(page: RootPage) -> None:
         console.print(_panel("Options", page.options))
     if page.commands:
         console.print(_panel("Commands", page.commands))
+    if page.exit_statuses:
+        console.print(_panel("Exit status", page.exit_statuses))

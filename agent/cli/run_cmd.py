@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from proctor.agent.cli import exit_codes
 from proctor.agent.cli.app import app
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import RunConfig
@@ -26,12 +27,11 @@ from proctor.sandbox import SandboxError
 CONFIGS_DIR = Path(__file__).resolve().parents[2] / "configs"
 QUICKSTART_CONFIG = CONFIGS_DIR / "quickstart.yaml"
 
-EXIT_INTERRUPTED = 130
-EXIT_FAILED = 1
-# The run finished, but its error outcomes crossed --fail-on-error (default: any): it is not done.
-EXIT_TOO_MANY_ERRORS = 3
-# An endpoint refused for good (credentials, quota): the run stopped early (agent/run/guard.py).
-EXIT_STOPPED = 4
+# The statuses of the one table `proctor --help` shows (exit_codes.py).
+EXIT_INTERRUPTED = exit_codes.INTERRUPTED
+EXIT_FAILED = exit_codes.FAILED
+EXIT_TOO_MANY_ERRORS = exit_codes.TOO_MANY_ERRORS
+EXIT_STOPPED = exit_codes.STOPPED
 
 
 AUDIT_MODES = ("quick", "full")
@@ -265,7 +265,12 @@ def run_command(
         ),
     ] = False,
 ) -> None:
-    """Run an eval: every model x task x trial, appended to DIR/samples.jsonl as each finishes."""
+    """Run an eval: every model x task x trial, appended to DIR/samples.jsonl as each finishes.
+
+    Exit status: 0 finished; 1 the harness failed; 2 bad input, nothing ran; 3 error samples
+    crossed --fail-on-error; 4 an endpoint refused for good (key, quota); 130 interrupted.
+    Every command's codes: proctor --help.
+    """
     if audit is not None and audit not in AUDIT_MODES:
         raise UserError(f"--audit: {audit!r} is not one of {', '.join(AUDIT_MODES)}")
     error_policy = DEFAULT_ERROR_POLICY if fail_on_error is None else ErrorPolicy.parse(fail_on_error)

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
+from proctor.agent.cli import exit_codes
 from proctor.agent.cli.app import SWEEP_JOIN_S, bench_app, sandbox_app
 from proctor.agent.cli.terminal_text import escape_for_terminal
 from proctor.agent.errors import UserError
@@ -136,6 +137,29 @@ async def _run_once(
         await sandbox.aclose()
 
 
+# What `proctor sandbox exec` exits with when the program did not end by itself (exit_codes.py).
+EXIT_TIMED_OUT = exit_codes.TIMED_OUT
+EXIT_SANDBOX_FAILED = exit_codes.SANDBOX_FAILED
+EXIT_OUT_OF_MEMORY = exit_codes.OUT_OF_MEMORY
+_LARGEST_EXIT_STATUS = 255
+
+
+def mirrored_exit_code(result: ExecResult) -> int:
+    """The status `proctor sandbox exec` exits with for ``result``: the program's own, or 124
+    when it timed out, 137 when it was killed for memory. 125 when the sandbox reported no status
+    a shell could carry (no exit code without a time-out, or one outside 0..255)."""
+    if result.timed_out:
+        return EXIT_TIMED_OUT
+    if result.oom_killed:
+        return EXIT_OUT_OF_MEMORY
+    code = result.exit_code
+    if code is None:
+        return EXIT_SANDBOX_FAILED
+    if code < 0:  # a signal, as subprocess reports it: the shell's 128 + N
+        code = 128 - code
+    return code if 0 <= code <= _LARGEST_EXIT_STATUS else EXIT_SANDBOX_FAILED
+
+
 STATUS_PREFIX = "proctor: "
 # Reverse video: the program's own escapes are shown escaped on a terminal, so no program
 # output can look like this line there.
@@ -206,9 +230,12 @@ def exec_program(
         ),
     ] = AUTO_PATH,
 ) -> None:
-    """Run one Python program in a fresh sandbox and print what it did.
+    """Run a Python program in a sandbox; exit as it did (124 timeout, 137 OOM).
 
-    Exits 0 whenever the sandbox ran the program, whatever the program itself did.
+    The exit status is the program's own (1 for an uncaught exception), as timeout(1) and docker
+    run give it: 124 when the program ran out of time, 137 when it was killed for memory, 125
+    when the sandbox itself failed, 2 when a flag or the file was refused before anything ran,
+    130 on Ctrl-C. --json prints the whole result and exits the same way.
     """
     if backend not in BACKENDS:
         raise UserError(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
@@ -241,16 +268,18 @@ def exec_program(
         raise UserError(f"{file}: {exc}") from None
     except SandboxError as exc:
         print(f"proctor: error: the sandbox failed: {exc}", file=sys.stderr)
-        raise typer.Exit(1) from None
+        # Not 1: that is what a program that raised exits with.
+        raise typer.Exit(EXIT_SANDBOX_FAILED) from None
     except KeyboardInterrupt:
         # Reached only after the call's cleanup ran (asyncio cancels the call first); typer
         # alone would exit 130 without a word.
         print("proctor: interrupted: the program was stopped and its sandbox removed", file=sys.stderr)
-        raise typer.Exit(130) from None
+        raise typer.Exit(exit_codes.INTERRUPTED) from None
     if as_json:
-        print(json.dumps(result.to_dict(), sort_keys=True))
-        return
-    print_result(result)
+        print(json.dumps(result.to_dict(), sort_keys=True), flush=True)
+    else:
+        print_result(result)
+    raise typer.Exit(mirrored_exit_code(result))
 
 
 @sandbox_app.command("cleanup")

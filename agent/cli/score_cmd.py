@@ -7,7 +7,7 @@ import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,7 +15,11 @@ from proctor.agent.cli.app import score_app
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.input_files import MAX_TASK_FILE_BYTES, read_text_input, unreadable_value
 from proctor.agent.scoring.latex_preprocess import MODES
+from proctor.agent.scoring.parse_failure import parse_failure
 from proctor.agent.scoring.worker_pool import WorkerStartupError
+
+if TYPE_CHECKING:
+    from proctor.agent.scoring.eed import EEDResult
 
 _PAIRS_HELP = (
     'JSONL file, one {"reference": ..., "answer": ...} per line (an "id" is copied through). '
@@ -40,7 +44,12 @@ def score_eed(
         ),
     ] = None,
 ) -> None:
-    """Score an answer against a reference with EED (0-100; 100 = equivalent)."""
+    """Score an answer against a reference with EED (0-100; 100 = equivalent).
+
+    Exits 2 when a side does not parse, naming the side and why (the score is then 0), or on a
+    bad line of --pairs; a reference of --pairs that does not parse is such a line (an answer
+    that does not parse is the answer's score, 0).
+    """
     from proctor.agent.scoring.eed import eed_score
 
     if mode not in MODES:
@@ -62,8 +71,16 @@ def score_eed(
     except WorkerStartupError as exc:
         raise UserError(str(exc)) from None
     if as_json:
-        print(json.dumps(result.to_dict()))
-        return
+        print(json.dumps(result.to_dict()), flush=True)
+    else:
+        _print_result(result)
+    if result.status == "parse_error":
+        # A score of 0 that says nothing about the answer: the input was not what EED reads.
+        failure = parse_failure(result.detail, reference, answer)
+        raise UserError(f"the {failure.side} {failure.why}" if failure else f"parse_error: {result.detail}")
+
+
+def _print_result(result: EEDResult) -> None:
     print(f"score              {result.score:.2f}")
     print(f"status             {result.status}")
     if result.distance is not None:
@@ -123,10 +140,17 @@ def _score_pairs_file(path: Path, mode: str, timeout: float | None) -> None:
 
     # One thread per worker keeps every worker busy; results still print in input order.
     with ThreadPoolExecutor(max_workers=default_pool().size) as executor:
-        for output in executor.map(score, rows):
+        for (number, row), output in zip(rows, executor.map(score, rows), strict=True):
             if output.get("status") == "input_error":
                 bad_lines.append(output["line"])
                 print(f"proctor: error: {output['error']}", file=sys.stderr)
+            elif output.get("status") == "parse_error" and isinstance(row, dict):
+                # An answer that does not parse is scored 0, as published; a reference that does
+                # not parse leaves nothing to score against: the file is wrong.
+                failure = parse_failure(output.get("detail"), row["reference"], row["answer"])
+                if failure is not None and failure.side == "reference":
+                    bad_lines.append(number)
+                    print(f"proctor: error: {path}:{number}: the reference {failure.why}", file=sys.stderr)
             print(json.dumps(output), flush=True)
     if bad_lines:
         listed = ", ".join(str(n) for n in bad_lines[:10]) + (" ..." if len(bad_lines) > 10 else "")

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from proctor.agent.cli import exit_codes
 from proctor.agent.cli.app import app
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import SandboxConfig
@@ -21,7 +22,7 @@ from proctor.agent.tracks.frontiermath.tasks import load_frontiermath_tasks
 from proctor.agent.tracks.frontiermath.validation import ReferenceCheck, check_references
 from proctor.sandbox import SandboxError, open_sandbox
 
-EXIT_REFERENCE_FAILED = 1
+EXIT_REFERENCE_FAILED = exit_codes.FAILED
 
 
 async def _run_checks(

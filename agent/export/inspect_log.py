@@ -35,6 +35,7 @@ from proctor.agent.inputs.config import RunConfig
 from proctor.agent.rescore.stored_run import validate_config
 from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
 from proctor.agent.results.store import RUN_HEADER, SUMMARY, read_json, records_from, refuse_run_file
+from proctor.agent.results.summary import cost_usd, prices_from_config, run_span, session_count, wall_seconds
 from proctor.agent.run.sample_plan import model_labels
 
 if TYPE_CHECKING:
@@ -186,11 +187,16 @@ def eval_log(
         config=EvalConfig(epochs=config.trials),
         metadata=_run_metadata(header),
     )
+    model = models.get(label)
     usage = ModelUsage(
         input_tokens=sum(r.input_tokens for r in records),
         output_tokens=sum(r.output_tokens for r in records),
         total_tokens=sum(r.total_tokens for r in records),
+        # At the prices the run's config set for this model (none set: no cost, not 0).
+        total_cost=cost_usd(records, prices_from_config([(label, model)]) if model is not None else None),
     )
+    # The whole run, not its last session: a resumed run's header holds only the latest one's.
+    first_start, last_end = run_span(header)
     return EvalLog(
         status=_STATUS.get(_text(header.get("status")), "started"),  # type: ignore[arg-type]
         eval=spec,
@@ -209,8 +215,8 @@ def eval_log(
             ],
         ),
         stats=EvalStats(
-            started_at=_text(header.get("started_at")) or created,
-            completed_at=_text(header.get("ended_at")) or "",
+            started_at=first_start or created,
+            completed_at=last_end or "",
             model_usage={label: usage},
         ),
         samples=samples,
@@ -221,9 +227,14 @@ def _run_metadata(header: Mapping[str, Any]) -> dict[str, Any]:
     """The header's facts about the run, fitted like a sample's values (run.json may be edited)."""
     fit = Fitter()
     keys = ("track", "status", "protocol", "tasks_file", "rescored_from", "rescore", "versions")
-    data = {
-        "proctor_run": fit.value({k: header.get(k) for k in keys if header.get(k) is not None}, "run.json")
-    }
+    facts = {k: header.get(k) for k in keys if header.get(k) is not None}
+    # Inspect's duration is completed_at - started_at, which counts the gaps between a resumed
+    # run's sessions; the time the run actually ran is this sum.
+    wall = wall_seconds(header)
+    if wall is not None:
+        facts["wall_time_s"] = round(wall, 3)
+    facts["sessions"] = session_count(header)
+    data = {"proctor_run": fit.value(facts, "run.json")}
     report = fit.report()
     return data if report is None else {**data, "proctor_export": report}
 

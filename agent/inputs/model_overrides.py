@@ -6,8 +6,10 @@
 * a file with a single model entry lends its settings (base URL, key variable, API, sampling,
   connection limits, ``extra_body``) to every other ``--model``; its prices are not lent, they
   belong to the model they were written for;
-* a file with several entries, none of that name, is a one-line error: which one to inherit
-  from would be a guess.
+* a file with several entries, none of that name, is replaced: the flags name the run's models,
+  as flags override a config. They are lent only the settings every entry of the file agrees
+  on (one endpoint and key for all, say); a setting the entries differ in is not lent, since
+  which entry to take it from would be a guess.
 
 ``--judge NAME`` merges into the file's ``judge`` the same way. ``-M KEY=VALUE`` (repeatable)
 then sets a setting on every answering model, typed and validated like the config field it
@@ -67,7 +69,7 @@ def _lent(entry: dict[str, Any], name: str) -> dict[str, Any]:
     return {"name": name, **kept}
 
 
-def merge_models(file_models: Any, flag_models: list[str], source: str) -> list[Any]:
+def merge_models(file_models: Any, flag_models: list[str]) -> list[Any]:
     """The run's model entries when ``--model`` is given beside ``file_models``."""
     if not isinstance(file_models, list) or not file_models:
         return [{"name": name} for name in flag_models]
@@ -80,13 +82,21 @@ def merge_models(file_models: Any, flag_models: list[str], source: str) -> list[
         elif len(entries) == 1 and isinstance(entries[0], dict):
             merged.append(_lent(entries[0], name))
         else:
-            listed = ", ".join(str(_entry_name(entry)) for entry in entries)
-            raise UserError(
-                f"--model {name}: {source} lists {len(entries)} models ({listed}) and none is named "
-                f"{name!r}; name one of them, or give this model's settings with -M KEY=VALUE "
-                "in a config of its own"
-            )
+            merged.append(_lent(_shared_settings(entries), name))
     return merged
+
+
+def _shared_settings(entries: list[Any]) -> dict[str, Any]:
+    """The settings every entry holds with the same value (an entry that is not a mapping, or
+    names no setting, shares none)."""
+    if not all(isinstance(entry, dict) for entry in entries):
+        return {}
+    first, *others = entries
+    return {
+        key: value
+        for key, value in first.items()
+        if key not in _NOT_LENT and all(key in other and other[key] == value for other in others)
+    }
 
 
 def merge_judge(file_judge: Any, flag_judge: str) -> Any:

@@ -7,10 +7,8 @@ given as flags are relative to the working directory, as usual on a command line
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +18,16 @@ from pydantic import BaseModel, ValidationError
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import RunConfig
+from proctor.agent.inputs.config_problems import (
+    MAX_LISTED_PROBLEMS,
+    MISSING_HINTS,
+    Problem,
+    ProblemReport,
+    YamlPlaces,
+    overlaps,
+    place,
+    problems_of,
+)
 from proctor.agent.inputs.input_files import (
     MAX_CONFIG_BYTES,
     UniqueKeyLoader,
@@ -81,48 +89,6 @@ class RunFlags:
     judge_settings: list[str] = field(default_factory=list)
 
 
-# Every problem is listed; past this many (a generated file gone wrong) the rest are counted.
-MAX_LISTED_PROBLEMS = 20
-# A key shown in a message is cut here: the file, not the message, is the place to read it whole.
-MAX_SHOWN_KEY = 80
-
-
-def _models_in(annotation: Any) -> list[type[BaseModel]]:
-    """The pydantic models a field holds: itself, or inside ``X | None``, ``list[X]``, ``dict[str, X]``."""
-    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return [annotation]
-    return [model for arg in typing.get_args(annotation) for model in _models_in(arg)]
-
-
-def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """The field names of the model found by following ``loc`` (field names; list indexes skipped)."""
-    current = model
-    for part in loc:
-        if not isinstance(part, str):
-            continue  # a list index or dict key: the same model continues
-        info = current.model_fields.get(part)
-        inner = _models_in(info.annotation) if info is not None else []
-        if not inner:
-            return []
-        current = inner[0]
-    return list(current.model_fields)
-
-
-def did_you_mean(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> str:
-    """`` (did you mean 'trials'?)`` for an unknown key close to a real one at that place, else ''."""
-    if model is None or not loc or not isinstance(loc[-1], str):
-        return ""
-    close = difflib.get_close_matches(loc[-1], _fields_at(model, loc[:-1]), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _place(loc: tuple[Any, ...], prefix: str) -> str:
-    parts = [str(part) for part in loc]
-    if parts:
-        parts[-1] = parts[-1] if len(parts[-1]) <= MAX_SHOWN_KEY else parts[-1][:MAX_SHOWN_KEY] + "…"
-    return prefix + (".".join(parts) or "(top level)")
-
-
 def format_validation_error(
     source: str, error: ValidationError, model: type[BaseModel] | None = None, prefix: str = ""
 ) -> str:
@@ -131,13 +97,11 @@ def format_validation_error(
     ``model`` is the one validated, so an unknown key can be matched against the real ones at
     its place; ``prefix`` names where the validated mapping sits in the file (``sandbox.``).
     """
-    problems = error.errors()
-    parts = []
-    for problem in problems[:MAX_LISTED_PROBLEMS]:
-        loc = tuple(problem.get("loc", ()))
-        message = str(problem.get("msg", "invalid")).removeprefix("Value error, ")
-        hint = did_you_mean(model, loc) if problem.get("type") == "extra_forbidden" else ""
-        parts.append(f"field '{_place(loc, prefix)}': {message}{hint}")
+    problems = problems_of(error, model)
+    parts = [
+        f"field '{place(problem.loc, prefix)}': {problem.message}"
+        for problem in problems[:MAX_LISTED_PROBLEMS]
+    ]
     line = f"{source}: " + "; ".join(parts)
     if len(problems) > MAX_LISTED_PROBLEMS:
         line += f" (and {len(problems) - MAX_LISTED_PROBLEMS} more problems)"
@@ -145,6 +109,11 @@ def format_validation_error(
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
+    return read_config_document(path)[0]
+
+
+def read_config_document(path: Path) -> tuple[dict[str, Any], YamlPlaces]:
+    """The file's fields, and where each is written (for line numbers in its problems)."""
     text = read_text_input(path, "config file", max_bytes=MAX_CONFIG_BYTES)
     try:
         # A SafeLoader that also refuses a key given twice (PyYAML keeps the last silently).
@@ -159,11 +128,11 @@ def read_config_file(path: Path) -> dict[str, Any]:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise UserError(f"{path}: {where}not valid YAML ({problem})") from None
     if data is None:
-        return {}
+        return {}, YamlPlaces(text)
     if not isinstance(data, dict):
         raise UserError(f"{path}: expected a mapping of config fields at the top level")
     check_data(data, lambda _where: str(path))
-    return data
+    return data, YamlPlaces(text)
 
 
 def _model_entry(value: Any) -> Any:
@@ -211,7 +180,7 @@ def parse_filters(items: list[str]) -> dict[str, str]:
     return parsed
 
 
-def merge_flags(data: dict[str, Any], flags: RunFlags, source: str = "command line") -> dict[str, Any]:
+def merge_flags(data: dict[str, Any], flags: RunFlags) -> dict[str, Any]:
     """Lay the flags over the file's raw fields (before validation, so errors name fields)."""
     merged = dict(data)
     simple = {
@@ -232,7 +201,7 @@ def merge_flags(data: dict[str, Any], flags: RunFlags, source: str = "command li
         merged["task_filter"] = {**(merged.get("task_filter") or {}), **parse_filters(flags.filters)}
     if flags.models:
         # Beside a config file, --model merges into the file's entries (agent/inputs/model_overrides.py).
-        merged["models"] = merge_models(data.get("models"), list(flags.models), source)
+        merged["models"] = merge_models(data.get("models"), list(flags.models))
     if "models" in merged and isinstance(merged["models"], list):
         merged["models"] = [_model_entry(m) for m in merged["models"]]
     if flags.judge is not None:
@@ -265,69 +234,118 @@ def merge_flags(data: dict[str, Any], flags: RunFlags, source: str = "command li
     return merged
 
 
-def validate_run_config(data: dict[str, Any], source: str) -> RunConfig:
+def validate_run_config(
+    data: dict[str, Any],
+    source: str,
+    places: YamlPlaces | None = None,
+    file_data: dict[str, Any] | None = None,
+) -> RunConfig:
+    """``data`` as a RunConfig, or a UserError listing every problem, a line each (with the line
+    of ``places``'s file that holds it, for what ``file_data`` -- the file's fields -- gave)."""
+    problems: list[Problem] = []
+    config: RunConfig | None = None
     try:
         config = RunConfig.model_validate(data)
     except ValidationError as exc:
-        raise UserError(format_validation_error(source, exc, RunConfig)) from None
-    for index, model in enumerate(config.models):
-        if "/" not in model.name:
-            raise UserError(
-                f"{source}: field 'models.{index}.name': expected PROVIDER/NAME "
-                f"(e.g. openai/gpt-5 or local/gemma3-270m), got {model.name!r}"
+        problems = problems_of(exc, RunConfig, missing_hints=True)
+    # The checks pydantic cannot make, on every field it did not already refuse.
+    flagged = [problem.loc for problem in problems]
+    problems += [p for p in _field_checks(data) if not overlaps(p.loc, flagged)]
+    if config is not None and config.budget.force_submit_at >= config.budget.token_cap:
+        problems.append(
+            Problem(
+                ("budget", "force_submit_at"),
+                f"{config.budget.force_submit_at} must be below budget.token_cap "
+                f"({config.budget.token_cap}); set --force-submit-at too",
             )
-    if not config.models:
-        raise UserError(f"{source}: field 'models': at least one model is needed (--model openai/NAME)")
-    if config.protocol not in PROFILES:
-        raise UserError(f"{source}: field 'protocol': {unknown_protocol_message(config.protocol)}")
-    if config.protocol != DEFAULT_PROTOCOL and config.track != "frontiermath":
-        raise UserError(
-            f"{source}: field 'protocol': {config.protocol!r} applies to the frontiermath track only, "
-            f"not {config.track!r}"
         )
-    if config.budget.force_submit_at >= config.budget.token_cap:
-        raise UserError(
-            f"{source}: field 'budget.force_submit_at': {config.budget.force_submit_at} must be below "
-            f"budget.token_cap ({config.budget.token_cap}); set --force-submit-at too"
-        )
-    if not config.tasks.is_file():
-        raise UserError(f"{source}: field 'tasks': no such file {config.tasks}")
+    if problems or config is None:
+        report = ProblemReport(source, places, file_data)
+        raise UserError(*report.lines(problems, data))
     # Absolute, so `proctor run --resume --out DIR` works from any directory.
     config.tasks = config.tasks.resolve()
     if config.prompt_template is not None:
         config.prompt_template = config.prompt_template.resolve()
-    if config.prompt_template is not None and not config.prompt_template.is_file():
-        raise UserError(f"{source}: field 'prompt_template': no such file {config.prompt_template}")
-    if config.prompt_template is not None and config.track == "frontiermath":
-        # Said now, not as a harness error in every sample.
-        try:
-            load_template(config.prompt_template)
-        except UserError as exc:
-            raise UserError(f"{source}: field 'prompt_template': {exc}") from None
-    try:
-        parse_size(config.sandbox.memory)
-    except ValueError as exc:
-        raise UserError(f"{source}: field 'sandbox.memory': {exc}") from None
-    if config.out is not None:
-        check_run_dir(config.out, source)
     return config
+
+
+def _field_checks(data: dict[str, Any]) -> list[Problem]:
+    """What the loader checks beyond the fields' types, on the raw fields (each check only
+    where its field has the type it reads): so they are reported beside pydantic's problems."""
+    problems: list[Problem] = []
+    models = data.get("models")
+    if isinstance(models, list):
+        if not models:
+            problems.append(Problem(("models",), MISSING_HINTS["models"]))
+        for index, entry in enumerate(models):
+            name = entry.get("name") if isinstance(entry, dict) else None
+            if isinstance(name, str) and "/" not in name:
+                problems.append(
+                    Problem(
+                        ("models", index, "name"),
+                        f"expected PROVIDER/NAME (e.g. openai/gpt-5 or local/gemma3-270m), got {name!r}",
+                    )
+                )
+    protocol, track = data.get("protocol", DEFAULT_PROTOCOL), data.get("track", "frontiermath")
+    if isinstance(protocol, str):
+        if protocol not in PROFILES:
+            problems.append(Problem(("protocol",), unknown_protocol_message(protocol)))
+        elif protocol != DEFAULT_PROTOCOL and isinstance(track, str) and track != "frontiermath":
+            problems.append(
+                Problem(("protocol",), f"{protocol!r} applies to the frontiermath track only, not {track!r}")
+            )
+    tasks = data.get("tasks")
+    if isinstance(tasks, str | Path) and not Path(tasks).is_file():
+        problems.append(Problem(("tasks",), f"no such file {Path(tasks)}"))
+    template = data.get("prompt_template")
+    if isinstance(template, str | Path):
+        template_path = Path(template).resolve()
+        if not template_path.is_file():
+            problems.append(Problem(("prompt_template",), f"no such file {template_path}"))
+        elif track == "frontiermath":
+            # Said now, not as a harness error in every sample.
+            try:
+                load_template(template_path)
+            except UserError as exc:
+                problems.append(Problem(("prompt_template",), str(exc)))
+    sandbox = data.get("sandbox")
+    memory = sandbox.get("memory") if isinstance(sandbox, dict) else None
+    if isinstance(memory, str):
+        try:
+            parse_size(memory)
+        except ValueError as exc:
+            problems.append(Problem(("sandbox", "memory"), str(exc)))
+    out = data.get("out")
+    if isinstance(out, str | Path):
+        problem = run_dir_problem(Path(out))
+        if problem is not None:
+            problems.append(Problem(("out",), problem))
+    return problems
 
 
 def check_run_dir(out: Path, source: str) -> None:
     """``out`` must be a directory we can create or write in; say so now, not mid-run."""
+    problem = run_dir_problem(out)
+    if problem is not None:
+        raise UserError(f"{source}: field 'out': {problem}")
+
+
+def run_dir_problem(out: Path) -> str | None:
+    """Why ``out`` cannot be the run directory, or None."""
     if out.exists() or out.is_symlink():
         if not out.is_dir():
-            raise UserError(f"{source}: field 'out': {out} exists and is not a directory")
+            return f"{out} exists and is not a directory"
         if not os.access(out, os.W_OK | os.X_OK):
-            raise UserError(f"{source}: field 'out': cannot write in {out} (permission denied)")
-        return
+            return f"cannot write in {out} (permission denied)"
+        return None
     parent = out.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir():
-        raise UserError(f"{source}: field 'out': cannot create {out}: {parent} is not a directory")
+        return f"cannot create {out}: {parent} is not a directory"
     if not os.access(parent, os.W_OK | os.X_OK):
-        raise UserError(f"{source}: field 'out': cannot create {out}: {parent} is not writable")
+        return f"cannot create {out}: {parent} is not writable"
+    return None
 
 
 def load_run_config(
@@ -340,8 +358,9 @@ def load_run_config(
     """Build the run's config from a YAML file (or already-read ``base`` fields) and flags."""
     data: dict[str, Any] = dict(base or {})
     source = source or "command line"
+    places: YamlPlaces | None = None
     if config_file is not None:
-        data = read_config_file(config_file)
+        data, places = read_config_document(config_file)
         source = str(config_file)
         for name in ("tasks", "prompt_template"):
             if name in data:
@@ -354,11 +373,7 @@ def load_run_config(
                 **options,
                 "protocol_texts": {key: _resolve_against(config_file.parent, v) for key, v in texts.items()},
             }
-    if "tasks" not in data and flags.tasks is None:
-        raise UserError(f"{source}: field 'tasks': a task file is needed (--tasks FILE)")
-    if "models" not in data and not flags.models:
-        raise UserError(f"{source}: field 'models': at least one model is needed (--model openai/NAME)")
-    merged = merge_flags(data, flags, source)
+    merged = merge_flags(data, flags)
     # Flags too: a non-UTF-8 command-line byte arrives as a lone surrogate (surrogateescape).
     check_data(merged, lambda _where: source)
-    return validate_run_config(merged, source)
+    return validate_run_config(merged, source, places, data if places is not None else None)

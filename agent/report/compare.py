@@ -9,7 +9,7 @@ bootstrap CI (tasks resampled, both arms together), overall and per subject.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from proctor.agent.errors import UserError
@@ -38,6 +38,13 @@ class Arm:
                 by_task[sample.task_id].append(1.0 if sample.success else 0.0)
         self.task_means = {task: sum(v) / len(v) for task, v in by_task.items()}
         self.accuracy = estimate_by_cluster(dict(by_task))
+
+    @property
+    def error_outcomes(self) -> dict[str, int]:
+        """Samples left out of the accuracy because they ended in an error, by outcome: an arm
+        whose model failed half its samples must not read like one that answered them all."""
+        counts = Counter(sample.outcome.value for sample in self.samples if not is_scored(sample))
+        return dict(sorted(counts.items()))
 
 
 @dataclass(frozen=True)
@@ -163,6 +170,7 @@ def comparison_json(comparison: Comparison) -> dict[str, object]:
                 "run_id": arm.run_id,
                 "model": arm.model,
                 "accuracy": _estimate_json(arm.accuracy),
+                "error_samples": arm.error_outcomes,
                 "subjects": {s: _estimate_json(comparison.subject_accuracy(arm, s)) for s in subjects},
                 "task_means": dict(sorted(arm.task_means.items())),
             }

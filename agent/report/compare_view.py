@@ -25,12 +25,21 @@ def _arm_rows(comparison: Comparison) -> list[list[str]]:
                 arm.label + (" (baseline)" if index == 0 else ""),
                 arm.run_id,
                 str(len(arm.samples)),
+                errors_cell(arm.error_outcomes),
                 str(len(arm.task_means)),
                 fmt_pct(acc.mean),
                 fmt_pct(acc.se),
             ]
         )
     return rows
+
+
+def errors_cell(outcomes: dict[str, int]) -> str:
+    """``0``, or ``3 (model_error 2, judge_error 1)``: samples not scored, and why."""
+    total = sum(outcomes.values())
+    if not total:
+        return "0"
+    return f"{total} ({', '.join(f'{name} {count}' for name, count in outcomes.items())})"
 
 
 def _paired_rows(comparison: Comparison) -> list[list[str]]:
@@ -82,7 +91,7 @@ def _task_rows(comparison: Comparison) -> list[list[str]]:
 
 # Columns of names rather than numbers: left-aligned.
 TEXT_COLUMNS = frozenset({"Arm", "Run", "Arm − baseline", "Subset", "Task", "Subject"})
-ARM_HEADERS = ["Arm", "Run", "Samples", "Tasks", "Accuracy", "± SE"]
+ARM_HEADERS = ["Arm", "Run", "Samples", "Errors", "Tasks", "Accuracy", "± SE"]
 PAIRED_HEADERS = ["Arm − baseline", "Subset", "Tasks", "Mean diff.", "SE", "95% paired bootstrap CI (pp)"]
 
 

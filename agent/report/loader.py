@@ -25,6 +25,7 @@ from proctor.agent.inputs.input_files import (
     unreadable_value,
 )
 from proctor.agent.results.records import RERUN_ON_RESUME, SampleRecord
+from proctor.agent.results.summary import run_span, session_count
 from proctor.agent.results.summary import wall_seconds as summary_wall_seconds
 
 SAMPLES_FILE = "samples.jsonl"
@@ -137,13 +138,20 @@ class RunData:
 
     @property
     def started_at(self) -> str | None:
-        value = self.header.get("started_at") or self.header.get("created_at")
+        """When the run began: its first session's start (a resume's header has its own)."""
+        value = run_span(self.header)[0] or self.header.get("created_at")
         return str(value) if value else None
 
     @property
     def ended_at(self) -> str | None:
-        value = self.header.get("ended_at") or self.header.get("finished_at")
+        """When the run's last session ended."""
+        value = run_span(self.header)[1] or self.header.get("finished_at")
         return str(value) if value else None
+
+    @property
+    def sessions(self) -> int:
+        """Sessions the run took: 1, and one more per --resume."""
+        return session_count(self.header)
 
     @property
     def sandbox(self) -> dict[str, Any]:

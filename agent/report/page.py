@@ -232,7 +232,7 @@ def _header(run: RunData) -> str:
     facts += [
         ("started", run.started_at or "—"),
         ("ended", run.ended_at or "—"),
-        ("wall time", _duration(wall) if wall is not None else "—"),
+        ("wall time", _wall_text(wall, run.sessions)),
         ("status", run.header.get("status") or "—"),
         ("versions", version_text),
     ]
@@ -267,6 +267,14 @@ def _judge_text(judge: dict[str, Any]) -> str:
 def _money(value: float) -> str:
     # Judge calls cost fractions of a cent; two decimals would show them as $0.00.
     return f"${value:,.2f}" if value >= 1 else f"${value:.4f}"
+
+
+def _wall_text(wall: float | None, sessions: int) -> str:
+    """The run's wall time, summed over its sessions when it was resumed (the gaps between
+    sessions are not the run's time)."""
+    if wall is None:
+        return "—"
+    return _duration(wall) + (f" over {sessions} sessions" if sessions > 1 else "")
 
 
 def _duration(seconds: float) -> str:

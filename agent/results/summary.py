@@ -506,6 +506,31 @@ def wall_seconds(header: Mapping[str, Any]) -> float | None:
     return total if known else None
 
 
+def _sessions(header: Mapping[str, Any]) -> list[dict[str, Any]]:
+    sessions = header.get("sessions")
+    return [s for s in sessions if isinstance(s, dict)] if isinstance(sessions, list) else []
+
+
+def run_span(header: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """When the whole run began and last ended: the first session's start and the last one's
+    end (a resumed run's header holds only its latest session's), else the header's own."""
+    sessions = _sessions(header)
+    starts = [s["started_at"] for s in sessions if isinstance(s.get("started_at"), str)]
+    first = starts[0] if starts else header.get("started_at")
+    last = sessions[-1].get("ended_at") if sessions else header.get("ended_at")
+    return (first if isinstance(first, str) else None, last if isinstance(last, str) else None)
+
+
+def session_count(header: Mapping[str, Any]) -> int:
+    return len(_sessions(header))
+
+
+def cost_usd(records: Sequence[SampleRecord], prices: Prices | None) -> float | None:
+    """The records' cost at ``prices`` (model label -> (input, output) USD per million tokens);
+    None when no price applies to them."""
+    return _cost(records, prices)
+
+
 def judge_prices_from_config(judge: Any) -> JudgePrices | None:
     """The judge ModelConfig's (input, output) prices, or None when it sets neither (or is None)."""
     if judge is None or (judge.input_price_per_mtok is None and judge.output_price_per_mtok is None):

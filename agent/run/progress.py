@@ -5,12 +5,15 @@ calls in flight, errors, retries, the time left and, when every model's prices a
 cost so far) and one row per running sample (its turn, tokens so far, and how long it has
 waited for the model). Elsewhere (CI, pipes): one plain line per finished
 sample, and for a long sample a line at most every ``PLAIN_PROGRESS_INTERVAL_S`` as its turns
-end, so logs stay readable and a slow run is never silent.
+end, so logs stay readable. A phase that ends no turn (a judge grading, a long tool call, a slow
+first reply) would still be silent: a heartbeat line follows ``HEARTBEAT_S`` after the last line
+while samples run, saying how many and for how long.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -27,6 +30,8 @@ from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
 
 # Plain output: a running sample's progress line at most this often (printed when a turn ends).
 PLAIN_PROGRESS_INTERVAL_S = 30.0
+# Plain output: with samples running and nothing printed for this long, a heartbeat line.
+HEARTBEAT_S = 30.0
 # Running samples listed in the live panel; more are counted in one line.
 MAX_SAMPLE_ROWS = 8
 # Samples this session must finish before the panel estimates the time left: one sample that
@@ -106,6 +111,33 @@ class SampleProgress:
         self.run.sample_turn_finished(self.key, turn, tokens)
 
 
+class Heartbeat:
+    """Asks the progress for a heartbeat line every ``interval_s`` until stopped: a thread, so
+    it beats while the event loop waits on a judge (or is busy), and a daemon, so it never holds
+    the process's exit."""
+
+    def __init__(self, progress: RunProgress, interval_s: float) -> None:
+        self._progress = progress
+        # Checked more often than it beats, so a line comes at most a tenth late.
+        self._interval_s = max(0.05, interval_s / 10)
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="proctor-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stopped.wait(self._interval_s):
+            try:
+                self._progress.heartbeat()
+            except Exception:  # a display problem must never end a run; the next beat tries again
+                continue
+
+
 def _fmt_duration(seconds: float) -> str:
     """``45s``, ``3m 20s``, ``2h 05m``: the time left, as precise as it is worth."""
     whole = round(seconds)
@@ -133,6 +165,7 @@ class RunProgress:
         *,
         live: bool | None = None,
         clock: Callable[[], float] = time.monotonic,
+        heartbeat_s: float = HEARTBEAT_S,
     ) -> None:
         self.console = console or Console()
         self.clock = clock
@@ -163,6 +196,11 @@ class RunProgress:
         self.cost_usd = 0.0
         # Names of what finished samples used without a known price ("judge", a model label).
         self.unpriced: list[str] = []
+        # Plain output: when the last line was printed, and the thread that beats after silence.
+        self.heartbeat_s = heartbeat_s
+        self._last_line = clock()
+        self._print_lock = threading.Lock()
+        self._heartbeat: Heartbeat | None = None
 
     # -- RunEvents ---------------------------------------------------------------------
     def sandbox_call_started(self) -> None:
@@ -176,7 +214,7 @@ class RunProgress:
         self.retries += 1
         self.last_retry_reason = reason
         if not self.use_live:
-            self.console.print(f"  retry: {reason}", markup=False, highlight=False, soft_wrap=True)
+            self._line(f"  retry: {reason}")
 
     def tokens_used(self, count: int) -> None:
         self.live_tokens += count
@@ -211,12 +249,7 @@ class RunProgress:
         now = self.clock()
         if not self.use_live and now - sample.last_line >= PLAIN_PROGRESS_INTERVAL_S:
             sample.last_line = now
-            self.console.print(
-                f"  {sample.name}: turn {turn}, {tokens:,} tokens, {now - sample.started:.0f}s",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,
-            )
+            self._line(f"  {sample.name}: turn {turn}, {tokens:,} tokens, {now - sample.started:.0f}s")
 
     # -- runner hooks ------------------------------------------------------------------
     def begin(
@@ -241,9 +274,9 @@ class RunProgress:
             self._live.start()
         else:
             note = f", {self.resumed} already done" if self.resumed else ""
-            self.console.print(
-                f"run {run_dir}: {total} samples{note}", markup=False, highlight=False, soft_wrap=True
-            )
+            self._line(f"run {run_dir}: {total} samples{note}")
+            self._heartbeat = Heartbeat(self, self.heartbeat_s)
+            self._heartbeat.start()
 
     def sample_started(self) -> None:
         self.running += 1
@@ -280,13 +313,37 @@ class RunProgress:
                 key = "error" if record.outcome in ERROR_OUTCOMES else "reason"
                 parts.append(f"{key}={visible(headline(record.error)[:120])}")
             parts.append(f"acc={self.accuracy_text()}")
-            self.console.print(" ".join(parts), markup=False, highlight=False, soft_wrap=True)
+            self._line(" ".join(parts))
 
     def end(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
+            self._heartbeat = None
         if self._live is not None:
             self._live.stop()
             self._live = None
         self.active.clear()
+
+    # -- plain output ------------------------------------------------------------------
+    def _line(self, text: str) -> None:
+        with self._print_lock:
+            self._last_line = self.clock()
+            self.console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    def heartbeat(self) -> bool:
+        """Print a line when samples run and nothing was printed for ``heartbeat_s``: a judge
+        grading or a slow reply ends no turn, and a log that says nothing looks hung."""
+        now = self.clock()
+        running = self.running or len(self.active)
+        if self.use_live or not running or now - self._last_line < self.heartbeat_s:
+            return False
+        starts = [sample.started for sample in list(self.active.values())] or list(self._starts)
+        oldest = f", the longest for {_fmt_duration(now - min(starts))}" if starts else ""
+        self._line(
+            f"  still working: {self.done}/{self.total} samples finished, {running} running{oldest}; "
+            f"{_fmt_duration(now - self._started)} so far"
+        )
+        return True
 
     def _count(self, record: SampleRecord) -> None:
         self.done += 1
@@ -541,7 +598,7 @@ def print_final(console: Console, summary: dict[str, Any], run_dir: str) -> None
         reasoning_carry_lines,
         scoring_headline,
     )
-    from proctor.agent.results.summary_tables import cost_line, grid_table, passk_table
+    from proctor.agent.results.summary_tables import PASSK_NOTE, cost_line, grid_table, passk_table
 
     console.print(summary_table(summary))
     overall = summary.get("overall") or {}
@@ -557,6 +614,7 @@ def print_final(console: Console, summary: dict[str, Any], run_dir: str) -> None
     passk = passk_table(summary)
     if passk is not None:
         console.print(passk)
+        console.print(PASSK_NOTE, markup=False, highlight=False, soft_wrap=True)
     grid, left_out = grid_table(summary)
     if grid is not None:
         console.print(grid)

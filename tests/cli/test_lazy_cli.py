@@ -192,4 +192,6 @@ def test_the_root_page_lists_every_option_and_command() -> None:
         assert re.search(rf"│ {name}\s+\S", page), name
     # A help text wrapped in its source reads as one sentence; a later paragraph is left out.
     assert "(new judge, fixed endpoint, fixed verification) without calling the answering model" in page
-    assert "Exit status" not in page
+    assert "Exit status: 0 finished" not in page and "Exit status: 0 when every" not in page
+    # Every command's exit statuses are one table of their own (exit_codes.py).
+    assert re.search(r"Exit status ─", page) and re.search(r"│ 130\s+interrupted", page)

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from proctor.agent.cli.app import app
 from proctor.agent.tracks.registry import track_names
+from tests.support.cli import proctor_in_process
 
 REPO = Path(__file__).resolve().parents[2]
 PHYBENCH = REPO / "configs" / "tasks" / "phybench-samples.jsonl"
@@ -25,8 +26,23 @@ def test_tracks_lists_every_registered_track_and_how_it_is_graded() -> None:
     assert code == 0
     lines = out.splitlines()
     assert [line.split("\t")[0] for line in lines] == track_names()
-    assert "olympiad\tgraded by judge model\tno sandbox" in lines
-    assert "frontiermath\tgraded by deterministic\tsandbox" in lines
+    assert "olympiad\tgraded by a judge model\tno sandbox" in lines
+    assert "frontiermath\tgraded by a deterministic check\tsandbox" in lines
+    # Each line reads as English ("graded by deterministic" did not).
+    assert all(line.split("\t")[1].startswith("graded by a ") for line in lines)
+
+
+def test_list_alone_lists_what_can_be_listed_and_exits_0() -> None:
+    # Before: the help page and exit 2, as for a usage error.
+    completed = proctor_in_process("list")
+    assert completed.returncode == 0, completed
+    lines = completed.stdout.splitlines()
+    assert [line.split("\t")[0] for line in lines] == [
+        "proctor list tracks",
+        "proctor list tasks FILE",
+        "proctor list subjects FILE",
+    ]
+    assert all(line.split("\t")[1] for line in lines) and completed.stderr == ""
 
 
 def test_tasks_and_subjects_read_the_file_with_the_tracks_loader() -> None:

@@ -17,6 +17,7 @@ from proctor.agent.errors import UserError
 from proctor.agent.inputs.model_overrides import parse_model_settings
 from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
 from proctor.agent.model.efforts import REASONING_EFFORTS
+from tests.support.cli import proctor_in_process
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS = REPO / "configs" / "tasks" / "frontiermath-samples.jsonl"
@@ -89,10 +90,49 @@ def test_model_flag_naming_a_file_entry_selects_it_as_written(tmp_path: Path) ->
         ("openai/a", "http://127.0.0.1:1/v1"),
     ]
     assert config.models[1].input_price_per_mtok == 3.0
-    with pytest.raises(
-        UserError, match=r"--model openai/c: .* lists 2 models \(openai/a, openai/b\) and none"
-    ):
-        load_run_config(config_file(tmp_path, body), RunFlags(models=["openai/c"]))
+
+
+@pytest.mark.parametrize(
+    ("entries", "lent"),
+    [
+        # One endpoint and key for all: the flag's model uses them too.
+        (
+            '  - {name: openai/a, base_url: "http://127.0.0.1:1/v1", api_key_env: K, temperature: 0.1}\n'
+            '  - {name: openai/b, base_url: "http://127.0.0.1:1/v1", api_key_env: K, temperature: 0.9}\n',
+            {"base_url": "http://127.0.0.1:1/v1", "api_key_env": "K", "temperature": None},
+        ),
+        # Nothing shared (and prices are never lent): the flag's model has its defaults.
+        (
+            '  - {name: openai/a, base_url: "http://127.0.0.1:1/v1", input_price_per_mtok: 3.0}\n'
+            '  - {name: openai/b, base_url: "http://127.0.0.1:2/v1", input_price_per_mtok: 3.0}\n'
+            "  - openai/c2\n",
+            {"base_url": None, "api_key_env": "OPENAI_API_KEY", "input_price_per_mtok": None},
+        ),
+    ],
+)
+def test_model_flag_replaces_a_multi_model_list(
+    tmp_path: Path, entries: str, lent: dict[str, object]
+) -> None:
+    # The README: flags override the config. Before, this was "lists 2 models ... none is named".
+    config = load_run_config(config_file(tmp_path, "models:\n" + entries), RunFlags(models=["openai/c"]))
+    (model,) = config.models
+    assert model.name == "openai/c"
+    assert {key: getattr(model, key) for key in lent} == lent
+    # Several flags: each replaces, in the flags' order; one named in the file is used as written.
+    config = load_run_config(
+        config_file(tmp_path, "models:\n" + entries), RunFlags(models=["openai/d", "openai/a"])
+    )
+    assert [m.name for m in config.models] == ["openai/d", "openai/a"]
+    assert config.models[1].base_url == "http://127.0.0.1:1/v1"
+
+
+def test_model_flag_replaces_the_list_on_the_command_line(tmp_path: Path) -> None:
+    body = "models: [openai/a, openai/b]\n"
+    completed = proctor_in_process(
+        "run", str(config_file(tmp_path, body)), "--model", "openai/c", "--dry-run"
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "openai/c" in completed.stdout and "openai/a" not in completed.stdout, completed.stdout
 
 
 def test_settings_are_typed(tmp_path: Path) -> None:
@@ -161,7 +201,9 @@ def test_reasoning_effort_takes_only_the_apis_values(tmp_path: Path) -> None:
             load_run_config(None, RunFlags(tasks=TASKS, models=["openai/x"], reasoning_effort=bad))
     # A config file is held to the same list.
     path = config_file(tmp_path, "models: [{name: openai/x, reasoning_effort: ultra}]\n")
-    with pytest.raises(UserError, match=r"run.yaml: field 'models.0.reasoning_effort': 'ultra' is not"):
+    with pytest.raises(
+        UserError, match=r"run.yaml: line 2: field 'models.0.reasoning_effort': 'ultra' is not"
+    ):
         load_run_config(path, RunFlags())
 
 

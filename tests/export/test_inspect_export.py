@@ -247,3 +247,41 @@ def test_an_export_leaves_the_callers_asyncio_untouched(
     # Both logs are real Inspect logs of the run.
     for name in report["written"]:
         assert len(read_log(out / name)["samples"]) == 6
+
+
+def test_a_resumed_priced_run_exports_its_whole_span_wall_time_and_cost(
+    research_run: StoredResearchRun, tmp_path: Path
+) -> None:
+    # Issue 38, item 6: the export had the resume's duration and total_cost None with prices set.
+    import datetime as dt
+
+    header_path = research_run.directory / "run.json"
+    header = json.loads(header_path.read_text())
+    (resume,) = header["sessions"]
+    resumed_at = dt.datetime.fromisoformat(resume["started_at"])
+    first = {
+        "started_at": (resumed_at - dt.timedelta(hours=3)).isoformat(),
+        "ended_at": (resumed_at - dt.timedelta(hours=3) + dt.timedelta(seconds=90)).isoformat(),
+        "status": "interrupted",
+    }
+    header["sessions"] = [first, {**resume, "resumed": True}]
+    header["config"]["models"][0].update(input_price_per_mtok=2.0, output_price_per_mtok=8.0)
+    header_path.write_text(json.dumps(header))
+    records = read_lines(research_run.directory / "samples.jsonl")
+    # The oracle: every record's tokens at the config's prices.
+    cost = sum(r["input_tokens"] * 2.0 / 1e6 + r["output_tokens"] * 8.0 / 1e6 for r in records)
+    wall = 90 + (dt.datetime.fromisoformat(resume["ended_at"]) - resumed_at).total_seconds()
+
+    (path,) = export_inspect(research_run.directory, tmp_path / "run.eval")
+    log = read_log(path)
+    # Inspect writes the times its own way (microseconds): compared as times.
+    assert dt.datetime.fromisoformat(log["stats"]["started_at"]) == dt.datetime.fromisoformat(
+        first["started_at"]
+    )
+    assert dt.datetime.fromisoformat(log["stats"]["completed_at"]) == dt.datetime.fromisoformat(
+        resume["ended_at"]
+    )
+    (usage,) = log["stats"]["model_usage"].values()
+    assert usage["total_cost"] == pytest.approx(cost) and cost > 0
+    facts = log["eval"]["metadata"]["proctor_run"]
+    assert facts["sessions"] == 2 and facts["wall_time_s"] == pytest.approx(wall, abs=0.001)

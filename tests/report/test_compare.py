@@ -221,3 +221,29 @@ def test_compare_json_is_the_comparison_as_data(two_runs: tuple[Path, Path]) -> 
     assert {task["task_id"] for task in data["tasks"]} == set(comparison.tasks)
     # Undefined statistics (NaN) are null: the output is strict JSON.
     assert "NaN" not in result.stdout
+
+
+def test_compare_shows_each_arms_error_samples(two_runs: tuple[Path, Path]) -> None:
+    # Issue 38, item 10: B's judge error was left out of its accuracy without a word.
+    import io
+
+    from rich.console import Console
+
+    from proctor.agent.report.compare import comparison_json
+    from proctor.agent.report.compare_view import print_comparison
+
+    comparison = compare_runs([load_run(p) for p in two_runs])
+    # The oracle: the plans above; A has no error outcome, B one judge_error.
+    assert [arm.error_outcomes for arm in comparison.arms] == [{}, {"judge_error": 1}]
+    assert [arm["error_samples"] for arm in comparison_json(comparison)["arms"]] == [{}, {"judge_error": 1}]
+    out = io.StringIO()
+    print_comparison(comparison, Console(file=out, width=200))
+    rows: dict[str, str] = {}
+    for line in out.getvalue().splitlines():
+        if "│ model-" in line:  # the arms table comes first: its row is the first of each name
+            rows.setdefault(line.split("│")[1].strip(), line)
+    assert re.search(r"│\s+0\s+│", rows["model-a (baseline)"]), rows
+    assert "1 (judge_error 1)" in rows["model-b"], rows
+    page = render_comparison(comparison)
+    assert "<th>Errors</th>" in page or ">Errors<" in page
+    assert "1 (judge_error 1)" in page

@@ -30,6 +30,10 @@ ANSWER = "Integrating,\n$$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$\nso the answer is 
 REFERENCE = "\\frac{1}{3}"
 REPLY = "The answer $\\frac{1}{3}$ matches the reference \\(1/3\\).\nVERDICT: CORRECT"
 
+# FrontierScience-Olympiad wraps its math in code spans; only a span that is one formula renders.
+BACKTICKED = "A mass `\\(m\\)` hangs at `$P$`; the code `x**2` and the price `$5` stay as written."
+BACKTICKED_SHOWN = "A mass [math] hangs at [math]; the code `x**2` and the price `$5` stay as written."
+
 PRICES = "3 pens cost $15, not $5-$10 and not $20 or $ 30; in symbols $3 \\cdot 5 = 15$. A \\$ sign."
 PRICES_PROSE = "3 pens cost $15, not $5-$10 and not $20 or $ 30; in symbols "
 
@@ -66,6 +70,7 @@ def _samples() -> list[SampleRecord]:
         _sample(0, user=PROBLEM, answer=ANSWER, reference=REFERENCE, reply=REPLY),
         _sample(1, user="A pen costs $5 and a book costs $10.", answer=PRICES, reference="15", reply="ok"),
         _sample(2, user="Typeset this.", answer=HOSTILE_TEX, reference="x", reply=HOSTILE_TEX),
+        _sample(3, user=BACKTICKED, answer="It is $m g$.", reference="m g", reply="ok"),
     ]
 
 
@@ -82,7 +87,7 @@ def _open(browser: Chromium, tmp_path: Path, name: str) -> Path:
     browser.navigate(page.as_uri(), ready_expression=READY)
     # KaTeX is carried as inert text: opening the page does not compile it.
     assert browser.evaluate("typeof window.katex") == "undefined"
-    for index in range(3):
+    for index in range(len(_samples())):
         browser.evaluate(f"window.__proctorReport.open({index})")
     return page
 
@@ -178,6 +183,24 @@ def test_a_lone_dollar_in_prose_stays_text(browser: Chromium, tmp_path: Path) ->
         ".map(n => n.nodeType === 3 ? n.data : '[math]').join('')"
     )
     assert shown == PRICES_PROSE + "[math]. A \\$ sign."
+    _offline_and_clean(browser, page)
+
+
+@pytest.mark.katex
+def test_math_in_a_code_span_renders_when_the_whole_span_is_math(browser: Chromium, tmp_path: Path) -> None:
+    page = _open(browser, tmp_path, "backticks")
+    view = '.detail[data-sample="3"] .msg.user .math-view'
+    assert _count(browser, f"{view} .katex") == 2
+    shown = browser.evaluate(
+        f"Array.from(document.querySelector('{view}').childNodes)"
+        ".map(n => n.nodeType === 3 ? n.data : '[math]').join('')"
+    )
+    assert shown == BACKTICKED_SHOWN
+    # The source, backticks included, is one click away.
+    source = browser.evaluate(
+        "document.querySelector('.detail[data-sample=\"3\"] .msg.user pre.prose').textContent"
+    )
+    assert source == BACKTICKED
     _offline_and_clean(browser, page)
 
 

@@ -182,3 +182,16 @@ def test_judge_usage_counts_only_samples_a_judge_was_asked_about() -> None:
     judge = summarize_group([asked, failed, settled, no_judge], judge_prices=(1.0, None))["judge"]
     assert (judge["samples_judged"], judge["attempts"], judge["input_tokens"]) == (2, 1, 7)
     assert judge["cost_usd"] == 7 / 1e6
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_pass_at_k_title_is_one_line_and_its_meaning_one_more(width: int) -> None:
+    # Issue 38, item 10: the title wrapped to four lines of a narrow table in the terminal.
+    out = io.StringIO()
+    print_final(Console(file=out, width=width), summarize(RECORDS), "runs/x")
+    lines = out.getvalue().splitlines()
+    top = next(i for i, line in enumerate(lines) if "k=1" in line) - 1  # the table's top border
+    assert lines[top - 1].strip() == "pass@k (unbiased)", lines[top - 3 : top + 1]
+    assert lines[top - 2].strip() == "" or "pass@k" not in lines[top - 2]
+    notes = [line for line in lines if "tasks with fewer scored trials than k" in line]
+    assert len(notes) == 1 and "error outcomes are left out of n" in notes[0]

@@ -308,7 +308,9 @@ def test_trials_past_the_bound_are_one_line_not_a_plan_that_fills_memory(tmp_pat
     tasks.write_text(json.dumps(GOOD_ROW) + "\n")
     config = tmp_path / "run.yaml"
     config.write_text(f"track: olympiad\ntasks: {tasks}\nmodels: [openai/x]\ntrials: {trials}\n")
-    assert f"{config}: field 'trials'" in one_error_line(proctor("run", str(config), base_url=NOWHERE))
+    assert f"{config}: line 4: field 'trials'" in one_error_line(
+        proctor("run", str(config), base_url=NOWHERE)
+    )
     line = one_error_line(
         run_tasks(tasks, "--trials", trials, "--out", str(tmp_path / "run"), base_url=NOWHERE)
     )

@@ -7,8 +7,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from proctor.agent.inputs.config import RunConfig
+from proctor.agent.inputs.config_problems import _models_in
 from proctor.agent.inputs.config_reference import SECTIONS, render
-from proctor.agent.inputs.run_config_loader import _models_in
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "config.md"
 

@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -47,13 +48,13 @@ def assert_one_line_error(completed: subprocess.CompletedProcess[str], *needles:
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_json_is_one_exec_result_and_program_failure_exits_zero(
+def test_json_is_one_exec_result_and_exits_with_the_programs_status(
     backend: str, program: Path, request: pytest.FixtureRequest
 ) -> None:
     completed = run_proctor(
         "sandbox", "exec", "--backend", backend, *image_args(backend, request), "--json", str(program)
     )
-    assert completed.returncode == 0, completed.stderr
+    assert completed.returncode == 3, completed.stderr
     (line,) = completed.stdout.strip().splitlines()
     result = json.loads(line)
     assert set(result) == EXEC_RESULT_KEYS
@@ -80,9 +81,46 @@ def test_human_output_and_stdin_program(backend: str, request: pytest.FixtureReq
         "-",
         stdin="print(6 * 7, flush=True)\nwhile True: pass\n",
     )
-    assert completed.returncode == 0, completed.stderr
+    assert completed.returncode == 124, completed.stderr
     assert completed.stdout == "42\n"
     assert completed.stderr.strip().splitlines()[-1].startswith(f"proctor: [sandbox {backend}: timed out;")
+
+
+# Programs that end by themselves, each as a shell sees it; the oracle is the host's own
+# python3 running the same program (its status is what `timeout 30 python3 FILE` would give).
+ENDINGS = {
+    "exits_7": "import sys\nsys.exit(7)\n",
+    "exits_0": "print('fine')\n",
+    "raises": "raise ValueError('boom')\n",
+    "kills_itself": "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n",
+    "exits_255": "import os\nos._exit(255)\n",
+}
+
+
+def host_status(program: Path) -> int:
+    completed = subprocess.run([sys.executable, "-I", str(program)], capture_output=True, timeout=60)
+    return completed.returncode if completed.returncode >= 0 else 128 - completed.returncode
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_exit_status_mirrors_the_program(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # In-process: one sandbox call per program, no interpreter start for each.
+    for name, text in ENDINGS.items():
+        program = tmp_path / f"{name}.py"
+        program.write_text(text)
+        completed = proctor_in_process(
+            "sandbox", "exec", "--backend", backend, *image_args(backend, request), str(program)
+        )
+        assert completed.returncode == host_status(program), (name, completed)
+    bomb = tmp_path / "bomb.py"
+    bomb.write_text("blocks = []\nwhile True:\n    blocks.append(bytearray(16 * 1024 * 1024))\n")
+    completed = proctor_in_process(
+        "sandbox", "exec", "--backend", backend, *image_args(backend, request), "--memory", "128m", str(bomb)
+    )
+    assert completed.returncode == 137, completed
+    assert "out of memory" in completed.stderr.strip().splitlines()[-1], completed.stderr
 
 
 @pytest.mark.parametrize(
@@ -406,7 +444,7 @@ def test_a_program_starts_with_default_signals_whatever_its_controller_inherited
         timeout=120,
         preexec_fn=_as_if_started_under_nohup_with_signals_blocked,
     )
-    assert completed.returncode == 0, completed
+    assert completed.returncode == 128 + signal.SIGTERM, completed
     result = json.loads(completed.stdout)
     report = json.loads(result["stdout"].splitlines()[0])
     # Python itself ignores SIGPIPE and SIGXFSZ at start-up and installs its SIGINT handler only

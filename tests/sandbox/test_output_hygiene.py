@@ -77,7 +77,7 @@ def test_terminal_sees_no_raw_control_characters_and_an_unforgeable_status_line(
     code, shown = run_on_a_pty(
         ["sandbox", "exec", "--backend", "docker", "--image", sandbox_image, str(hostile)]
     )
-    assert code == 0, shown
+    assert code == 3, shown
     status_lines = [line for line in shown.splitlines() if line.startswith(STATUS_MARK)]
     assert len(status_lines) == 1 and "exit 3" in status_lines[0], shown
     # Apart from the marked status line, nothing that drives a terminal reached it.
@@ -94,12 +94,12 @@ def test_terminal_sees_no_raw_control_characters_and_an_unforgeable_status_line(
 def test_pipes_and_json_stay_byte_exact(hostile: Path, sandbox_image: str) -> None:
     args = ["proctor", "sandbox", "exec", "--backend", "docker", "--image", sandbox_image, str(hostile)]
     piped = subprocess.run(args, capture_output=True, timeout=120)
-    assert piped.returncode == 0 and piped.stdout == EXACT_STDOUT.encode(), piped
+    assert piped.returncode == 3 and piped.stdout == EXACT_STDOUT.encode(), piped
     stderr = piped.stderr.decode()
     assert stderr.startswith("proctor: [sandbox docker: exit 0; 0.01 s]\nno newline\n"), stderr
     assert stderr.splitlines()[-1].startswith("proctor: [sandbox docker: exit 3;")
     as_json = subprocess.run([*args, "--json"], capture_output=True, timeout=120)
-    assert as_json.returncode == 0
+    assert as_json.returncode == 3
     assert json.loads(as_json.stdout)["stdout"] == EXACT_STDOUT
 
 

@@ -81,3 +81,48 @@ def test_bad_invocations_give_one_line_errors(args: list[str], message: str) -> 
     assert done.returncode == 2
     assert message in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("reference", "answer", "side", "shown"),
+    [
+        ("x^2", "x**2", "answer", "'x**2'"),
+        (
+            r"\frac{",
+            "x",
+            "reference",
+            r"'\frac{' does not parse as LaTeX: I expected something else here, at its end",
+        ),
+        (r"a + \frac{b}{", r"a + b", "reference", "does not parse"),
+    ],
+)
+def test_a_side_that_does_not_parse_is_named_and_exits_2(
+    reference: str, answer: str, side: str, shown: str
+) -> None:
+    for json_flag in ([], ["--json"]):
+        done = proctor("score", "eed", *json_flag, "--", reference, answer)
+        assert done.returncode == 2, done
+        (line,) = done.stderr.splitlines()
+        assert line.startswith(f"proctor: error: the {side} ") and shown in line, line
+        assert "does not parse as LaTeX: " in line and "Traceback" not in done.stderr
+        # The result is still printed: a score of 0, parse_error.
+        assert "parse_error" in done.stdout
+
+
+def test_pairs_a_reference_that_does_not_parse_is_a_bad_line_an_answer_is_a_score(tmp_path: Path) -> None:
+    pairs = tmp_path / "pairs.jsonl"
+    answers_only = tmp_path / "answers.jsonl"
+    pairs.write_text(
+        json.dumps({"reference": r"\frac{", "answer": "x"})
+        + "\n"
+        + json.dumps({"reference": "x+1", "answer": "x**2"})
+        + "\n"
+    )
+    answers_only.write_text(json.dumps({"reference": "x+1", "answer": "x**2"}) + "\n")
+    done = proctor("score", "eed", "--pairs", str(pairs))
+    assert done.returncode == 2, done
+    assert [json.loads(line)["status"] for line in done.stdout.splitlines()] == ["parse_error", "parse_error"]
+    assert f"proctor: error: {pairs}:1: the reference" in done.stderr and f"{pairs}:2" not in done.stderr
+    assert "1 bad line(s)" in done.stderr
+    fine = proctor("score", "eed", "--pairs", str(answers_only))
+    assert fine.returncode == 0, fine.stderr

@@ -166,8 +166,18 @@
     return -1;
   }
 
+  /* A code span's content when it is one formula and nothing else, or null. Datasets wrap
+     math in backticks (FrontierScience-Olympiad's "`\(P\)`"): such a span is that formula; any
+     other span (`x**2`, `$5`, code) stays code. */
+  function wholeFormula(inner) {
+    var trimmed = inner.trim();
+    if (!trimmed || trimmed.indexOf("`") >= 0) return null;
+    var parts = mathSegments(trimmed);  // no backtick inside: no deeper call
+    return parts.length === 1 && parts[0].tex !== undefined ? parts[0] : null;
+  }
+
   /* Prose split into text and formulas: $...$, $$...$$, \(...\) and \[...\]. An escaped
-     character (\$) and code in backticks are text. */
+     character (\$) and code in backticks are text, unless the whole span is one formula. */
   function mathSegments(text) {
     var parts = [], plain = 0, i = 0, n = text.length;
     // A closer not found once is not found later either: hostile text full of openers stays linear.
@@ -182,7 +192,13 @@
       var c = text.charAt(i), end;
       if (c === "`") {
         CODE_SPAN.lastIndex = i;
-        if (CODE_SPAN.test(text)) { i = CODE_SPAN.lastIndex; continue; }
+        if (CODE_SPAN.test(text)) {
+          var spanEnd = CODE_SPAN.lastIndex, ticks = 0;
+          while (text.charAt(i + ticks) === "`") ticks++;
+          var whole = wholeFormula(text.slice(i + ticks, spanEnd - ticks));
+          i = whole ? formula(i, spanEnd, whole.tex, whole.display) : spanEnd;
+          continue;
+        }
         while (text.charAt(i) === "`") i++;
       } else if (c === "\\") {
         var d = text.charAt(i + 1);
