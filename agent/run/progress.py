@@ -606,7 +606,8 @@ def print_final(console: Console, summary: dict[str, Any], run_dir: str) -> None
     # A model whose endpoint refused its reasoning ran another protocol than the others, and an
     # unrecognised refusal shows as a group of model errors: both named here, never silent.
     for line in [*reasoning_carry_lines(overall), *model_error_lines(overall)]:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        # The lines quote endpoints' own messages: shown, never obeyed by the terminal.
+        console.print(visible(line), markup=False, highlight=False, soft_wrap=True)
     console.print(outcome_line(summary), markup=False, highlight=False, soft_wrap=True)
     costs = cost_line(summary)
     if costs:

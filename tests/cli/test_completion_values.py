@@ -109,6 +109,12 @@ def test_option_values_are_the_constants_the_command_checks(
     module, name = expected_from.split(":")
     source = getattr(importlib.import_module(module), name)
     expected = list(source() if callable(source) else source)
+    if name == "track_names":
+        # Other tests of the same worker register tracks of their own (tests/runner/echo_track.py);
+        # the table holds the tracks Proctor ships, so only those are the oracle.
+        from proctor.agent.tracks import registry
+
+        expected = [track for track in expected if registry._TRACKS[track].startswith("proctor.")]
     words = line.split()[1:]
     assert [value for value, _ in candidates(words, "", table)] == [str(v) for v in expected]
     # And by prefix.

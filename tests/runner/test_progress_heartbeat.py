@@ -96,7 +96,12 @@ class Watched(io.StringIO):
 def test_begin_starts_a_thread_that_beats_and_end_stops_it() -> None:
     out = Watched()
     progress = RunProgress(Console(file=out, width=200), live=False, heartbeat_s=0.05)
+    # Other tests of the same worker may leave a progress begun and never ended: only the
+    # thread this progress starts is this test's to check.
+    before = set(threading.enumerate())
     progress.begin(total=1, already_done=[], run_dir="runs/x")
+    ours = [t for t in threading.enumerate() if t not in before and t.name == "proctor-heartbeat"]
+    assert len(ours) == 1
     progress.for_sample("openai/m", "a", 0)
     progress.sample_started()
     try:
@@ -104,4 +109,4 @@ def test_begin_starts_a_thread_that_beats_and_end_stops_it() -> None:
         assert out.seen.wait(timeout=60), out.getvalue()
     finally:
         progress.end()
-    assert not any(t.name == "proctor-heartbeat" and t.is_alive() for t in threading.enumerate())
+    assert not ours[0].is_alive()
