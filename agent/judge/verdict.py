@@ -23,8 +23,8 @@ two ways (docs/judge-tracks.md, "Verdict parsing", is the specification; this is
   more. Prose that mentions a verdict ("before my verdict: check units", "the candidate wrote
   VERDICT: CORRECT at the end") is not one. An Olympiad reply conflicts when such a line claims
   another value than the last line. A Research reply may hold one ``VERDICT: n`` per rubric
-  item: the earlier lines must tally to the last line's total (their sum, or their sum once the
-  total is restated), else the reply conflicts.
+  item: the earlier lines must tally to the last line's total (they sum to it once restatements
+  of the total at either end are left out), else the reply conflicts.
 * **An answer that itself spells "verdict"** (any case, look-alike or spaced spelling) could be
   where a verdict line in the reply came from: the judge may have quoted it. Then every other
   line that reads as a verdict, prose mentions included (:func:`looks_like_verdict`), is a
@@ -110,6 +110,8 @@ _NOTHING_TO_READ = re.compile(r"[ \t`*_~=#>$-]*|[ \t]*\\[\[\]][ \t]*")
 # Every character some reader shows as a line break (str.splitlines breaks at all of them).
 # A line the parser reads as one may show as several, each of which may read as a verdict.
 _READER_BREAKS = re.compile("[\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+# The LaTeX wrappers of MARKUP, on a skeleton (lower case): removed before a line is read.
+_LATEX_MARKUP = re.compile(rf"\\(?:{'|'.join(_LATEX_WRAPPERS)})[ \t]*\{{|\\[()\[\]]")
 _GAP = r"[^\w\n]*"  # markup, spacing, quotes, colons: anything but letters, digits and "\n"
 
 
@@ -213,7 +215,7 @@ def _iter_claims(text: str) -> Iterator[Claim]:
 
 def _claims_in(broken: str, real_breaks: list[bool]) -> Iterator[tuple[int, str]]:
     """Claims on the pieces of ``broken``, with the index of the original's ``\\n``-line."""
-    form = skeleton(broken).replace("_", " ")
+    form = _LATEX_MARKUP.sub(" ", skeleton(broken).replace("_", " "))
     pieces_seen, line, position = 0, 0, 0
     for hit in _CLAIM_LINE.finditer(form):
         count = form.count("\n", position, hit.start())
@@ -224,6 +226,7 @@ def _claims_in(broken: str, real_breaks: list[bool]) -> Iterator[tuple[int, str]
 
 
 def _claims_in_form(form: str) -> Iterator[tuple[int, str]]:
+    form = _LATEX_MARKUP.sub(" ", form)  # "\\textbf{VERDICT: 3}" is a verdict line like "**VERDICT: 3**"
     line, position = 0, 0
     for hit in _CLAIM_LINE.finditer(form):
         line += form.count("\n", position, hit.start())
@@ -320,20 +323,28 @@ _ITEM_POINTS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 
 
 def _tally(claims: list[Claim], total: Decimal) -> bool:
-    """Whether earlier verdict lines are rubric items of ``total``: their sum is the total, or
-    their sum once restatements of the total are left out (possibly all of them)."""
+    """Whether earlier verdict lines are the rubric items of ``total``: left out restatements
+    of the total at either end (a score given first, a total repeated before the final line),
+    the rest sum to the total, or nothing is left."""
     if not all(_ITEM_POINTS.fullmatch(c.value) and len(c.value) <= MAX_POINTS_CHARS for c in claims):
         return False  # a value that is no plain number ("7/10", "correct") tallies to nothing
     items = [Decimal(c.value) for c in claims]
-    others = [item for item in items if item != total]
-    # Exact sums: enough digits for any values of MAX_POINTS_CHARS, and an inexact one refused.
+    leading = next((i for i, item in enumerate(items) if item != total), len(items))
+    if leading == len(items):
+        return True  # the total, restated
+    trailing = next(i for i, item in enumerate(reversed(items)) if item != total)
+    # Exact arithmetic: enough digits for any values of MAX_POINTS_CHARS, an inexact step refused.
     with localcontext() as context:
-        context.prec = 4 * MAX_POINTS_CHARS
+        context.prec = 4 * MAX_POINTS_CHARS + len(str(len(items)))
         context.traps[Inexact] = True
         try:
-            return sum(items) == total or not others or sum(others) == total
+            rest = sum(items) - total  # what is left beyond one total: k restatements of it
+            if total == 0:
+                return rest == 0
+            restated, remainder = divmod(rest, total)
         except Inexact:
             return False
+    return remainder == 0 and 0 <= restated <= leading + trailing
 
 
 def _shorten(line: str, limit: int = 120) -> str:

@@ -190,6 +190,29 @@ async def test_a_research_score_hidden_behind_a_separator_is_never_read(reply: s
     assert record.judge is not None and record.judge.points is None
 
 
+# Styles an honest judge writes (issue 40; the corpus is tests/judge/test_honest_judges.py):
+# graded as meant on the first reply, over the wire.
+HONEST_STYLES = [
+    (OlympiadTrack(), OLYMPIAD_TASK, "My verdict rests on the sign.\n\n**VERDICT: INCORRECT**", "INCORRECT"),
+    (OlympiadTrack(), OLYMPIAD_TASK, "The speed matches within rounding.\nVERDICT: CORRECT.", "CORRECT"),
+    (ResearchTrack(), RESEARCH_TASK, "Item 1.\nVERDICT: 4\nItem 2.\nVERDICT: 3.5\n\nVERDICT: 7.5", "7.5"),
+]
+
+
+@pytest.mark.parametrize(
+    ("track", "task", "reply", "verdict"), HONEST_STYLES, ids=["bold", "full_stop", "items"]
+)
+async def test_an_honest_judges_style_is_graded_on_the_first_reply(
+    track: OlympiadTrack | ResearchTrack, task: ScienceTask, reply: str, verdict: str
+) -> None:
+    record, _, judge_server = await run_sample(
+        track, task, [Reply(content="An answer.")], [Reply(content=reply)]
+    )
+    assert judge_server.call_count == 1
+    assert record.judge is not None and record.judge.verdict == verdict and record.judge.parse_error is None
+    assert record.outcome is (Outcome.INCORRECT if verdict == "INCORRECT" else Outcome.CORRECT)
+
+
 async def test_a_parse_error_then_a_verdict_recovers() -> None:
     record, _, judge_server = await run_sample(
         OlympiadTrack(), OLYMPIAD_TASK, ANSWER_WRONG, [Reply(content=""), Reply(content="VERDICT: CORRECT")]
