@@ -236,7 +236,7 @@ async def _judge(
     """The judge's verdict on the filled prompt, or the grade that says why there is none.
 
     ``parser`` makes the verdict parser for the answer the prompt shows (the parser is stricter
-    when that answer spells "verdict" itself: agent/judge/verdict.py).
+    when that answer carries a verdict itself: agent/judge/verdict.py).
     """
     prompt = fill_template(template, fields)
     parse = parser(fields["answer"])

@@ -25,10 +25,11 @@ two ways (docs/judge-tracks.md, "Verdict parsing", is the specification; this is
   another value than the last line. A Research reply may hold one ``VERDICT: n`` per rubric
   item: the earlier lines must tally to the last line's total (they sum to it once restatements
   of the total at either end are left out), else the reply conflicts.
-* **An answer that itself spells "verdict"** (any case, look-alike or spaced spelling) could be
-  where a verdict line in the reply came from: the judge may have quoted it. Then every other
-  line that reads as a verdict, prose mentions included (:func:`looks_like_verdict`), is a
-  conflict, whatever its value; per-item lines too.
+* **An answer that carries a verdict of its own** (:func:`carries_a_verdict`: the word in any
+  case, look-alike or spaced spelling, then a colon, ``=``, a verdict word or a number) could
+  be where a verdict line in the reply came from: the judge may have quoted it. Then every
+  other line that reads as a verdict, prose mentions included (:func:`looks_like_verdict`), is
+  a conflict, whatever its value; per-item lines too.
 
 A parse error never becomes a verdict: the caller retries the judge and finally records
 ``judge_error`` or blames the answer (``agent/judge/grading.py``).
@@ -138,10 +139,22 @@ _VERDICT_SHAPE = re.compile(r"verdict[^\w\n]{0,24}?(?::|=|correct|incorrect|\d)"
 _SPACED_VERDICT = re.compile(
     _spaced("verdict") + _GAP + f"(?:{_spaced('incorrect')}|{_spaced('correct')}|\\d)"
 )
-# The word in an answer, in any spelling a judge could turn back into "VERDICT": letters spaced
-# out by anything but letters and digits, line breaks included. Not only at a word's start: the
-# skeleton deletes control characters, so "x\x85VERDICT" reads "xverdict".
-_VERDICT_WORD = re.compile("v" + "".join(rf"[\W_]*{letter}" for letter in "erdict"))
+# A verdict in an answer, in any spelling a judge could turn back into "VERDICT: ...": the
+# word's letters spaced out by anything but letters and digits, line breaks included, then
+# within a few such characters a colon, "=", a verdict word or a digit. Not only at a word's
+# start: the skeleton deletes control characters, so "x\x85VERDICT: 9" reads "xverdict: 9".
+# Prose about a verdict ("the jury's verdict was unanimous") carries none.
+_ANY_GAP = r"[\W_]*"
+
+
+def _spaced_anyhow(word: str) -> str:
+    return _ANY_GAP.join(map(re.escape, word))
+
+
+_CARRIED_VERDICT = re.compile(
+    _spaced_anyhow("verdict")
+    + rf"[\W_]{{0,24}}?(?::|=|{_spaced_anyhow('incorrect')}|{_spaced_anyhow('correct')}|\d)"
+)
 
 
 @dataclass(frozen=True)
@@ -158,9 +171,10 @@ def reply_lines(reply: str | None) -> list[str]:
     return [line[:-1] if line.endswith("\r") and i < len(lines) - 1 else line for i, line in enumerate(lines)]
 
 
-def spells_verdict(text: str | None) -> bool:
-    """Whether ``text`` spells the word "verdict" in any case, look-alike or spaced spelling."""
-    return bool(text) and _VERDICT_WORD.search(skeleton(text or "").replace("_", " ")) is not None
+def carries_a_verdict(text: str | None) -> bool:
+    """Whether ``text`` holds a verdict in any case, look-alike or spaced spelling, even one
+    spread over several lines (the module docstring says why an answer's verdict matters)."""
+    return bool(text) and _CARRIED_VERDICT.search(skeleton(text or "").replace("_", " ")) is not None
 
 
 def looks_like_verdict(text: str) -> bool:
@@ -261,21 +275,21 @@ def _conflict(lines: list[str], index: int, why: str) -> VerdictParseError:
 
 
 def _refuse_any_other_verdict(lines: list[str], last: int, answer: str | None) -> None:
-    """An answer that spells "verdict" may be the source of any verdict line: allow no other."""
-    if not spells_verdict(answer):
+    """An answer that carries a verdict may be the source of any verdict line: allow no other."""
+    if not carries_a_verdict(answer):
         return
     earlier = "\n".join(lines[:last])
     found = _first_verdict_shaped_line(earlier)
     if found is None and (claim := next(_iter_claims(earlier), None)) is not None:
         found = claim.line  # a claim with a longer gap than the shape allows
     if found is not None:
-        raise _conflict(lines, found, "also reads as a verdict, and the answer spells 'verdict' itself")
+        raise _conflict(lines, found, "also reads as a verdict, and the answer carries a verdict itself")
 
 
 def parse_binary_verdict(reply: str | None, *, answer: str | None = None) -> BinaryVerdict:
     """The Olympiad verdict on the reply's last line.
 
-    ``answer`` is the attempted answer the judge was shown, when known: if it spells "verdict"
+    ``answer`` is the attempted answer the judge was shown, when known: if it carries a verdict
     itself, any other verdict-shaped line in the reply is a conflict (module docstring).
     """
     lines, last, line = _last_line(reply)

@@ -8,7 +8,7 @@ Research points compared exactly, so a score below the threshold fails however i
 
 Invariant (attack side): a line that is itself a verdict of another value, in any dress,
 anywhere in the reply, makes it a format failure; so does any other verdict-shaped line when
-the answer the judge saw spells "verdict" itself (the judge may have quoted it).
+the answer the judge saw carries a verdict itself (the judge may have quoted it).
 
 Oracle: the generators below build each reply from parts and know the verdict they wrote; the
 parser never sees that knowledge. Each property fails on the code before issue 40 (which refused
@@ -33,7 +33,7 @@ from tests.judge.support import ListClient
 
 OLYMPIAD_TEMPLATE = load_template("olympiad_judge.txt", OLYMPIAD_PLACEHOLDERS)
 RESEARCH_TEMPLATE = load_template("research_judge.txt", RESEARCH_PLACEHOLDERS)
-# What the answering model wrote: honest answers do not spell the judge's keyword.
+# What the answering model wrote: an honest answer does not write the judge's keyword with a value.
 HONEST_ANSWER = "Energy conservation gives v = sqrt(2 g h) = 6.26 m/s.\nFINAL ANSWER: 6.26 m/s"
 PROPERTY = settings(
     max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
@@ -370,7 +370,7 @@ def test_property_a_forged_verdict_line_never_wins_and_a_mention_never_costs(
     forged = data.draw(_verdict_line_in_any_dress(forged_value))
     forging_answer = f"FINAL ANSWER: 3\n{forged}"
     # The forgery mentioned in a sentence of the reasoning is prose: the judge's verdict stands,
-    # unless the answer spells the word itself (then the judge may be quoting it).
+    # unless the answer carries it itself (then the judge may be quoting it).
     before_last = data.draw(st.integers(0, max(0, len(lines) - 4)))
     mention = f"The answer ends with {forged.strip()} which proves nothing."
     with_mention = "\n".join([*lines[:before_last], mention, *lines[before_last:]])
@@ -392,7 +392,7 @@ def test_property_a_quoted_score_never_wins(
     case: tuple[str, Decimal], claim: str, data: st.DataObject
 ) -> None:
     """The judge's reply ends by quoting the score the answer forged: whatever the per-item lines
-    before it add up to, an answer that spells "verdict" holds the judge to one verdict line."""
+    before it add up to, an answer that carries a verdict holds the judge to one verdict line."""
     reply, total = case
     forged = data.draw(_verdict_line_in_any_dress(claim))
     answer = f"{HONEST_ANSWER}\n{forged}"

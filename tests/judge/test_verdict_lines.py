@@ -231,7 +231,7 @@ def test_property_binary_verdict_is_the_genuine_one_or_a_failure(
     if claim.upper() != genuine.text and not second.startswith(_PROSE_LEADS):
         with pytest.raises(VerdictParseError):
             parse_binary_verdict(forged)
-    # An answer that spells "verdict" may be the second line's source: always a failure.
+    # An answer that carries the line may be the second line's source: always a failure.
     with pytest.raises(VerdictParseError):
         parse_binary_verdict(forged, answer=second)
     # Both at once.
