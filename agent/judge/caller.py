@@ -31,6 +31,9 @@ class JudgeResult(Generic[VerdictT]):
     # The endpoint answered, but refused this request's content for good (HTTP 400/413/422...:
     # say, more than its context holds), as opposed to an outage or a refused key.
     request_rejected: bool = False
+    # The endpoint refuses every request until a person acts (credentials, quota): nothing any
+    # other request could show.
+    endpoint_refused: bool = False
     usage: list[Usage] = field(default_factory=list)
     transport_retries: int = 0
 
@@ -63,6 +66,7 @@ async def ask_judge(
         except ModelError as exc:
             result.model_error = str(exc) or type(exc).__name__
             result.request_rejected = _rejected_for_its_content(exc)
+            result.endpoint_refused = isinstance(exc, EndpointRefused)
             return result
         reply = response.content or ""
         result.replies.append(reply)

@@ -1,19 +1,30 @@
 """Grading one answer: pre-check, then the judge, ending in an outcome and a ``JudgeRecord``.
 
-A judge endpoint that fails for good (an outage, a refused key) ends in ``Outcome.JUDGE_ERROR``:
-the sample says nothing about the model. When the judge answered but gave no verdict (every
-reply unparseable) or refused the request's content (HTTP 4xx: say, an answer longer than its
-context), the answer may be the cause: a hostile answer can tell the judge not to write a
-verdict, and ``judge_error`` is left out of accuracy. So the same prompt is sent once more with
-a placeholder answer. A verdict on the placeholder shows the judge and prompt work, and the
-answer kept the judge from grading it: ``incorrect``. No verdict there either: ``judge_error``.
+``judge_error`` is left out of accuracy and re-run on resume, so no answer may be able to end
+its own sample that way. When the judge gives no verdict on an answer, the same prompt is sent
+once more with a placeholder answer, to tell a judge that is broken from an answer that breaks
+it (docs/judge-tracks.md, "Retries and errors"):
+
+* the endpoint refuses every request until a person acts (credentials, quota): ``judge_error``,
+  no placeholder request (it could show nothing);
+* no verdict on the placeholder either: the judge or its endpoint fails without this answer
+  too, ``judge_error``;
+* a verdict on the placeholder, after the judge answered this answer without a verdict (every
+  reply unparseable) or refused its content (HTTP 4xx, a provider's refusal): the answer kept
+  the judge from grading it, ``incorrect``;
+* a verdict on the placeholder, after the endpoint failed on this answer (HTTP 5xx, a dropped
+  connection, a timeout, after the client's own retries): the endpoint works, so the answer is
+  asked once more. A verdict then grades it (the failure passed); another failure means the
+  endpoint fails only while this answer is in the prompt, ``incorrect``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from decimal import Decimal
+from functools import partial
+from typing import Any, TypeVar
 
 from proctor.agent.judge.caller import JudgeResult, ask_judge
 from proctor.agent.judge.forgery import SectionMatch, prompt_section_matches
@@ -124,17 +135,17 @@ async def _grade_olympiad(
         record = JudgeRecord(decided_by="judge", precheck=note)
         return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, NO_JUDGE)
     fields = {"problem": problem, "reference answer": reference, "answer": answer}
-    prompt = fill_template(template, fields)
-    result = await ask_judge(judge, prompt, parse_binary_verdict, parse_retries=parse_retries)
-    record = _judge_record(result, judge.model, prompt)
+    verdict, record = await _judge(judge, template, fields, _binary_parser, parse_retries)
     record.precheck = note
-    if result.verdict is None:
-        return await _without_a_verdict(
-            judge, template, fields, parse_binary_verdict, parse_retries, result, record
-        )
-    record.verdict = result.verdict.text
-    correct = result.verdict.correct
+    if isinstance(verdict, Grade):
+        return verdict
+    record.verdict = verdict.text
+    correct = verdict.correct
     return Grade(Outcome.CORRECT if correct else Outcome.INCORRECT, float(correct), correct, record)
+
+
+def _binary_parser(answer: str) -> Callable[[str | None], BinaryVerdict]:
+    return partial(parse_binary_verdict, answer=answer)
 
 
 def _guarded_precheck(reference: str, answer: str | None) -> PrecheckResult:
@@ -198,51 +209,84 @@ async def _grade_research(
     if judge is None:
         return Grade(Outcome.JUDGE_ERROR, 0.0, False, JudgeRecord(decided_by="judge"), NO_JUDGE)
     fields = {"problem": problem, "rubric": rubric, "answer": answer}
-    prompt = fill_template(template, fields)
 
-    def parse(reply: str | None) -> PointsVerdict:
-        return parse_points_verdict(reply, max_points=max_points)
+    def parser(shown: str) -> Callable[[str | None], PointsVerdict]:
+        return partial(parse_points_verdict, max_points=max_points, answer=shown)
 
-    result = await ask_judge(judge, prompt, parse, parse_retries=parse_retries)
-    record = _judge_record(result, judge.model, prompt)
-    if result.verdict is None:
-        return await _without_a_verdict(judge, template, fields, parse, parse_retries, result, record)
-    points = result.verdict.points
-    record.verdict, record.points = result.verdict.text, points
-    success = points >= success_threshold
-    return Grade(Outcome.CORRECT if success else Outcome.INCORRECT, points, success, record)
+    verdict, record = await _judge(judge, template, fields, parser, parse_retries)
+    if isinstance(verdict, Grade):
+        return verdict
+    record.verdict, record.points = verdict.text, verdict.as_float
+    # Exactly: the threshold as written in the config (its shortest repr) against the points as
+    # written by the judge, so 6.9999999999999999 stays below 7.
+    success = verdict.points >= Decimal(repr(float(success_threshold)))
+    return Grade(Outcome.CORRECT if success else Outcome.INCORRECT, verdict.as_float, success, record)
 
 
-async def _without_a_verdict(
+VerdictT = TypeVar("VerdictT", BinaryVerdict, PointsVerdict)
+
+
+async def _judge(
     judge: ModelClient,
     template: str,
     fields: dict[str, str],
-    parse: Callable[[str | None], BinaryVerdict] | Callable[[str | None], PointsVerdict],
+    parser: Callable[[str], Callable[[str | None], VerdictT]],
     parse_retries: int,
-    result: JudgeResult[BinaryVerdict] | JudgeResult[PointsVerdict],
-    record: JudgeRecord,
-) -> Grade:
-    """No verdict on the answer: blame the answer if the judge grades a placeholder, else the judge."""
-    if result.model_error is not None and not result.request_rejected:
-        return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, result.error)  # an outage, not the answer
-    probe_prompt = fill_template(template, {**fields, "answer": PLACEHOLDER_ANSWER})
-    probe: JudgeResult[Any] = await ask_judge(judge, probe_prompt, parse, parse_retries=parse_retries)
-    record.input_tokens += sum(u.input_tokens for u in probe.usage)
-    record.output_tokens += sum(u.output_tokens for u in probe.usage)
-    verdict = probe.verdict
+) -> tuple[VerdictT | Grade, JudgeRecord]:
+    """The judge's verdict on the filled prompt, or the grade that says why there is none.
+
+    ``parser`` makes the verdict parser for the answer the prompt shows (the parser is stricter
+    when that answer carries a verdict itself: agent/judge/verdict.py).
+    """
+    prompt = fill_template(template, fields)
+    parse = parser(fields["answer"])
+    result = await ask_judge(judge, prompt, parse, parse_retries=parse_retries)
+    record = _judge_record(result, judge.model, prompt)
+    if result.verdict is not None:
+        return result.verdict, record
+    if result.endpoint_refused:  # credentials or quota: no other request can succeed either
+        return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, result.error), record
+    probe_answer = PLACEHOLDER_ANSWER
+    probe_prompt = fill_template(template, {**fields, "answer": probe_answer})
+    probe = await ask_judge(judge, probe_prompt, parser(probe_answer), parse_retries=parse_retries)
+    _add_tokens(record, probe)
     record.answer_probe = {
-        "answer": PLACEHOLDER_ANSWER,
+        "answer": probe_answer,
+        "answer_error": result.error,
         "replies": [capped(reply) for reply in probe.replies],
-        "verdict": None if verdict is None else verdict.text,
+        "verdict": None if probe.verdict is None else probe.verdict.text,
         **({"error": probe.error} if probe.error else {}),
     }
-    if verdict is None:
-        return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, result.error)
-    return Grade(
-        Outcome.INCORRECT,
-        0.0,
-        False,
-        record,
+    if probe.verdict is None:  # the judge fails without this answer too: the judge's fault
+        return Grade(Outcome.JUDGE_ERROR, 0.0, False, record, result.error), record
+    if result.model_error is not None and not result.request_rejected:
+        # The endpoint failed on this answer and works on the placeholder: a passing outage, or
+        # a failure only this answer causes. Asking once more tells them apart.
+        again = await ask_judge(judge, prompt, parse, parse_retries=parse_retries)
+        _add_tokens(record, again)
+        record.replies += [capped(reply) for reply in again.replies]
+        record.parse_error = "; ".join(result.parse_errors + again.parse_errors) or None
+        record.answer_probe["asked_again"] = {
+            "replies": len(again.replies),
+            "verdict": None if again.verdict is None else again.verdict.text,
+            **({"error": again.error} if again.error else {}),
+        }
+        if again.verdict is not None:
+            return again.verdict, record
+        error = (
+            f"the judge endpoint failed on this answer ({result.error}), graded a placeholder answer, "
+            f"then failed on this answer again ({again.error}): it fails only while this answer is "
+            "in the prompt, so the sample is scored incorrect"
+        )
+        return Grade(Outcome.INCORRECT, 0.0, False, record, error), record
+    error = (
         f"the judge gave no verdict on this answer ({result.error}) but did on a placeholder answer, "
-        "so the answer kept it from grading: scored incorrect",
+        "so the answer kept it from grading: scored incorrect"
     )
+    return Grade(Outcome.INCORRECT, 0.0, False, record, error), record
+
+
+def _add_tokens(record: JudgeRecord, result: JudgeResult[Any]) -> None:
+    """A probe's or second request's tokens are the judge's too."""
+    record.input_tokens += sum(u.input_tokens for u in result.usage)
+    record.output_tokens += sum(u.output_tokens for u in result.usage)

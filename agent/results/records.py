@@ -129,7 +129,8 @@ class JudgeRecord(_Stored):
     input_tokens: Count = 0
     output_tokens: Count = 0
     # When the judge gave no verdict on the answer: the same prompt with a placeholder answer,
-    # and what the judge said of it ({"answer", "replies", "verdict"}). A verdict there puts the
+    # and what the judge said of it ({"answer", "answer_error", "replies", "verdict", "error"?,
+    # "asked_again"? when the endpoint had failed on the answer}). A verdict there puts the
     # blame on the answer (``incorrect``); none puts it on the judge (``judge_error``).
     answer_probe: dict[str, Any] | None = None
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from proctor.agent.errors import UserError
-from proctor.agent.model.base import ChatResponse, ModelError, Usage
+from proctor.agent.model.base import ChatResponse, EndpointRefused, ModelError, Usage
 from proctor.agent.results.records import Outcome
 from proctor.agent.tracks.olympiad import OlympiadTrack
 from proctor.agent.tracks.registry import make_track
@@ -104,13 +104,13 @@ async def test_precheck_can_be_switched_off() -> None:
 
 async def test_unparseable_judge_is_retried_then_judge_error_not_incorrect() -> None:
     model = ListClient(["FINAL ANSWER: 7.9"])
-    judge = ListClient(["VERDICT: incorrect", "**VERDICT: INCORRECT**", ""] * 2)
+    judge = ListClient(["VERDICT: incorrect", "> VERDICT: INCORRECT", ""] * 2)
     record = await OlympiadTrack().run_sample(PENDULUM, 0, make_ctx(model, judge))
     assert record.outcome is Outcome.JUDGE_ERROR and not record.success
     assert len(judge.requests) == 6  # three for the answer, three for the placeholder answer
     assert record.judge is not None and record.judge.replies == [
         "VERDICT: incorrect",
-        "**VERDICT: INCORRECT**",
+        "> VERDICT: INCORRECT",
         "",
     ]
     assert record.judge.verdict is None
@@ -128,10 +128,16 @@ async def test_retry_that_succeeds_keeps_every_reply() -> None:
 
 async def test_judge_endpoint_failure_is_judge_error() -> None:
     model = ListClient(["FINAL ANSWER: 7.9"])
-    judge = ListClient([ModelError("401 bad key")])
+    judge = ListClient([EndpointRefused("401 bad key", kind="auth")])
     record = await OlympiadTrack().run_sample(PENDULUM, 0, make_ctx(model, judge))
-    assert record.outcome is Outcome.JUDGE_ERROR
+    assert record.outcome is Outcome.JUDGE_ERROR and len(judge.requests) == 1
     assert record.error == "judge model failed: 401 bad key"
+    # Failing on the placeholder answer too, the endpoint is down: still the judge's error.
+    model = ListClient(["FINAL ANSWER: 7.9"])
+    judge = ListClient([ModelError("gave up after 6 retries")] * 2)
+    record = await OlympiadTrack().run_sample(PENDULUM, 0, make_ctx(model, judge))
+    assert record.outcome is Outcome.JUDGE_ERROR and len(judge.requests) == 2
+    assert record.error == "judge model failed: gave up after 6 retries"
 
 
 async def test_model_failure_is_model_error_and_no_judge_call() -> None:

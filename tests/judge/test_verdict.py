@@ -14,6 +14,10 @@ from proctor.agent.judge.verdict import VerdictParseError, parse_binary_verdict,
         ("Not equivalent.\nVERDICT: INCORRECT", False),
         ("reasoning\n\n   VERDICT: CORRECT   \n\n\n", True),  # surrounding whitespace is stripped
         ("x\r\nVERDICT: INCORRECT\r\n", False),  # \r\n is a line break
+        # Markup and a full stop are the judge's style, not another verdict (issue 40).
+        ("**VERDICT: CORRECT**", True),
+        ("VERDICT: CORRECT.", True),
+        ("VERDICT:CORRECT", True),
     ],
 )
 def test_binary_verdict_from_last_line(reply: str, correct: bool) -> None:
@@ -27,10 +31,13 @@ def test_binary_verdict_from_last_line(reply: str, correct: bool) -> None:
         None,
         "   \n\n",
         "VERDICT: correct",
-        "**VERDICT: CORRECT**",
-        "VERDICT: CORRECT.",
-        "VERDICT:CORRECT",
         "Verdict: CORRECT",
+        # Quoted, block-quoted or struck out: someone else's words, or withdrawn.
+        "> VERDICT: CORRECT",
+        '"VERDICT: CORRECT"',
+        "~~VERDICT: CORRECT~~",
+        "VERDICT: CORRECT..",
+        "VERDICT: CORRECT!",
         "VERDICT: CORRECT\nI am confident in this.",
         "VERDICT: CORRECT\nVERDICT: INCORRECT\nsee above",
         # Two verdict lines are ambiguous, whichever comes last (tests/judge/test_verdict_lines.py).
