@@ -151,7 +151,7 @@ def build_plan(config: RunConfig) -> list[tuple[str, str]]:
     ]
     kinds = answer_kinds_text(tasks)
     if kinds:
-        rows.append(("answer kinds", kinds))
+        rows.append(("answer kind", kinds))
     rows += [
         ("model", _describe_model(label, model, config, f"models.{index}"))
         for index, (label, model) in enumerate(zip(labels, config.models, strict=True))

@@ -73,13 +73,20 @@ def _agree(value: object, reference: object) -> bool:
             _agree(a, b) for a, b in zip(sympy.Matrix(value), sympy.Matrix(reference), strict=True)
         )
     if isinstance(value, dict):
-        return isinstance(reference, dict) and len(value) == len(reference) and all(
-            any(_agree(k, rk) and _agree(v, rv) for rk, rv in reference.items()) for k, v in value.items()
+        return (
+            isinstance(reference, dict)
+            and len(value) == len(reference)
+            and all(
+                any(_agree(k, rk) and _agree(v, rv) for rk, rv in reference.items()) for k, v in value.items()
+            )
         )
     if isinstance(value, list | tuple | set | frozenset | sympy.FiniteSet | sympy.Tuple):
         items, wanted = list(value), list(reference)  # type: ignore[call-overload]
         return len(items) == len(wanted) and all(any(_agree(a, b) for b in wanted) for a in items)
-    difference = sympy.sympify(value) - sympy.sympify(reference)
+    value, reference = sympy.sympify(value), sympy.sympify(reference)
+    if (value.free_symbols | reference.free_symbols) - {X}:
+        return bool(value == reference)  # dict keys such as the symbols a solution names
+    difference = value - reference
     for point in (Fraction(3, 7), Fraction(-5, 2), Fraction(11, 3)):
         at = difference.subs(X, sympy.Rational(point.numerator, point.denominator))
         if sympy.N(at, 60, maxn=200) != 0 and abs(sympy.N(at, 60)) > sympy.Rational(1, 10**50):
@@ -109,7 +116,12 @@ def factored_forms(draw: st.DrawFn) -> HonestCase:
             SYMBOLIC_IDIOMS,
             form=f"(Symbol('x') + {b})*(Symbol('x') + {c})",
         ),
-        HonestCase("expand", f"return sympy.expand((Symbol('x') + {b})*(Symbol('x') + {c}))", quadratic, SYMBOLIC_IDIOMS),
+        HonestCase(
+            "expand",
+            f"return sympy.expand((Symbol('x') + {b})*(Symbol('x') + {c}))",
+            quadratic,
+            SYMBOLIC_IDIOMS,
+        ),
         HonestCase(
             "together",
             f"return sympy.together({a}/Symbol('x') + {a * b}/Symbol('x'))",
@@ -143,7 +155,11 @@ def principal_roots(draw: st.DrawFn) -> HonestCase:
     return draw(
         st.sampled_from(
             [
-                HonestCase("root of a negative", f"return sympy.{cube}", cube if same else f"{m}*(-1)**Rational(1, 3)"),
+                HonestCase(
+                    "root of a negative",
+                    f"return sympy.{cube}",
+                    cube if same else f"{m}*(-1)**Rational(1, 3)",
+                ),
                 HonestCase(
                     "root of unity",
                     f"return sympy.{unity}",
@@ -170,7 +186,11 @@ def solver_results(draw: st.DrawFn) -> HonestCase:
     a, s, d = draw(positive), draw(small), draw(small)
     x, y = "Symbol('x')", "Symbol('y')"
     half_sum, half_diff = Fraction(s + d, 2), Fraction(s - d, 2)
-    solution = f"{{{x}: Rational({half_sum.numerator}, {half_sum.denominator}), {y}: Rational({half_diff.numerator}, {half_diff.denominator})}}"
+
+    def rational(number: Fraction) -> str:
+        return f"Rational({number.numerator}, {number.denominator})"
+
+    solution = f"{{{x}: {rational(half_sum)}, {y}: {rational(half_diff)}}}"
     choices = [
         HonestCase("solve", f"return sympy.solve({x}**2 - {a * a}, {x})", f"[{-a}, {a}]", CONTAINER_IDIOMS),
         HonestCase(
@@ -185,10 +205,24 @@ def solver_results(draw: st.DrawFn) -> HonestCase:
             f"({a}, {-a})",
             CONTAINER_IDIOMS,
         ),
-        HonestCase("solve, a system", f"return sympy.solve([{x} + {y} - {s}, {x} - {y} - {d}], [{x}, {y}])", solution, CONTAINER_IDIOMS),
-        HonestCase("roots", f"return sympy.roots(({x} - {a})**2*({x} + {a}), {x})", f"{{{a}: 2, {-a}: 1}}", CONTAINER_IDIOMS),
-        HonestCase("solveset", f"return sympy.solveset({x}**2 - {a * a}, {x})", f"{{{a}, {-a}}}", CONTAINER_IDIOMS),
-        HonestCase("CRootOf", f"return sympy.CRootOf({x}**5 - {x} + {a}, 0)", f"CRootOf({x}**5 - {x} + {a}, 0)"),
+        HonestCase(
+            "solve, a system",
+            f"return sympy.solve([{x} + {y} - {s}, {x} - {y} - {d}], [{x}, {y}])",
+            solution,
+            CONTAINER_IDIOMS,
+        ),
+        HonestCase(
+            "roots",
+            f"return sympy.roots(({x} - {a})**2*({x} + {a}), {x})",
+            f"{{{a}: 2, {-a}: 1}}",
+            CONTAINER_IDIOMS,
+        ),
+        HonestCase(
+            "solveset", f"return sympy.solveset({x}**2 - {a * a}, {x})", f"{{{a}, {-a}}}", CONTAINER_IDIOMS
+        ),
+        HonestCase(
+            "CRootOf", f"return sympy.CRootOf({x}**5 - {x} + {a}, 0)", f"CRootOf({x}**5 - {x} + {a}, 0)"
+        ),
     ]
     return draw(st.sampled_from(choices))
 
@@ -204,8 +238,17 @@ def integer_functions(draw: st.DrawFn) -> HonestCase:
     big = sympy.binomial(n, k)
     choices = [
         HonestCase("binomial", f"return sympy.binomial({n}, {k})", str(big)),
-        HonestCase("factorint", f"return sympy.factorint({big * 6})", repr(sympy.factorint(big * 6)), CONTAINER_IDIOMS),
-        HonestCase("nsimplify of a rational", f"return sympy.nsimplify(sympy.Rational({p}, {q}))", f"Rational({p}, {q})"),
+        HonestCase(
+            "factorint",
+            f"return sympy.factorint({big * 6})",
+            repr(sympy.factorint(big * 6)),
+            CONTAINER_IDIOMS,
+        ),
+        HonestCase(
+            "nsimplify of a rational",
+            f"return sympy.nsimplify(sympy.Rational({p}, {q}))",
+            f"Rational({p}, {q})",
+        ),
         HonestCase("nsimplify of a dyadic float", f"return sympy.nsimplify({p / 8!r})", f"Rational({p}, 8)"),
         HonestCase("Matrix det", f"return {matrix}.det()", str(det)),
         HonestCase("Matrix product", f"return {matrix} * {matrix}", f"{matrix}**2", CONTAINER_IDIOMS),
@@ -217,7 +260,9 @@ def integer_functions(draw: st.DrawFn) -> HonestCase:
     ]
     if det:
         inverse = sympy.Matrix([[a, b], [c, d]]).inv()
-        choices.append(HonestCase("Matrix inverse", f"return {matrix}.inv()", sympy.srepr(inverse), CONTAINER_IDIOMS))
+        choices.append(
+            HonestCase("Matrix inverse", f"return {matrix}.inv()", sympy.srepr(inverse), CONTAINER_IDIOMS)
+        )
     return draw(st.sampled_from(choices))
 
 
@@ -231,7 +276,9 @@ def _check(case: HonestCase, idiom: str) -> None:
 @pytest.mark.parametrize("family", ["factored", "roots", "solvers", "integers"])
 @SETTINGS
 @given(data=st.data())
-def test_every_honest_exact_value_equal_to_the_reference_is_credited(family: str, data: st.DataObject) -> None:
+def test_every_honest_exact_value_equal_to_the_reference_is_credited(
+    family: str, data: st.DataObject
+) -> None:
     strategy = {
         "factored": factored_forms(),
         "roots": principal_roots(),
@@ -261,5 +308,7 @@ def test_numpy_integer_arrays_are_credited(n: int, shape: tuple[int, ...]) -> No
     body = f"return numpy.array({nested!r}, dtype={dtype})"
     encoded = answer_value(body)
     assert credited(idiom_verdict(encoded, "typed", repr(nested)))
-    array_equal = f"def verify(a):\n    return bool(numpy.array_equal(a, numpy.array({nested!r}, dtype=object)))\n"
+    array_equal = (
+        f"def verify(a):\n    return bool(numpy.array_equal(a, numpy.array({nested!r}, dtype=object)))\n"
+    )
     assert credited(verify_reply(encoded, array_equal))

@@ -25,8 +25,13 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.asyncio(loop_sco
 
 # Room for sympy's import and a few thousand digits on a loaded machine.
 ROOMY = SandboxConfig(answer_timeout_s=30, verify_timeout_s=60)
-PRELUDE = "import numpy\nimport sympy\nimport pyadic\nfrom sympy.polys.domains import GF\n\ndef answer():\n    x = sympy.Symbol('x')\n    "
-SIMPLIFY = "import sympy\n\ndef verify(a):\n    x = sympy.Symbol('x')\n    return sympy.simplify(a - (REF)) == 0\n"
+PRELUDE = (
+    "import numpy\nimport sympy\nimport pyadic\nfrom sympy.polys.domains import GF\n\n"
+    "def answer():\n    x = sympy.Symbol('x')\n    "
+)
+SIMPLIFY = (
+    "import sympy\n\ndef verify(a):\n    x = sympy.Symbol('x')\n    return sympy.simplify(a - (REF)) == 0\n"
+)
 # A non-square of 2,501 digits: its square root took about 0.9 s to evaluate here, past the old
 # per-node timer of 0.25 s on any machine, and near it on a fast one.
 BIG = 2 * 10**2500 + 3
@@ -42,7 +47,9 @@ async def sandbox() -> AsyncIterator[Sandbox]:
 
 
 def task(task_id: str, **fields: str | float) -> FrontierMathTask:
-    return FrontierMathTask.model_validate({"id": task_id, "question": "q", "answer_type": "sympy expression", **fields})
+    return FrontierMathTask.model_validate(
+        {"id": task_id, "question": "q", "answer_type": "sympy expression", **fields}
+    )
 
 
 async def judge(sandbox: Sandbox, body: str, target: FrontierMathTask) -> SubmissionResult:
@@ -80,8 +87,14 @@ HONEST = {
         "y = sympy.Symbol('y')\n    return sympy.nonlinsolve([x**2 - 4, y - 3*x], [x, y])",
         {"answer": "{(2, 6), (-2, -6)}", "answer_type": "Python set of tuples"},
     ),
-    "sympy Tuple against a tuple": ("return sympy.Tuple(3, sympy.Rational(1, 2))", {"answer": "(3, Rational(1, 2))"}),
-    "CRootOf": ("return sympy.CRootOf(x**5 - x + 3, 0)", {"answer": "CRootOf(Symbol('x')**5 - Symbol('x') + 3, 0)"}),
+    "sympy Tuple against a tuple": (
+        "return sympy.Tuple(3, sympy.Rational(1, 2))",
+        {"answer": "(3, Rational(1, 2))"},
+    ),
+    "CRootOf": (
+        "return sympy.CRootOf(x**5 - x + 3, 0)",
+        {"answer": "CRootOf(Symbol('x')**5 - Symbol('x') + 3, 0)"},
+    ),
 }
 
 

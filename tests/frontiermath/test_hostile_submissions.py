@@ -479,7 +479,9 @@ TYPED_KINDS = {
 async def test_types_reach_verify_intact(sandbox: Sandbox, name: str) -> None:
     answer_code, verification_code = TYPED[name]
     # A floating-point or modular value reaches verify() only when the task's answer kind is its.
-    target = task(f"typed-{name}", verification_code=verification_code, answer_kind=TYPED_KINDS.get(name, "exact"))
+    target = task(
+        f"typed-{name}", verification_code=verification_code, answer_kind=TYPED_KINDS.get(name, "exact")
+    )
     # galois builds its field on first use; give the calls room on a loaded machine.
     patient = SandboxConfig(answer_timeout_s=60, verify_timeout_s=60)
     result = await judge(sandbox, answer_code, target, patient)
@@ -661,9 +663,7 @@ async def test_inexact_and_unevaluated_values_are_incorrect_through_every_idiom(
 
 # A submission that owns its process can skip the answer side's evaluation (here: by replacing the
 # driver's function); the verification side's confirmation must refuse what it sends.
-SKIPS_EVALUATION = (
-    "import sys\nsys.modules['proctor_driver'].evaluated_form = lambda value: value\n"
-)
+SKIPS_EVALUATION = "import sys\nsys.modules['proctor_driver'].evaluated_form = lambda value: value\n"
 
 
 @pytest.mark.slow
@@ -671,7 +671,9 @@ async def test_a_value_that_skipped_evaluation_is_never_credited(sandbox: Sandbo
     """pi + factorial(200000) was simplified by the verifier; an unevaluated primenu of a
     38-digit semiprime took 7.7 s of its budget to factor."""
     symbolic = task("pi", answer="pi", answer_kind="exact")
-    forty_two = task("42", verification_code="import sympy\n\ndef verify(a):\n    return sympy.simplify(a - 42) == 0\n")
+    forty_two = task(
+        "42", verification_code="import sympy\n\ndef verify(a):\n    return sympy.simplify(a - 42) == 0\n"
+    )
     for body, target in (
         ("return sympy.pi + sympy.factorial(200000, evaluate=False)", symbolic),
         ("return sympy.primenu(sympy.nextprime(10**18) * sympy.nextprime(10**19), evaluate=False)", symbolic),

@@ -220,8 +220,12 @@ NEGATIONS_AND_MENTIONS = [
 
 
 @pytest.mark.parametrize("answer_type", NEGATIONS_AND_MENTIONS)
-def test_without_the_field_negations_and_mentions_of_a_kind_infer_exact(tmp_path: Path, answer_type: str) -> None:
-    (task,) = load_frontiermath_tasks(write_jsonl(tmp_path / "tasks.jsonl", [GOOD | {"answer_type": answer_type}]))
+def test_without_the_field_negations_and_mentions_of_a_kind_infer_exact(
+    tmp_path: Path, answer_type: str
+) -> None:
+    (task,) = load_frontiermath_tasks(
+        write_jsonl(tmp_path / "tasks.jsonl", [GOOD | {"answer_type": answer_type}])
+    )
     assert task.wanted_kind == "exact" and task.exact_kind
     assert task.answer_kind_origin.startswith("inferred:")
 
@@ -234,5 +238,7 @@ def test_without_the_field_a_stated_tolerance_is_the_evidence_of_an_approximatio
     (task,) = load_frontiermath_tasks(write_jsonl(tmp_path / "tasks.jsonl", [row]))
     assert task.wanted_kind == "floating-point"
     assert task.answer_kind_origin == "inferred: a tolerance (1e-06) is stated"
-    (plain,) = load_frontiermath_tasks(write_jsonl(tmp_path / "plain.jsonl", [GOOD | {"answer_type": answer_type}]))
+    (plain,) = load_frontiermath_tasks(
+        write_jsonl(tmp_path / "plain.jsonl", [GOOD | {"answer_type": answer_type}])
+    )
     assert plain.wanted_kind == "exact"  # the words alone are never evidence: when in doubt, exact

@@ -31,17 +31,24 @@ EQ = "def verify(a):\n    return bool(sympy.Eq(a, REF))\n"
 HONEST = [
     ("return sympy.sqrt(2 * 10**700 + 1)", "sqrt(2 * 10**700 + 1)", EQ),
     ("return sympy.sin(1) + sympy.log(3) + sympy.sqrt(5)", "sin(1) + log(3) + sqrt(5)", SIMPLIFY),
-    ("return sympy.root(-27, 3) + sympy.CRootOf(x**5 - x + 1, 0)", "3*(-1)**Rational(1, 3) + CRootOf(Symbol('x')**5 - Symbol('x') + 1, 0)", EQ),
+    (
+        "return sympy.root(-27, 3) + sympy.CRootOf(x**5 - x + 1, 0)",
+        "3*(-1)**Rational(1, 3) + CRootOf(Symbol('x')**5 - Symbol('x') + 1, 0)",
+        EQ,
+    ),
     ("return sympy.factor(6*x + 12)", "6*Symbol('x') + 12", SIMPLIFY),
 ]
 
 
+def verdicts_of(encoded: list[Any]) -> list[bool]:
+    """Each value's verdict under its verify() idiom, then under the typed comparison."""
+    cases = list(zip(encoded, HONEST, strict=True))
+    by_verify = [credited(verify_reply(value, idiom.replace("REF", ref))) for value, (_, ref, idiom) in cases]
+    return by_verify + [credited(compare_reply(value, ref)) for value, (_, ref, _) in cases]
+
+
 def verdicts() -> list[bool]:
-    encoded = [answer_value(body) for body, _, _ in HONEST]
-    return [
-        credited(verify_reply(value, idiom.replace("REF", reference)))
-        for value, (_, reference, idiom) in zip(encoded, HONEST, strict=True)
-    ] + [credited(compare_reply(value, reference)) for value, (_, reference, _) in zip(encoded, HONEST, strict=True)]
+    return verdicts_of([answer_value(body) for body, _, _ in HONEST])
 
 
 @contextmanager
@@ -98,10 +105,7 @@ def test_the_verdict_does_not_read_a_clock(monkeypatch: pytest.MonkeyPatch) -> N
     # Only the verification side's clocks: answer()'s budget is a timer by design.
     encoded = [answer_value(body) for body, _, _ in HONEST]
     with clocks_running_fast(monkeypatch):
-        fast = [
-            credited(verify_reply(value, idiom.replace("REF", reference)))
-            for value, (_, reference, idiom) in zip(encoded, HONEST, strict=True)
-        ] + [credited(compare_reply(value, reference)) for value, (_, reference, _) in zip(encoded, HONEST, strict=True)]
+        fast = verdicts_of(encoded)
     assert fast == quiet
 
 

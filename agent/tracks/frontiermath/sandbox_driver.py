@@ -663,7 +663,10 @@ def run_answer(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
         # Part of answer()'s budget, under the same timer: the verifier gets the evaluated value.
         value = evaluated_form(value)
     except TimeLimitReached:
-        return {"status": "timeout", "error": f"answer() and its value's evaluation did not finish within {limit:g} s"}
+        return {
+            "status": "timeout",
+            "error": f"answer() and its value's evaluation did not finish within {limit:g} s",
+        }
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are errors of answer() too
         return {"status": "error", "error": _error_text(exc)}
     finally:
@@ -1063,7 +1066,9 @@ def _reassembled(item: Any, parts: list[Any], sympy: Any, numpy: Any) -> Any:
         entries = dict(zip(item.todok().keys(), parts, strict=True))
         if isinstance(item, sympy.SparseMatrix | sympy.ImmutableSparseMatrix):
             return kind(item.rows, item.cols, entries)
-        dense = [[entries.get((row, col), sympy.S.Zero) for col in range(item.cols)] for row in range(item.rows)]
+        dense = [
+            [entries.get((row, col), sympy.S.Zero) for col in range(item.cols)] for row in range(item.rows)
+        ]
         return kind(dense) if item.rows and item.cols else item
     if sympy is not None and isinstance(item, sympy.Basic) and parts:
         return _rebuilt(item, tuple(parts))

@@ -40,9 +40,11 @@ class ReferenceCheck:
 
 
 async def check_reference(task: FrontierMathTask, runner: SubmissionRunner) -> ReferenceCheck:
-    kind = {"answer_kind": task.wanted_kind, "answer_kind_origin": task.answer_kind_origin}
+    kind, origin = task.wanted_kind, task.answer_kind_origin
     if task.reference_solution is None:
-        return ReferenceCheck(task.id, None, "no reference_solution", None, 0.0, **kind)
+        return ReferenceCheck(
+            task.id, None, "no reference_solution", None, 0.0, answer_kind=kind, answer_kind_origin=origin
+        )
     started = time.monotonic()
     # Exactly the path a model's submission takes, checks included.
     result = await runner.evaluate(task.reference_solution, task, enforce_checks=True)
@@ -54,8 +56,16 @@ async def check_reference(task: FrontierMathTask, runner: SubmissionRunner) -> R
             f"({task.answer_kind_origin}): write it exactly (integers, Rational, sympy constants) "
             "or state 'answer_kind': 'floating-point' with a tolerance"
         )
+    duration = time.monotonic() - started
     return ReferenceCheck(
-        task.id, result.outcome, error, result.record.value_repr, time.monotonic() - started, inexact, **kind
+        task.id,
+        result.outcome,
+        error,
+        result.record.value_repr,
+        duration,
+        inexact,
+        answer_kind=kind,
+        answer_kind_origin=origin,
     )
 
 
