@@ -382,3 +382,17 @@ def test_the_reference_own_forms_are_allowed_in_compare_mode() -> None:
     reference = sympy.Integral(sympy.exp(-(x**2)), (x, 0, 1))
     assert driver.candidate_refusal(reference, "exact", reference) is None
     assert driver.candidate_refusal(reference, "exact", None) is not None
+
+
+def test_the_evaluation_is_part_of_answers_budget() -> None:
+    """An honest held form is evaluated on the answer side, under answer()'s own timer: work
+    that does not finish there is answer()'s timeout, never the verifier's to do."""
+    from tests.frontiermath.verdicts import QuietChannel
+
+    code = "import sympy\n\ndef answer():\n    return sympy.primepi(10**12, evaluate=False)\n"
+    request = {"code": code, "time_limit_s": 1.0, "max_value_bytes": value_codec.MAX_ENCODED_BYTES}
+    reply = driver.run_answer(request, QuietChannel())  # type: ignore[arg-type]
+    assert reply["status"] == "timeout", reply
+    quick = {**request, "code": code.replace("sympy.primepi(10**12", "sympy.factorial(30")}
+    reply = driver.run_answer(quick, QuietChannel())  # type: ignore[arg-type]
+    assert reply["status"] == "ok" and value_codec.decode_value(reply["value"]) == sympy.factorial(30)
