@@ -974,7 +974,7 @@ def _unevaluated_node(nodes: list[Any], allowed: frozenset[str]) -> str | None:
         if isinstance(node, held):
             if name in allowed:
                 continue
-            return f"{short_repr(node)} is a held {name}, which the verifier would have to compute"
+            return f"{short_repr(node)} is an unevaluated {name}, which the verifier would have to compute"
         if _certainly_changed(node, sympy):
             return f"{short_repr(node)} is changed by evaluation"
         if not _same_node(node, _rebuilt(node, node.args)):
