@@ -50,6 +50,7 @@ def _print_table(checks: list[ReferenceCheck], described: dict[str, object]) -> 
     table = Table(title=f"reference solutions ({described.get('backend')} sandbox)")
     table.add_column("task")
     table.add_column("result")
+    table.add_column("answer kind", overflow="fold")
     table.add_column("seconds", justify="right")
     table.add_column("detail", overflow="fold")
     for check in checks:
@@ -68,6 +69,7 @@ def _print_table(checks: list[ReferenceCheck], described: dict[str, object]) -> 
         table.add_row(
             Text(visible(check.task_id)),
             status,
+            Text(f"{check.answer_kind} ({check.answer_kind_origin})"),
             f"{check.duration_s:.1f}",
             Text(visible(detail[0] if detail else "")),
         )
@@ -129,6 +131,8 @@ def validate(
                     "outcome": c.outcome.value if c.outcome else None,
                     "passed": c.passed,
                     "inexact_reference": c.inexact_reference,
+                    "answer_kind": c.answer_kind,
+                    "answer_kind_origin": c.answer_kind_origin,
                     "error": c.error,
                     "value": c.value,
                     "duration_s": round(c.duration_s, 3),

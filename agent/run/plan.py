@@ -149,6 +149,9 @@ def build_plan(config: RunConfig) -> list[tuple[str, str]]:
         ("selection", describe_selection(config.task_filter, config.task_ids, config.limit_tasks)),
         ("trials", f"{config.trials}{config.paper_default_note('trials')}"),
     ]
+    kinds = answer_kinds_text(tasks)
+    if kinds:
+        rows.append(("answer kind", kinds))
     rows += [
         ("model", _describe_model(label, model, config, f"models.{index}"))
         for index, (label, model) in enumerate(zip(labels, config.models, strict=True))
@@ -214,6 +217,16 @@ def build_plan(config: RunConfig) -> list[tuple[str, str]]:
     rows.append(("concurrency", f"{config.max_concurrency} samples in flight"))
     rows.append(("run dir", f"{run_dir} (not created by --dry-run)"))
     return rows
+
+
+def answer_kinds_text(tasks: list[Any]) -> str:
+    """Each selected task's answer kind and its origin (FrontierMath tasks have one; others none)."""
+    described = [
+        f"{task.id}: {task.wanted_kind} ({task.answer_kind_origin})"
+        for task in tasks
+        if hasattr(task, "answer_kind_origin")
+    ]
+    return "; ".join(described)
 
 
 def render_plan(rows: list[tuple[str, Any]]) -> str:

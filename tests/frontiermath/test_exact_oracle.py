@@ -9,7 +9,6 @@ decide, exactly as in the verification sandbox. docs/frontiermath.md, "Exact mea
 from __future__ import annotations
 
 import json
-import time
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
@@ -30,7 +29,7 @@ from tests.frontiermath.exact_oracle import exactly, within
 IDIOMS = {
     "==": "def verify(a):\n    return a == REF\n",
     "Eq": "def verify(a):\n    return bool(sympy.Eq(a, REF))\n",
-    "simplify": "def verify(a):\n    return sympy.simplify(a - REF) == 0\n",
+    "simplify": "def verify(a):\n    return sympy.simplify(a - (REF)) == 0\n",
     "nsimplify": "def verify(a):\n    return sympy.nsimplify(a) == REF\n",
 }
 CONTAINER_IDIOMS = {"==": IDIOMS["=="]}
@@ -42,14 +41,16 @@ class _Channel:
         pass
 
 
-def proctor_verdict(value: Any, idiom: str, reference_source: str, answer_type: str) -> bool:
-    """The verification step's verdict (False for a refusal or a verify() that raised)."""
+def proctor_verdict(value: Any, idiom: str, reference_source: str, answer_kind: str) -> bool:
+    """The verification step's verdict (False for a refusal or a verify() that raised).
+
+    The value is encoded as it is, without the answer side's evaluation: what a submission that
+    patched its own driver sends. The gate must hold for it all the same.
+    """
     code = "import sympy\nimport mpmath\n" + idiom.replace("REF", reference_source)
     request = {
         "verification_code": code,
-        "answer_type": answer_type,
-        "answer_time_limit_s": 4.0,
-        "verify_time_limit_s": 8.0,
+        "answer_kind": answer_kind,
         "value_json": json.dumps(value_codec.encode_value(value)),
     }
     reply = driver.run_verify(request, _Channel())  # type: ignore[arg-type]
@@ -119,7 +120,7 @@ def test_integer_references_match_the_oracle(reference: int, offset: int, idiom:
     pool = exact_integers(value_n) + inexact_integers(value_n) + unevaluated_integers(value_n)
     value = pool[pick % len(pool)]
     source = f"sympy.Integer({reference})"
-    assert proctor_verdict(value, IDIOMS[idiom], source, "Python int") is exactly(
+    assert proctor_verdict(value, IDIOMS[idiom], source, "exact") is exactly(
         value, sympy.Integer(reference)
     ), (value, reference, idiom)
 
@@ -127,7 +128,7 @@ def test_integer_references_match_the_oracle(reference: int, offset: int, idiom:
 @pytest.mark.parametrize("idiom", list(IDIOMS))
 def test_honest_exact_integers_of_every_family_stay_correct(idiom: str) -> None:
     for value in exact_integers(F90):
-        assert proctor_verdict(value, IDIOMS[idiom], "sympy.fibonacci(90)", "Python int"), (value, idiom)
+        assert proctor_verdict(value, IDIOMS[idiom], "sympy.fibonacci(90)", "exact"), (value, idiom)
 
 
 @pytest.mark.parametrize("idiom", list(IDIOMS))
@@ -148,10 +149,10 @@ def test_honest_model_inexact_answers_are_incorrect(idiom: str) -> None:
     ]
     for value, source in cases:
         assert exactly(value, sympy.Integer(42)) is False
-        assert not proctor_verdict(value, IDIOMS[idiom], source, "Python int"), (value, idiom)
+        assert not proctor_verdict(value, IDIOMS[idiom], source, "exact"), (value, idiom)
     with mpmath.workdps(16):
         seventh = mpmath.mpf(1) / 7
-    assert not proctor_verdict(seventh, IDIOMS[idiom], "sympy.Rational(1, 7)", "sympy Rational")
+    assert not proctor_verdict(seventh, IDIOMS[idiom], "sympy.Rational(1, 7)", "exact")
 
 
 def test_one_low_precision_float_never_equals_many_integers() -> None:
@@ -160,7 +161,7 @@ def test_one_low_precision_float_never_equals_many_integers() -> None:
     for k in range(0, 200, 7):
         reference = 2**107 + k * 10**20
         for idiom in ("simplify", "Eq"):
-            assert not proctor_verdict(value, IDIOMS[idiom], f"sympy.Integer({reference})", "Python int")
+            assert not proctor_verdict(value, IDIOMS[idiom], f"sympy.Integer({reference})", "exact")
 
 
 # -- rationals and symbolic references -------------------------------------------------------------
@@ -201,7 +202,7 @@ def test_symbolic_references_match_the_oracle(source: str, idiom: str, pick: int
     reference = SYMBOLIC_REFERENCES[source]
     pool = symbolic_neighbours(reference)
     value = pool[pick % len(pool)]
-    got = proctor_verdict(value, IDIOMS[idiom], source, "sympy expression")
+    got = proctor_verdict(value, IDIOMS[idiom], source, "exact")
     want = exactly(value, reference)
     if want and idiom == "==":
         # `==` is structural: an equal value in another form is the idiom's strictness, not ours.
@@ -251,7 +252,7 @@ def test_an_inexact_part_anywhere_makes_the_value_incorrect(where: str, pick: in
     value = placed(inner, where)
     assert driver.inexact_kinds(value) == ["floating-point"], (where, inner)
     # The same container with the exact integer is credited by a verify() that compares it.
-    assert not proctor_verdict(value, "def verify(a):\n    return True\n", "0", "Python list of int")
+    assert not proctor_verdict(value, "def verify(a):\n    return True\n", "0", "exact")
 
 
 # -- approximate answer types: within the tolerance, as the oracle measures it ------------------------
@@ -282,11 +283,46 @@ def test_approximate_types_take_every_floating_family_within_the_tolerance(
     ]
     value = pool[pick % len(pool)]
     idiom = "def verify(a):\n    return abs(a - REF) < sympy.Rational(1, 10**9)\n"
-    got = proctor_verdict(value, idiom, "sympy.Rational(1, 7)", "Python float")
+    got = proctor_verdict(value, idiom, "sympy.Rational(1, 7)", "floating-point")
     assert got is within(value, reference, tolerance), (value, scale)
 
 
-# -- evaluated form: quick, and the verifier never does the work -------------------------------------
+# -- evaluated form: the verifier never credits work answer() left undone -------------------------
+#
+# The answer side brings an honest value to evaluated form within answer()'s budget; a submission
+# that patches its own driver can still send an unevaluated one. The verification side confirms
+# the form with no timer of its own: a value is refused, or its rebuilding runs until the
+# verification's limit kills the step, which submission.py turns into ``incorrect`` (the value was
+# touched). Either way it is never credited; the child below stands in for that limit.
+# Any limit proves the point (refused and killed are both "not credited"); a short one keeps the
+# quick tier quick: primepi(10**12) is killed, the others are refused well before it.
+VERIFICATION_LIMIT_S = 5.0
+
+
+def refusal_or_killed(value: Any) -> str:
+    """The gate's refusal, run in a child killed at VERIFICATION_LIMIT_S ("killed": incorrect too)."""
+    import os
+    import signal
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            refusal = driver.unevaluated_refusal(value) or "credited"
+            os.write(write_end, refusal.encode("utf-8", "replace")[:4000])
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    import select
+
+    ready = select.select([read_end], [], [], VERIFICATION_LIMIT_S)[0]
+    if not ready:
+        os.kill(pid, signal.SIGKILL)
+    reply = os.read(read_end, 8192).decode("utf-8", "replace") if ready else "killed"
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    return reply
 
 
 @pytest.mark.parametrize(
@@ -303,16 +339,15 @@ def test_approximate_types_take_every_floating_family_within_the_tolerance(
         lambda: sympy.Pow(2, sympy.Rational(10**12 + 1, 2), evaluate=False),
         lambda: sympy.Sum(sympy.Symbol("k"), (sympy.Symbol("k"), 1, 10**9)),
         lambda: [sympy.Matrix([[1, sympy.factorial(10**5, evaluate=False)]])],
+        lambda: sympy.Mul(2, sympy.Symbol("x") + 2, evaluate=False),
+        lambda: sympy.Pow(-1, sympy.Rational(1, 2), evaluate=False),
     ],
     ids=["factorial", "primenu", "Add", "UnevaluatedExpr", "binomial", "fibonacci", "primepi", "Pow",
-         "root power", "Sum", "in a matrix"],
+         "root power", "Sum", "in a matrix", "held product", "sqrt(-1)"],
 )  # fmt: skip
-def test_an_unevaluated_value_is_refused_quickly(build: Any) -> None:
-    value = build()
-    started = time.monotonic()
-    refusal = driver.unevaluated_refusal(value, budget_s=4.0)
-    assert refusal is not None and "evaluated form" in refusal
-    assert time.monotonic() - started < 2.0, refusal
+def test_an_unevaluated_value_is_never_credited(build: Any) -> None:
+    reply = refusal_or_killed(build())
+    assert reply == "killed" or "evaluated form" in reply, reply
 
 
 @pytest.mark.parametrize(
@@ -329,16 +364,35 @@ def test_an_unevaluated_value_is_refused_quickly(build: Any) -> None:
         sympy.Matrix([[sympy.sqrt(3), 1]]),
         sympy.Interval(0, sympy.pi),
         sympy.Lambda(sympy.Symbol("x"), sympy.Symbol("x") ** 2),
+        sympy.root(-8, 3),
+        sympy.root(1, 5, 2),
+        sympy.CRootOf(sympy.Symbol("x") ** 5 - sympy.Symbol("x") + 1, 0),
+        sympy.sqrt(3 * 10**200 + 1),
+        2 * sympy.Symbol("x") + 4,
     ],
     ids=str,
 )
 def test_exact_evaluated_forms_pass(value: Any) -> None:
     decoded = value_codec.decode_value(value_codec.encode_value(value))
-    assert driver.unevaluated_refusal(decoded, budget_s=4.0) is None
+    assert driver.unevaluated_refusal(decoded) is None
 
 
 def test_the_reference_own_forms_are_allowed_in_compare_mode() -> None:
     x = sympy.Symbol("x")
     reference = sympy.Integral(sympy.exp(-(x**2)), (x, 0, 1))
-    assert driver.candidate_refusal(reference, "sympy expression", None, 4.0, reference) is None
-    assert driver.candidate_refusal(reference, "sympy expression", None, 4.0, None) is not None
+    assert driver.candidate_refusal(reference, "exact", reference) is None
+    assert driver.candidate_refusal(reference, "exact", None) is not None
+
+
+def test_the_evaluation_is_part_of_answers_budget() -> None:
+    """An honest held form is evaluated on the answer side, under answer()'s own timer: work
+    that does not finish there is answer()'s timeout, never the verifier's to do."""
+    from tests.frontiermath.verdicts import QuietChannel
+
+    code = "import sympy\n\ndef answer():\n    return sympy.primepi(10**12, evaluate=False)\n"
+    request = {"code": code, "time_limit_s": 1.0, "max_value_bytes": value_codec.MAX_ENCODED_BYTES}
+    reply = driver.run_answer(request, QuietChannel())  # type: ignore[arg-type]
+    assert reply["status"] == "timeout", reply
+    quick = {**request, "code": code.replace("sympy.primepi(10**12", "sympy.factorial(30")}
+    reply = driver.run_answer(quick, QuietChannel())  # type: ignore[arg-type]
+    assert reply["status"] == "ok" and value_codec.decode_value(reply["value"]) == sympy.factorial(30)

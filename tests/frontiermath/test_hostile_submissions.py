@@ -465,13 +465,23 @@ TYPED: dict[str, tuple[str, str]] = {
 }
 
 
+TYPED_KINDS = {
+    "mpmath.mpc": "floating-point",
+    "mpmath.mpf keeps its precision": "floating-point",
+    "decimal.Decimal": "floating-point",
+    "gmpy2.mpfr keeps its precision": "floating-point",
+    "sympy GF element": "modular",
+    "galois FieldArray keeps its field": "modular",
+}
+
+
 @pytest.mark.parametrize("name", list(TYPED))
 async def test_types_reach_verify_intact(sandbox: Sandbox, name: str) -> None:
     answer_code, verification_code = TYPED[name]
-    # Each name says the kind of value (mpmath, decimal.Decimal, gmpy2.mpfr, galois...): a
-    # floating-point or modular value reaches verify() only when its answer type asks for it.
-    answer_type = "an element of GF(7)" if "GF element" in name else name
-    target = task(f"typed-{name}", verification_code=verification_code, answer_type=answer_type)
+    # A floating-point or modular value reaches verify() only when the task's answer kind is its.
+    target = task(
+        f"typed-{name}", verification_code=verification_code, answer_kind=TYPED_KINDS.get(name, "exact")
+    )
     # galois builds its field on first use; give the calls room on a loaded machine.
     patient = SandboxConfig(answer_timeout_s=60, verify_timeout_s=60)
     result = await judge(sandbox, answer_code, target, patient)
@@ -483,40 +493,40 @@ async def test_types_reach_verify_intact(sandbox: Sandbox, name: str) -> None:
 INEXACT_BUT_ASKED_FOR: dict[str, tuple[str, str, str]] = {
     "GF(7) element for a finite-field task": (
         "from sympy.polys.domains import GF\n\ndef answer():\n    return GF(7)(3)\n",
-        "an element of the finite field GF(7)",
+        "modular",
         "def verify(a):\n    return a == 3 and a.mod == 7\n",
     ),
     "7-adic number for a p-adic task": (
         "import pyadic\n\ndef answer():\n    return pyadic.PAdic(3, 7, 5)\n",
-        "pyadic PAdic",
+        "p-adic",
         "import pyadic\n\ndef verify(a):\n"
         "    return type(a) is pyadic.PAdic and a == pyadic.PAdic(3, 7, 5)\n",
     ),
     "numpy float for a float task": (
         "import numpy\n\ndef answer():\n    return numpy.float64(1e30)\n",
-        "Python float",
+        "floating-point",
         "def verify(a):\n    return abs(a - 1e30) < 1e15\n",
     ),
     "mpmath mpf for an mpmath task": (
         "import mpmath\n\ndef answer():\n    mpmath.mp.dps = 30\n    return mpmath.mpf(1) / 7\n",
-        "mpmath mpf to 30 digits",
+        "floating-point",
         "import mpmath\n\ndef verify(a):\n    mpmath.mp.dps = 30\n"
         "    return abs(a - mpmath.mpf(1) / 7) < mpmath.mpf(10) ** -25\n",
     ),
     "numpy int for an int task": (
         "import numpy\n\ndef answer():\n    return numpy.int64(143)\n",
-        "Python int",
+        "exact",
         "def verify(a):\n    return a == 143\n",
     ),
 }
 
 
 @pytest.mark.parametrize("name", list(INEXACT_BUT_ASKED_FOR))
-async def test_values_with_inexact_equality_reach_verify_when_the_answer_type_asks(
+async def test_values_with_inexact_equality_reach_verify_when_the_answer_kind_is_theirs(
     sandbox: Sandbox, name: str
 ) -> None:
-    answer_code, answer_type, verification_code = INEXACT_BUT_ASKED_FOR[name]
-    target = task(f"asked-{name}", verification_code=verification_code, answer_type=answer_type)
+    answer_code, answer_kind, verification_code = INEXACT_BUT_ASKED_FOR[name]
+    target = task(f"asked-{name}", verification_code=verification_code, answer_kind=answer_kind)
     result = await judge(
         sandbox, answer_code, target, SandboxConfig(answer_timeout_s=30, verify_timeout_s=30)
     )
@@ -528,7 +538,7 @@ async def test_a_value_with_inexact_equality_is_refused_with_its_reason(sandbox:
     result = await judge(sandbox, code, COMPARING, SandboxConfig(answer_timeout_s=30, verify_timeout_s=30))
     assert result.outcome is Outcome.INCORRECT
     assert "modular value compares modulo its modulus" in (result.record.verification or "")
-    assert "'Python int'" in (result.record.verification or "")
+    assert "the task's answer kind is exact" in (result.record.verification or "")
 
 
 # Room for sympy's import on a loaded machine: these must reach the comparison to prove anything.
@@ -588,7 +598,7 @@ F30 = "sympy.factorial(30)"
 IDIOM_VERIFIERS = {
     "==": "import sympy\n\ndef verify(a):\n    return a == REF\n",
     "Eq": "import sympy\n\ndef verify(a):\n    return bool(sympy.Eq(a, REF))\n",
-    "simplify": "import sympy\n\ndef verify(a):\n    return sympy.simplify(a - REF) == 0\n",
+    "simplify": "import sympy\n\ndef verify(a):\n    return sympy.simplify(a - (REF)) == 0\n",
     "nsimplify": "import sympy\n\ndef verify(a):\n    return sympy.nsimplify(a) == REF\n",
 }
 # (answer() body, the reference's source): each value is inexact or unevaluated.
@@ -608,8 +618,11 @@ INEXACT_ATTACKS = {
     "gmpy2 mpc": ("return gmpy2.mpc(42)", "42"),
     "mpmath mpc": ("return mpmath.mpc(42)", "42"),
     "Float inside a list": ("return [sympy.Float(42, 50)]", "[42]"),
-    "unevaluated factorial": ("return sympy.factorial(30, evaluate=False)", F30),
-    "unevaluated sum": ("return sympy.Add(40, 2, evaluate=False)", "42"),
+}
+# Held forms are evaluated on the answer side, within answer()'s budget: judged by their value.
+HONEST_HELD = {
+    "held factorial": ("return sympy.factorial(30, evaluate=False)", F30),
+    "held sum": ("return sympy.Add(40, 2, evaluate=False)", "42"),
 }
 HONEST_EXACT = {
     "int": "return math.factorial(30)",
@@ -633,6 +646,12 @@ async def test_inexact_and_unevaluated_values_are_incorrect_through_every_idiom(
         result = await judge(sandbox, PRELUDE + body + "\n", target, ROOMY)
         if result.outcome is not Outcome.INCORRECT:
             failures.append((name, result.outcome, result.error))
+    for name, (body, reference) in HONEST_HELD.items():
+        verifier = IDIOM_VERIFIERS[idiom].replace("REF", reference)
+        target = task(f"held-{name}", verification_code=verifier)
+        result = await judge(sandbox, PRELUDE + body + "\n", target, ROOMY)
+        if result.outcome is not Outcome.CORRECT:
+            failures.append((name, result.outcome, result.error))
     for name, body in HONEST_EXACT.items():
         verifier = IDIOM_VERIFIERS[idiom].replace("REF", F30)
         target = task(f"honest-{name}", verification_code=verifier)
@@ -642,17 +661,26 @@ async def test_inexact_and_unevaluated_values_are_incorrect_through_every_idiom(
     assert not failures, failures
 
 
+# A submission that owns its process can skip the answer side's evaluation (here: by replacing the
+# driver's function); the verification side's confirmation must refuse what it sends.
+SKIPS_EVALUATION = "import sys\nsys.modules['proctor_driver'].evaluated_form = lambda value: value\n"
+
+
 @pytest.mark.slow
-async def test_an_unevaluated_value_is_refused_quickly_in_the_sandbox(sandbox: Sandbox) -> None:
+async def test_a_value_that_skipped_evaluation_is_never_credited(sandbox: Sandbox) -> None:
     """pi + factorial(200000) was simplified by the verifier; an unevaluated primenu of a
     38-digit semiprime took 7.7 s of its budget to factor."""
-    symbolic = task("pi", answer="pi", answer_type="sympy expression")
-    for body in (
-        "return sympy.pi + sympy.factorial(200000, evaluate=False)",
-        "return sympy.primenu(sympy.nextprime(10**18) * sympy.nextprime(10**19), evaluate=False)",
+    symbolic = task("pi", answer="pi", answer_kind="exact")
+    forty_two = task(
+        "42", verification_code="import sympy\n\ndef verify(a):\n    return sympy.simplify(a - 42) == 0\n"
+    )
+    for body, target in (
+        ("return sympy.pi + sympy.factorial(200000, evaluate=False)", symbolic),
+        ("return sympy.primenu(sympy.nextprime(10**18) * sympy.nextprime(10**19), evaluate=False)", symbolic),
+        ("return sympy.Add(40, 2, evaluate=False)", forty_two),
+        ("return sympy.factorial(30, evaluate=False) - sympy.factorial(30) + 42", forty_two),
     ):
-        result = await judge(sandbox, PRELUDE + body + "\n", symbolic, ROOMY)
-        assert result.outcome is Outcome.INCORRECT, (result.outcome, result.error)
+        code = SKIPS_EVALUATION + PRELUDE + body + "\n"
+        result = await judge(sandbox, code, target, ROOMY)
+        assert result.outcome is Outcome.INCORRECT, (body, result.outcome, result.error)
         assert "evaluated form" in (result.record.verification or ""), result.record.verification
-        assert result.record.verify_exec is not None
-        assert result.record.verify_exec["duration_s"] < 10.0, result.record.verify_exec["duration_s"]

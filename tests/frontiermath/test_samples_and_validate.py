@@ -162,3 +162,40 @@ def test_validate_flags_a_float_reference_for_an_exact_answer_type(tmp_path: Pat
     assert result.returncode == 1 and report["failed"] == ["float-for-int"]
     flagged = {r["id"]: r["inexact_reference"] for r in report["results"]}
     assert flagged == {"float-for-int": True, "float-for-float": False, "exact-division": False}
+
+
+def test_validate_and_dry_run_show_each_task_answer_kind(tmp_path: Path) -> None:
+    """The kind each task wants, stated or inferred at load, before anything is spent."""
+    rows = [
+        {
+            "id": "stated",
+            "question": "q",
+            "answer_type": "an element of GF(7)",
+            "answer": "3",
+            "answer_kind": "modular",
+        },
+        {"id": "negated", "question": "q", "answer_type": "an integer, not a float", "answer": "3"},
+        {"id": "toleranced", "question": "q", "answer_type": "a number", "answer": "pi", "tolerance": 1e-9},
+    ]
+    path = tmp_path / "tasks.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    validated = proctor_in_process("validate", "--tasks", str(path), "--backend", "local", "--json")
+    assert validated.returncode == 0, validated.stderr
+    kinds = {
+        r["id"]: (r["answer_kind"], r["answer_kind_origin"]) for r in json.loads(validated.stdout)["results"]
+    }
+    assert kinds == {
+        "stated": ("modular", "stated in the task file"),
+        "negated": ("exact", "inferred: no answer_kind and no tolerance, so exact"),
+        "toleranced": ("floating-point", "inferred: a tolerance (1e-09) is stated"),
+    }
+    planned = proctor_in_process(
+        "run", "--track", "frontiermath", "--tasks", str(path), "--model", "openai/m",
+        "-M", "base_url=http://127.0.0.1:9/v1", "--out", str(tmp_path / "planned"), "--dry-run",
+        env={"OPENAI_API_KEY": "sk-test"},
+    )  # fmt: skip
+    assert planned.returncode == 0, planned.stderr
+    (row,) = [line for line in planned.stdout.splitlines() if line.strip().startswith("answer kind")]
+    assert "stated: modular (stated in the task file)" in row
+    assert "negated: exact (inferred: no answer_kind and no tolerance, so exact)" in row
+    assert "toleranced: floating-point (inferred: a tolerance (1e-09) is stated)" in row

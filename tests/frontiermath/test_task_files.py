@@ -175,3 +175,70 @@ def test_a_source_nested_past_the_parser_is_one_line_naming_the_field(
     message = str(caught.value)
     assert message.startswith(f"{path}:1: field '{field}': not ") and "nested too deeply" in message
     assert "\n" not in message
+
+
+# -- the answer kind: stated, or inferred once at load from structured evidence (issue 40) ----------
+
+
+def test_a_stated_answer_kind_is_validated_in_one_line_naming_file_line_and_field(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "tasks.jsonl", [GOOD, GOOD | {"id": "b", "answer_kind": "float"}])
+    with pytest.raises(TaskFileError) as caught:
+        load_frontiermath_tasks(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}:2: field 'answer_kind': ") and "\n" not in message
+    assert all(kind in message for kind in ("'exact'", "'floating-point'", "'modular'", "'p-adic'"))
+
+
+def test_a_tolerance_beside_an_exact_kind_is_one_line_naming_the_line(tmp_path: Path) -> None:
+    row = GOOD | {"answer_kind": "exact", "tolerance": 1e-9}
+    path = write_jsonl(tmp_path / "tasks.jsonl", [row])
+    with pytest.raises(TaskFileError, match=r"tasks\.jsonl:1: .*'tolerance' compares approximations"):
+        load_frontiermath_tasks(path)
+
+
+@pytest.mark.parametrize("kind", ["exact", "floating-point", "modular", "p-adic"])
+def test_a_stated_answer_kind_is_kept_whatever_the_prose_says(tmp_path: Path, kind: str) -> None:
+    row = GOOD | {"answer_type": "a floating-point approximation in GF(7), p-adic", "answer_kind": kind}
+    if kind == "floating-point":
+        row["tolerance"] = 1e-9
+    (task,) = load_frontiermath_tasks(write_jsonl(tmp_path / "tasks.jsonl", [row]))
+    assert task.wanted_kind == kind and task.answer_kind_origin == "stated in the task file"
+
+
+# Answer types that negate or merely mention a kind: substring matching once admitted each kind.
+NEGATIONS_AND_MENTIONS = [
+    "an integer, not a floating-point number",
+    "Python int (do not return a float or an approximation)",
+    "the number of elements of the finite field GF(2^8), as a Python int",
+    "a Python int: the 7-adic valuation of N (not a p-adic number)",
+    "Python int; modular arithmetic is only a means, the answer is exact",
+    "mpmath is not needed: an exact sympy Rational",
+    "the count of solutions of x^2 = 2 in the 7-adic integers (pyadic is available)",
+    "decimal.Decimal is wrong here; return the exact integer",
+    "numpy complex128 values are not accepted; an exact complex number",
+]
+
+
+@pytest.mark.parametrize("answer_type", NEGATIONS_AND_MENTIONS)
+def test_without_the_field_negations_and_mentions_of_a_kind_infer_exact(
+    tmp_path: Path, answer_type: str
+) -> None:
+    (task,) = load_frontiermath_tasks(
+        write_jsonl(tmp_path / "tasks.jsonl", [GOOD | {"answer_type": answer_type}])
+    )
+    assert task.wanted_kind == "exact" and task.exact_kind
+    assert task.answer_kind_origin.startswith("inferred:")
+
+
+@pytest.mark.parametrize("answer_type", ["Python float", "an exact integer", "GF(7) element", "p-adic"])
+def test_without_the_field_a_stated_tolerance_is_the_evidence_of_an_approximation(
+    tmp_path: Path, answer_type: str
+) -> None:
+    row = GOOD | {"answer_type": answer_type, "tolerance": 1e-6}
+    (task,) = load_frontiermath_tasks(write_jsonl(tmp_path / "tasks.jsonl", [row]))
+    assert task.wanted_kind == "floating-point"
+    assert task.answer_kind_origin == "inferred: a tolerance (1e-06) is stated"
+    (plain,) = load_frontiermath_tasks(
+        write_jsonl(tmp_path / "plain.jsonl", [GOOD | {"answer_type": answer_type}])
+    )
+    assert plain.wanted_kind == "exact"  # the words alone are never evidence: when in doubt, exact

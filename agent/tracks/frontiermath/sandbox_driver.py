@@ -229,7 +229,8 @@ def compare(candidate: Any, expected: Any, tolerance: float | None = None) -> tu
         if not _is_real_number(candidate) or (isinstance(candidate, sympy.Basic) and not candidate.is_Number):
             return False, f"expected a number, got {_describe(candidate)}"
         return _verdict(_to_sympy(candidate) == _to_sympy(expected), candidate, expected)
-    if isinstance(expected, list | tuple):
+    if isinstance(expected, list | tuple | sympy.Tuple):
+        # A sympy Tuple (what solve and nonlinsolve return) is a sequence like a Python tuple.
         return _compare_sequences(candidate, expected, tolerance)
     if isinstance(expected, set | frozenset | sympy.FiniteSet) and not isinstance(candidate, str):
         return _compare_sets(candidate, expected, tolerance)
@@ -274,6 +275,9 @@ def _as_items(candidate: Any) -> list[Any] | None:
         return list(candidate.tolist()) if candidate.ndim > 0 else None
     if isinstance(candidate, list | tuple):
         return list(candidate)
+    sympy = sys.modules.get("sympy")
+    if sympy is not None and isinstance(candidate, sympy.Tuple):
+        return list(candidate.args)
     return None
 
 
@@ -283,7 +287,7 @@ def _compare_sequences(candidate: Any, expected: Any, tolerance: float | None) -
         return False, f"expected a sequence, got {_describe(candidate)}"
     if len(items) != len(expected):
         return False, f"expected {len(expected)} items, got {len(items)}"
-    for index, (got, want) in enumerate(zip(items, expected, strict=True)):
+    for index, (got, want) in enumerate(zip(items, list(expected), strict=True)):
         same, why = compare(got, want, tolerance)
         if not same:
             return False, f"item {index}: {why}"
@@ -655,14 +659,19 @@ def run_answer(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     signal.setitimer(signal.ITIMER_REAL, limit)
     try:
         value = _run_untrusted(request["code"], "answer", "<submission>")
+        channel.mark(MARK_RETURNED, time.monotonic() - started)
+        # Part of answer()'s budget, under the same timer: the verifier gets the evaluated value.
+        value = evaluated_form(value)
     except TimeLimitReached:
-        return {"status": "timeout", "error": f"answer() did not return within {limit:g} s"}
+        return {
+            "status": "timeout",
+            "error": f"answer() and its value's evaluation did not finish within {limit:g} s",
+        }
     except BaseException as exc:  # SystemExit and KeyboardInterrupt are errors of answer() too
         return {"status": "error", "error": _error_text(exc)}
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
     elapsed = time.monotonic() - started
-    channel.mark(MARK_RETURNED, elapsed)
     try:
         encoded = codec.encode_value(value, max_bytes=int(request["max_value_bytes"]))
     except codec.ValueCodecError as exc:
@@ -689,43 +698,27 @@ def _decode_candidate(request: dict[str, Any]) -> tuple[Any, dict[str, Any] | No
         return None, {"status": "decode_error", "error": f"{type(exc).__name__}: {exc}"[:TRACEBACK_CHARS]}
 
 
-# -- exactness, decided by the answer type ------------------------------------------------------
+# -- exactness, decided by the task's answer kind -----------------------------------------------
 #
 # A task's verify() is the task author's code, often ``return a == 143``, ``bool(Eq(a, F90))`` or
 # ``simplify(a - expected) == 0``. Every such idiom is lax for an inexact value: sympy compares a
 # Float with an Integer at the Float's precision (``Float(2**108, precision=1)`` "equals" every
 # integer near 2**107), numpy and mpmath convert the integer to their precision first, and
 # ``GF(2)(1) == 143`` is True because 143 is odd. So the verdict is decided before verify() (or the
-# typed comparison) sees the value: unless the answer type asks for that kind of value, a value with
-# any inexact part anywhere in it is "incorrect", at any magnitude (a float is inexact whatever it
-# holds: 42.0 is not the integer 42).
+# typed comparison) sees the value: unless the task's answer kind is that kind of value, a value
+# with any inexact part anywhere in it is "incorrect", at any magnitude (a float is inexact
+# whatever it holds: 42.0 is not the integer 42).
 #
 # The walk is total: every leaf is matched against a positive list of exact kinds, and a leaf of a
-# kind not on it is "unrecognised", which no answer type asks for. Each kind names the words of an
-# answer_type that ask for it: words that name the kind of value, never ones a plain integer's
-# description uses ("the answer mod 1000", "its decimal digits", "the real part", "a complex
-# number"), which would let the lax value back in. A task with a ``tolerance`` asks for an
-# approximation by saying so.
-FLOATING_POINT_WORDS = (
-    "float",  # Python float, numpy float64, floating point, sympy Float, float array
-    "approximat",  # approximate value, approximation
-    "mpmath",
-    "mpf",  # mpmath mpf, gmpy2 mpfr
-    "mpc",  # mpmath mpc, gmpy2 mpc
-    "python complex",
-    "numpy complex",
-    "complex128",
-    "complex64",
-    "decimal.decimal",
-)
+# kind not on it is "unrecognised", which no task asks for. The kind a task wants is a field of the
+# task (``answer_kind``, stated or inferred once at load from structured evidence), sent in the
+# request; the prose of the answer type is never read here.
+ANSWER_KINDS = ("exact", "floating-point", "modular", "p-adic")
 _INEXACT_KINDS = {
-    "floating-point": ("is binary or decimal floating point, not an exact number", FLOATING_POINT_WORDS),
-    "modular": (
-        "compares modulo its modulus",
-        ("gf(", "gf ", "galois", "finite field", "finite-field", "modular", "modp"),
-    ),
-    "p-adic": ("compares to its p-adic precision", ("p-adic", "padic", "pyadic")),
-    "unrecognised": ("is of a kind whose exactness is not known", ()),
+    "floating-point": "is binary or decimal floating point, not an exact number",
+    "modular": "compares modulo its modulus",
+    "p-adic": "compares to its p-adic precision",
+    "unrecognised": "is of a kind whose exactness is not known",
 }
 _INEXACT_WALK_LIMIT = 4_000_000  # the codec carries at most 2,000,000 nodes
 
@@ -856,51 +849,45 @@ def inexact_kinds(value: Any) -> list[str]:
     return sorted(found)
 
 
-def asks_for_approximation(answer_type: str, tolerance: float | None = None) -> bool:
-    """Whether a task accepts floating point: its answer type names such a value, or it has a tolerance."""
-    wanted = answer_type.casefold() + " "
-    return tolerance is not None or any(word in wanted for word in FLOATING_POINT_WORDS)
+def wanted_inexact_kind(answer_kind: Any) -> str | None:
+    """The one inexact kind a task's answer kind admits; None for "exact" and anything unknown."""
+    return answer_kind if answer_kind in ANSWER_KINDS and answer_kind != "exact" else None
 
 
-def unasked_inexact_kinds(value: Any, answer_type: str, tolerance: float | None = None) -> list[str]:
-    """The inexact kinds in ``value`` that the task's answer_type (or tolerance) does not ask for."""
-    wanted = answer_type.casefold() + " "
-
-    def asked(kind: str) -> bool:
-        if kind == "floating-point":
-            return asks_for_approximation(answer_type, tolerance)
-        return any(word in wanted for word in _INEXACT_KINDS[kind][1])
-
-    return [kind for kind in inexact_kinds(value) if not asked(kind)]
+def unasked_inexact_kinds(value: Any, answer_kind: Any) -> list[str]:
+    """The inexact kinds in ``value`` that the task's answer kind does not admit."""
+    admitted = wanted_inexact_kind(answer_kind)
+    return [kind for kind in inexact_kinds(value) if kind != admitted]
 
 
-def exactness_refusal(value: Any, answer_type: str, tolerance: float | None = None) -> str | None:
+def exactness_refusal(value: Any, answer_kind: Any) -> str | None:
     """Why the value is refused before verify()/the comparison sees it, or None."""
-    unasked = unasked_inexact_kinds(value, answer_type, tolerance)
+    unasked = unasked_inexact_kinds(value, answer_kind)
     if not unasked:
         return None
-    reasons = "; ".join(f"a {kind} value {_INEXACT_KINDS[kind][0]}" for kind in unasked)
-    return (
-        f"not given to verify(): {reasons}, and the answer type "
-        f"({short_repr(answer_type, 100)}) does not ask for one"
-    )
+    reasons = "; ".join(f"a {kind} value {_INEXACT_KINDS[kind]}" for kind in unasked)
+    wanted = answer_kind if answer_kind in ANSWER_KINDS else "exact"
+    return f"not given to verify(): {reasons}, and the task's answer kind is {wanted}"
 
 
-# -- evaluated form: answer() does the work ---------------------------------------------------
+# -- evaluated form: answer() does the work, within its own budget ----------------------------
 #
-# A value is its evaluated form. An application that evaluation would change (built with
-# evaluate=False, UnevaluatedExpr, Integral/Sum/..., a factorial or primenu of a number) would have
-# the verifier compute it: ``simplify`` computed ``factorial(200000, evaluate=False)``, and an
-# unevaluated ``primenu`` of a 38-digit semiprime had the verifier factor it. Each sympy node is
-# rebuilt from its args with evaluation on; a node that comes back different is unevaluated.
-# Cheap structural rules decide first where the answer is known without computing (numbers
-# combined by Add/Mul/Pow always evaluate; Pow(3, 10**12) must never be computed). The
-# re-evaluation runs in a forked child, each node under its own timer, the whole under a budget
-# no larger than answer()'s limit, enforced by the parent with SIGKILL (a C-level big-number
-# operation does not see a timer) and a memory cap: a node whose evaluation does not finish in
-# time counts as unevaluated.
-EVALUATION_NODE_S = 0.25
-EVALUATION_CHILD_BYTES = 256 * 1024 * 1024  # address space the child may add to what it inherits
+# A value is its evaluated form: every sympy node is what its class builds from its args with
+# evaluation on. A node that evaluation would change (built with evaluate=False, a factorial or
+# primenu of a number, two numbers in one Add) would have the verifier do answer()'s work:
+# ``simplify`` computed ``factorial(200000, evaluate=False)``, and an unevaluated ``primenu`` of a
+# 38-digit semiprime had the verifier factor it. So the answer sandbox brings the returned value to
+# evaluated form itself (``evaluated_form``), under answer()'s own timer and the sandbox's limit
+# from outside: work that does not finish there is answer()'s timeout. The verification sandbox
+# receives that value and only confirms it (``unevaluated_refusal``): each node, rebuilt from its
+# args, must come back the same. That confirmation has no timer of its own: a node that comes back
+# different is refused, and one whose rebuilding does not finish is killed with the verification
+# (``incorrect``, the value was touched), so the verdict on a value never depends on the clock or
+# the machine's load. An honest value costs the verifier what evaluating it cost answer().
+#
+# Sympy's held operations (Integral, Sum, Product, Limit, Derivative, UnevaluatedExpr) are values
+# that evaluation keeps: they are sympy's way of saying "not computed". One in the value is refused
+# unless the reference holds the same class (compare mode).
 _HELD = ("Integral", "Sum", "Product", "Limit", "Derivative", "UnevaluatedExpr")
 
 
@@ -934,20 +921,20 @@ def _sympy_nodes(value: Any) -> list[Any]:
     return order
 
 
-def _structurally_unevaluated(node: Any, sympy: Any, allowed: frozenset[str]) -> bool | None:
-    """True/False when the node's form decides it without computing; None when it must be rebuilt."""
-    name = type(node).__name__
-    if isinstance(node, _held_classes(sympy)):
-        return name not in allowed
+def _certainly_changed(node: Any, sympy: Any) -> bool:
+    """Forms that evaluation always changes, decided without computing (Pow(3, 10**12) never is).
+
+    Only certainties: two rationals in one Add/Mul are combined; a power of rationals with an
+    integer exponent, an exponent past 1 in size (2**(3/2) is 2*sqrt(2)), or a base of 0 or 1 is
+    computed. Anything else (a principal root such as (-1)**(1/3) among them) is rebuilt.
+    """
     numbers = [isinstance(arg, sympy.Rational) for arg in node.args]
     if isinstance(node, sympy.Add | sympy.Mul) and sum(numbers) > 1:
-        return True  # two numbers are always combined
+        return True
     if isinstance(node, sympy.Pow) and numbers[0] and numbers[1]:
         base, exponent = node.args
-        # An integer exponent, or a root with a whole part (2**(3/2) is 2*sqrt(2)), is computed.
-        if exponent.is_Integer or abs(exponent.p) > exponent.q or base in (0, 1, -1):
-            return True
-    return None
+        return bool(exponent.is_Integer or abs(exponent.p) > exponent.q or base in (0, 1))
+    return False
 
 
 def _same_node(node: Any, rebuilt: Any) -> bool:
@@ -963,119 +950,137 @@ def _same_node(node: Any, rebuilt: Any) -> bool:
     return False
 
 
-def _unevaluated_node(nodes: list[Any], allowed: frozenset[str], per_node_s: float) -> str | None:
+def _rebuilt(node: Any, args: tuple[Any, ...]) -> Any:
+    """The node's class applied to ``args`` with evaluation on; the node itself if it cannot be.
+
+    A class that does not take its own args back (some need keywords) is not one sympy would
+    compute from them. Running out of memory or stack is not "cannot": it is raised.
+    """
+    try:
+        return node.func(*args)
+    except (MemoryError, RecursionError, TimeLimitReached):
+        raise
+    except Exception:
+        return node
+
+
+def _unevaluated_node(nodes: list[Any], allowed: frozenset[str]) -> str | None:
     """The first node (children first) that evaluation would change, described; or None."""
     import sympy
 
+    held = _held_classes(sympy)
     for node in nodes:
-        structural = _structurally_unevaluated(node, sympy, allowed)
-        if structural is True:
+        name = type(node).__name__
+        if isinstance(node, held):
+            if name in allowed:
+                continue
+            return f"{short_repr(node)} is an unevaluated {name}, which the verifier would have to compute"
+        if _certainly_changed(node, sympy):
             return f"{short_repr(node)} is changed by evaluation"
-        if structural is False or type(node).__name__ in allowed:
-            continue
-        signal.signal(signal.SIGALRM, _raise_time_limit)
-        signal.setitimer(signal.ITIMER_REAL, per_node_s)
-        try:
-            rebuilt = node.func(*node.args)
-        except TimeLimitReached:
-            return f"{short_repr(node)} did not evaluate within {per_node_s:g} s"
-        except Exception:
-            continue  # a form sympy cannot rebuild is not one it would compute
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        if not _same_node(node, rebuilt):
+        if not _same_node(node, _rebuilt(node, node.args)):
             return f"{short_repr(node)} is changed by evaluation"
     return None
 
 
 def _reference_forms(reference: Any) -> frozenset[str]:
-    """The node classes the reference itself holds unevaluated: a value may use the same forms."""
+    """The held classes the reference itself uses: a value may use the same ones."""
     sympy = sys.modules.get("sympy")
     if sympy is None:
         return frozenset()
-    forms = set()
-    for node in _sympy_nodes(reference):
-        if isinstance(node, _held_classes(sympy)) or _structurally_unevaluated(node, sympy, frozenset()):
-            forms.add(type(node).__name__)
-    return frozenset(forms)
+    held = _held_classes(sympy)
+    return frozenset(type(node).__name__ for node in _sympy_nodes(reference) if isinstance(node, held))
 
 
-def unevaluated_refusal(value: Any, budget_s: float, allowed: frozenset[str] = frozenset()) -> str | None:
-    """Why the value is not in evaluated form, or None; the check's time is bounded by budget_s."""
+def unevaluated_refusal(value: Any, allowed: frozenset[str] = frozenset()) -> str | None:
+    """Why the value is not in evaluated form, or None. No timer: see the section's comment."""
     nodes = _sympy_nodes(value)
     if not nodes:
         return None
-    import resource
-
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: examine, write one line, never return into the caller
-        try:
-            os.close(read_end)
-            with open("/proc/self/statm", encoding="ascii") as statm:
-                inherited = int(statm.read().split()[0]) * resource.getpagesize()
-            cap = inherited + EVALUATION_CHILD_BYTES
-            resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-            found = _unevaluated_node(nodes, allowed, min(EVALUATION_NODE_S, budget_s))
-            os.write(write_end, ("unevaluated " + found if found else "evaluated").encode("utf-8", "replace"))
-        except BaseException:
-            pass
-        finally:
-            os._exit(0)
-    os.close(write_end)
-    deadline = time.monotonic() + budget_s
-    chunks: list[bytes] = []
     try:
-        import select
-
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([read_end], [], [], left)[0]:
-                os.kill(pid, signal.SIGKILL)
-                return f"the value's evaluated form could not be confirmed within {budget_s:g} s"
-            chunk = os.read(read_end, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-    finally:
-        os.close(read_end)
-        os.waitpid(pid, 0)
-    reply = b"".join(chunks).decode("utf-8", "replace")
-    if reply == "evaluated":
+        found = _unevaluated_node(nodes, allowed)
+    except (MemoryError, RecursionError):
+        found = "evaluating it ran out of memory or stack"
+    if found is None:
         return None
-    if reply.startswith("unevaluated "):
-        return (
-            f"the value is unevaluated, not in evaluated form: {reply[len('unevaluated ') :]}; "
-            "answer() must return the result, not work for the verifier"
-        )
-    return "examining the value's evaluated form failed (out of memory?): it is not credited"
+    return (
+        f"the value is not in evaluated form: {found}; "
+        "answer() must return the result, not work for the verifier"
+    )
 
 
-def candidate_refusal(
-    value: Any,
-    answer_type: str,
-    tolerance: float | None,
-    budget_s: float,
-    reference: Any = None,
-) -> str | None:
-    """The one gate before verify()/compare: exactness by answer type, then evaluated form."""
-    refusal = exactness_refusal(value, answer_type, tolerance)
+def evaluated_form(value: Any) -> Any:
+    """``value`` with every sympy node rebuilt, children first, from evaluated args (answer side).
+
+    Containers the codec carries are rebuilt around their evaluated items (lists, tuples, sets,
+    dicts, numpy object arrays, sympy matrices); Polys, numbers and other leaves stay as they are.
+    Walked with an explicit stack: a deep expression must not hit the recursion limit here.
+    """
+    sympy = sys.modules.get("sympy")
+    numpy = sys.modules.get("numpy")
+    done: dict[int, Any] = {}
+    keep_alive: list[Any] = []  # ids stay unique only while their objects live
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, ready = stack.pop()
+        if not ready and id(item) in done:
+            continue
+        parts = _evaluation_parts(item, sympy, numpy)
+        if not ready:
+            keep_alive.append(item)
+            keep_alive.extend(parts)
+            stack.append((item, True))
+            stack.extend((part, False) for part in parts if id(part) not in done)
+            continue
+        done[id(item)] = _reassembled(item, [done[id(part)] for part in parts], sympy, numpy)
+    return done[id(value)]
+
+
+def _evaluation_parts(item: Any, sympy: Any, numpy: Any) -> list[Any]:
+    kind = type(item)
+    if kind in (list, tuple, set, frozenset):
+        return list(item)
+    if kind is dict:
+        return [part for pair in item.items() for part in pair]
+    if numpy is not None and kind is numpy.ndarray and item.dtype.kind == "O":
+        return list(item.flat)
+    if sympy is not None:
+        if isinstance(item, sympy.MatrixBase):
+            return list(item.todok().values())
+        if isinstance(item, sympy.Basic) and not isinstance(item, sympy.Poly) and item.args:
+            return list(item.args)
+    return []
+
+
+def _reassembled(item: Any, parts: list[Any], sympy: Any, numpy: Any) -> Any:
+    kind = type(item)
+    if kind in (list, tuple, set, frozenset):
+        return kind(parts)
+    if kind is dict:
+        return dict(zip(parts[0::2], parts[1::2], strict=True))
+    if numpy is not None and kind is numpy.ndarray and item.dtype.kind == "O":
+        rebuilt = numpy.empty(item.shape, dtype=object)
+        for index, part in enumerate(parts):
+            rebuilt.flat[index] = part
+        return rebuilt
+    if sympy is not None and isinstance(item, sympy.MatrixBase):
+        entries = dict(zip(item.todok().keys(), parts, strict=True))
+        if isinstance(item, sympy.SparseMatrix | sympy.ImmutableSparseMatrix):
+            return kind(item.rows, item.cols, entries)
+        dense = [
+            [entries.get((row, col), sympy.S.Zero) for col in range(item.cols)] for row in range(item.rows)
+        ]
+        return kind(dense) if item.rows and item.cols else item
+    if sympy is not None and isinstance(item, sympy.Basic) and parts:
+        return _rebuilt(item, tuple(parts))
+    return item
+
+
+def candidate_refusal(value: Any, answer_kind: Any, reference: Any = None) -> str | None:
+    """The one gate before verify()/compare: exactness by answer kind, then evaluated form."""
+    refusal = exactness_refusal(value, answer_kind)
     if refusal is None:
-        refusal = unevaluated_refusal(value, budget_s, _reference_forms(reference))
+        refusal = unevaluated_refusal(value, _reference_forms(reference))
     return refusal
-
-
-def _evaluation_budget(request: dict[str, Any]) -> float:
-    """The evaluated-form check's time: no more than answer() had, and half the verifier's limit."""
-
-    def limit(key: str, default: float) -> float:
-        value = request.get(key)
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            return default
-        seconds = float(value)
-        return seconds if seconds > 0 else default
-
-    return min(limit("answer_time_limit_s", 30.0), limit("verify_time_limit_s", 60.0) / 2)
 
 
 def _refuse_candidate(
@@ -1083,13 +1088,7 @@ def _refuse_candidate(
 ) -> dict[str, Any] | None:
     """The verdict "incorrect" with its reason when the gate refuses the value, else None."""
     try:
-        refusal = candidate_refusal(
-            candidate,
-            str(request.get("answer_type") or ""),
-            request.get("tolerance"),
-            _evaluation_budget(request),
-            reference,
-        )
+        refusal = candidate_refusal(candidate, request.get("answer_kind"), reference)
     except Exception as exc:
         return {"status": "candidate_error", "error": "examining the value failed:\n" + _error_text(exc)}
     if refusal is None:
@@ -1145,7 +1144,8 @@ def run_compare(request: dict[str, Any], channel: Channel) -> dict[str, Any]:
     started = time.monotonic()
     harden_sympy_parser()
     try:
-        expected = evaluate_reference(request["expected"])
+        # The reference is held to the same form as the value: factor(2*x + 4) is 2*x + 4.
+        expected = evaluated_form(evaluate_reference(request["expected"]))
     except BaseException as exc:
         return {
             "status": "reference_error",

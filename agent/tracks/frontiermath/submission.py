@@ -256,13 +256,9 @@ class SubmissionRunner:
     ) -> SubmissionResult:
         limit = self.config.verify_timeout_s
         request: dict[str, Any]
-        # Inexact values reach verify()/the comparison only when the answer type asks for them, and
-        # a value must be in evaluated form, checked within no more time than answer() had.
-        gate = {
-            "answer_type": task.answer_type,
-            "answer_time_limit_s": self.config.answer_timeout_s,
-            "verify_time_limit_s": limit,
-        }
+        # Inexact values reach verify()/the comparison only when the task's answer kind is theirs
+        # (a field of the task, never its prose), and a value must be in evaluated form.
+        gate = {"answer_kind": task.wanted_kind}
         if task.verification_code is not None:
             request = {"mode": "verify", "verification_code": task.verification_code, **gate}
         else:
@@ -336,7 +332,8 @@ def _answer_timeout_text(limit: float, marks: dict[str, float]) -> str:
         return f"answer() did not return within {limit:g} s"
     return (
         f"answer() returned after {returned:.2f} s (as its own process reported), but its value "
-        f"was not serialised before the limit ({limit:g} s + {ANSWER_GRACE_S:g} s grace)"
+        f"was not brought to evaluated form and serialised before the limit "
+        f"({limit:g} s + {ANSWER_GRACE_S:g} s grace)"
     )
 
 

@@ -1,16 +1,20 @@
-"""The FrontierMath task schema: one problem, its answer type, and how to verify an answer."""
+"""The FrontierMath task schema: one problem, its answer type, the kind of value it wants, and how
+to verify an answer."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from proctor.agent.inputs.tasks import load_task_models
 from proctor.agent.tracks.frontiermath.checks import UnparseableCode, parse_bounded
-from proctor.agent.tracks.frontiermath.sandbox_driver import asks_for_approximation
+
+# The kinds of value a task can want (docs/frontiermath.md, "Exact means exact"). Only the task
+# file's own field, or the one inference below, decides; the prose of answer_type never does.
+AnswerKind = Literal["exact", "floating-point", "modular", "p-adic"]
 
 
 class FrontierMathTask(BaseModel):
@@ -22,6 +26,9 @@ class FrontierMathTask(BaseModel):
     id: str = Field(min_length=1)
     question: str = Field(min_length=1)
     answer_type: str = Field(min_length=1)
+    # The kind of value verify()/the comparison may see. Unset: inferred once, at load
+    # (infer_answer_kind); the record of which it was is kept for validate and --dry-run.
+    answer_kind: AnswerKind | None = None
     # Source defining verify(a) -> bool; it runs in a sandbox with its own time limit.
     verification_code: str | None = None
     # The expected value as Python/sympy source, compared by type inside a sandbox.
@@ -33,6 +40,7 @@ class FrontierMathTask(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     # Source of a correct answer(); `proctor validate` runs it through the submission path.
     reference_solution: str | None = None
+    _answer_kind_origin: str = PrivateAttr(default="stated in the task file")
 
     @field_validator("id", mode="before")
     @classmethod
@@ -75,6 +83,14 @@ class FrontierMathTask(BaseModel):
             raise ValueError("exactly one of 'verification_code' and 'answer' is required")
         if self.tolerance is not None and self.answer is None:
             raise ValueError("'tolerance' applies only to tasks with an 'answer'")
+        if self.answer_kind is None:
+            self.answer_kind, self._answer_kind_origin = infer_answer_kind(self)
+        elif self.tolerance is not None and self.answer_kind != "floating-point":
+            # |a - b| <= tolerance compares approximations; beside an exact kind it is a typo.
+            raise ValueError(
+                f"'tolerance' compares approximations, but 'answer_kind' is {self.answer_kind!r}; "
+                "state 'floating-point' or drop the tolerance"
+            )
         return self
 
     @property
@@ -82,9 +98,32 @@ class FrontierMathTask(BaseModel):
         return bool(self.metadata.get("quickstart", False))
 
     @property
-    def exact_answer_type(self) -> bool:
-        """Whether the answer type promises an exact value: the same words the verifier's gate reads."""
-        return not asks_for_approximation(self.answer_type)
+    def wanted_kind(self) -> str:
+        """The kind of value the task wants: stated, or inferred at load (never None after loading)."""
+        return self.answer_kind or "exact"
+
+    @property
+    def answer_kind_origin(self) -> str:
+        """Where the kind came from: "stated in the task file" or "inferred: <evidence>"."""
+        return self._answer_kind_origin
+
+    @property
+    def exact_kind(self) -> bool:
+        return self.wanted_kind == "exact"
+
+
+def infer_answer_kind(task: FrontierMathTask) -> tuple[AnswerKind, str]:
+    """The kind a task without an ``answer_kind`` wants, from structured evidence only, and why.
+
+    Evidence is a field whose meaning is fixed, never words of the prose: a stated ``tolerance``
+    is a comparison of approximations. Nothing else is evidence of an inexact kind, so without
+    one the task is exact (a task that wants a modular or p-adic value states it). The answer
+    type's text is not read: "an integer, not a floating-point number" and "the number of
+    elements of a finite field" name kinds they do not ask for.
+    """
+    if task.tolerance is not None:
+        return "floating-point", f"inferred: a tolerance ({task.tolerance:g}) is stated"
+    return "exact", "inferred: no answer_kind and no tolerance, so exact"
 
 
 def _parse(source: str, mode: str, what: str) -> ast.AST:

@@ -22,9 +22,13 @@ class ReferenceCheck:
     error: str | None
     value: str | None
     duration_s: float
-    # The reference evaluates to a float although the answer type is exact (e.g. `188684/15015`
-    # written where `Rational(188684, 15015)` was meant): a wrong exact answer could pass.
+    # The reference evaluates to a float although the task's answer kind is exact (e.g.
+    # `188684/15015` written where `Rational(188684, 15015)` was meant): a wrong exact answer
+    # could pass.
     inexact_reference: bool = False
+    # The kind of value the task wants and where it came from (stated, or inferred at load).
+    answer_kind: str = "exact"
+    answer_kind_origin: str = ""
 
     @property
     def passed(self) -> bool:
@@ -36,20 +40,32 @@ class ReferenceCheck:
 
 
 async def check_reference(task: FrontierMathTask, runner: SubmissionRunner) -> ReferenceCheck:
+    kind, origin = task.wanted_kind, task.answer_kind_origin
     if task.reference_solution is None:
-        return ReferenceCheck(task.id, None, "no reference_solution", None, 0.0)
+        return ReferenceCheck(
+            task.id, None, "no reference_solution", None, 0.0, answer_kind=kind, answer_kind_origin=origin
+        )
     started = time.monotonic()
     # Exactly the path a model's submission takes, checks included.
     result = await runner.evaluate(task.reference_solution, task, enforce_checks=True)
-    inexact = result.record.reference_inexact and task.exact_answer_type
+    inexact = result.record.reference_inexact and task.exact_kind
     error = result.error
     if inexact:
         error = (
-            f"the expected answer evaluates to a float, but answer_type {task.answer_type!r} is exact: "
-            "write it exactly (integers, Rational, sympy constants) or name a float answer type"
+            f"the expected answer evaluates to a float, but the task's answer kind is exact "
+            f"({task.answer_kind_origin}): write it exactly (integers, Rational, sympy constants) "
+            "or state 'answer_kind': 'floating-point' with a tolerance"
         )
+    duration = time.monotonic() - started
     return ReferenceCheck(
-        task.id, result.outcome, error, result.record.value_repr, time.monotonic() - started, inexact
+        task.id,
+        result.outcome,
+        error,
+        result.record.value_repr,
+        duration,
+        inexact,
+        answer_kind=kind,
+        answer_kind_origin=origin,
     )
 
 

@@ -249,6 +249,8 @@ _CODEC_SYMPY_NODES: dict[str, str] = {
             "Limit",
             "Range",
             "UnevaluatedExpr",
+            # The only exact form sympy has for most roots of quintics and beyond.
+            "ComplexRootOf",
         ],
         "p",
     ),
@@ -260,7 +262,10 @@ _CODEC_SYMPY_NODES: dict[str, str] = {
 }
 
 # The few node classes sympy does not export at top level, with the module that has them.
-_CODEC_SYMPY_HOMES = {"ExprCondPair": "sympy.functions.elementary.piecewise"}
+_CODEC_SYMPY_HOMES = {
+    "ExprCondPair": "sympy.functions.elementary.piecewise",
+    "ComplexRootOf": "sympy.polys.rootoftools",
+}
 
 
 def _codec_sympy_class(sympy: Any, name: str) -> Any:
