@@ -102,7 +102,11 @@ class Layout:
 
     def trees(self) -> list[str]:
         """Every host directory the sandbox reads from, each staged as an overlay of its own."""
-        system = [f"/{name}" for name in _SYSTEM_DIRS if not Path(f"/{name}").is_symlink() and Path(f"/{name}").is_dir()]
+        system = [
+            f"/{name}"
+            for name in _SYSTEM_DIRS
+            if not Path(f"/{name}").is_symlink() and Path(f"/{name}").is_dir()
+        ]
         return ["/usr", *system, "/etc", str(self.root / "etc"), *self.prefixes]
 
     def tree_stage(self, index: int) -> str:
