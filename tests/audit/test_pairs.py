@@ -11,6 +11,7 @@ broken; the local backend and the default docker path grade held.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -117,3 +118,15 @@ def test_the_rows_run_alone_and_outside_the_quick_subset() -> None:
 
     assert pairs.PAIR_IDS <= ALONE
     assert not pairs.PAIR_IDS & {check.id for check in select_checks("docker", quick=True)}
+
+
+@pytest.mark.slow
+async def test_a_command_that_runs_one_program_at_a_time_makes_the_rows_not_applicable(
+    tmp_path: Path,
+) -> None:
+    # flock(1) serializes the two runs: they never overlap, so nothing could be measured, and a
+    # row that said "held" here would be a pass for a channel never tried.
+    serial = CommandSandbox(["flock", str(tmp_path / "one-at-a-time"), sys.executable, "-"])
+    ctx = AuditContext(sandbox=serial, limits=serial.default_limits, backend="command")
+    finding = await pairs.measure(ctx, BY_ID["pair.lock"])
+    assert finding.verdict is Verdict.SKIPPED and "one program at a time" in finding.observed, finding
