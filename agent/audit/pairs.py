@@ -209,6 +209,19 @@ def sleep_until(moment):
             return
         time.sleep(min(left, 0.05))
 
+# A channel this kernel lacks (gVisor has no /proc/vmstat and refuses OFD locks) carries nothing:
+# the side that finds so says why, and stops using it.
+unusable = None
+def attempt(action, *args):
+    global unusable
+    if unusable is not None:
+        return 0
+    try:
+        return action(*args)
+    except OSError as exc:
+        unusable = "%s: %s" % (type(exc).__name__, exc)
+        return 0
+
 worker = Sender() if role == "send" else Listener()
 ready = time.time()
 samples = []
@@ -216,18 +229,21 @@ late = ready > start
 if not late:
     if role == "receive":
         sleep_until(start - slot / 2)
-        samples.append(worker.sample())
+        samples.append(attempt(worker.sample))
     for i, level in enumerate(levels):
         if role == "send":
             sleep_until(start + i * slot)
-            worker.set(bool(level))
+            attempt(worker.set, bool(level))
         else:
             sleep_until(start + (i + 0.7) * slot)
-            samples.append(worker.sample())
+            samples.append(attempt(worker.sample))
     if role == "send":
         sleep_until(start + len(levels) * slot)
-        worker.close()
-report(began=began, ready=ready, late=late, samples=samples, absent=getattr(worker, "absent", None))
+        reason, unusable = unusable, None
+        attempt(worker.close)
+        unusable = reason or unusable
+absent = getattr(worker, "absent", None) or unusable
+report(began=began, ready=ready, late=late, samples=samples, absent=absent)
 """
 
 
@@ -348,13 +364,17 @@ async def measure(ctx: AuditContext, channel: Channel) -> Finding:
         return Finding(Verdict.BROKEN, f"nothing was measured: {said}", escape_text(run.evidence))
     samples = [float(value) for value in run.listener.get("samples") or []]
     measured = decode(run.bits, samples, channel.cumulative, channel.slot_s)
-    absent = run.listener.get("absent")
+    absent = "; ".join(
+        f"{side}: {reply['absent']}"
+        for side, reply in (("sender", run.sender), ("listener", run.listener))
+        if reply.get("absent")
+    )
     observed = (
         f"{measured.carried_bits:.1f} of {measured.bits} bits crossed in {measured.seconds:.2f} s "
         f"({measured.bps:.1f} bit/s; bound {channel.bound_bps:g})"
     )
     evidence = f"correct {measured.correct}, wrong {measured.wrong}, undecided {measured.undecided}" + (
-        f"; listener: {absent}" if absent else ""
+        f"; {absent}" if absent else ""
     )
     return Finding(grade(channel, measured), observed, escape_text(evidence))
 
