@@ -70,6 +70,9 @@ meminfo_total = open("/proc/meminfo").readline().split()[:2]
 print(json.dumps({
     "images": images,
     "root_dev": os.stat("/").st_dev,
+    # Under the engine every layer is on one file system, so an image file has its directory's
+    # device: an overlay stacked on another would give it a device of its own, and show.
+    "image_devices_are_the_roots": sorted({ident[0] == os.stat("/").st_dev for ident in images.values()}),
     "mounts": sorted(mounts),
     "root": sorted([name, os.lstat("/" + name).st_mode] for name in os.listdir("/")),
     "sbin": names("/sbin"),
