@@ -102,12 +102,17 @@ class Layout:
 
     def trees(self) -> list[str]:
         """Every host directory the sandbox reads from, each staged as an overlay of its own."""
+        return list(self._trees)
+
+    @functools.cached_property
+    def _trees(self) -> tuple[str, ...]:
+        # Looked up once, in the parent: the forked child only mounts.
         system = [
             f"/{name}"
             for name in _SYSTEM_DIRS
             if not Path(f"/{name}").is_symlink() and Path(f"/{name}").is_dir()
         ]
-        return ["/usr", *system, "/etc", str(self.root / "etc"), *self.prefixes]
+        return ("/usr", *system, "/etc", str(self.root / "etc"), *self.prefixes)
 
     def tree_stage(self, index: int) -> str:
         return str(self.root / f"tree-{index}")
@@ -121,16 +126,12 @@ class Layout:
         """Where bwrap binds ``host_path`` from: inside its tree's overlay when staged."""
         if not staged:
             return host_path
-        best = -1
-        for index, tree in enumerate(self.trees()):
-            if (host_path == tree or host_path.startswith(tree.rstrip("/") + "/")) and (
-                best < 0 or len(tree) > len(self.trees()[best])
-            ):
-                best = index
-        if best < 0:
+        trees = self._trees
+        holding = [i for i, tree in enumerate(trees) if host_path == tree or host_path.startswith(tree + "/")]
+        if not holding:
             raise ValueError(f"{host_path} is in no staged tree")
-        tree = self.trees()[best]
-        return self.tree_stage(best) + host_path[len(tree.rstrip("/")) :]
+        best = max(holding, key=lambda index: len(trees[index]))  # the innermost tree holding it
+        return self.tree_stage(best) + host_path[len(trees[best]) :]
 
     @classmethod
     def create(cls, prefixes: list[str]) -> Layout:
@@ -402,6 +403,7 @@ def make_child_setup(
     ``host_uid`` is None when Proctor already runs unprivileged: nothing to stage or drop.
     """
     _libc()  # loaded in the parent: the child should not have to dlopen
+    layout.trees()  # and the trees looked up here: the child only mounts
 
     def setup() -> None:
         before_drop()
