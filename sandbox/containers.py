@@ -584,12 +584,12 @@ class RawRun:
     call_cpu_us: int | None = None
 
 
-# The engine's own masked paths (moby's oci/defaults.go), which a HostConfig that names any
-# replaces: kept whole, so the list only grows. A path a kernel lacks is skipped by runc.
+# The engine's own masked paths (moby's oci/defaults.go; read from the spec Docker 20.10 wrote
+# for a container with no HostConfig.MaskedPaths), which a HostConfig that names any replaces:
+# kept whole, so the list only grows. A path a kernel lacks is skipped by runc.
 ENGINE_MASKED_PATHS = (
     "/proc/asound",
     "/proc/acpi",
-    "/proc/interrupts",
     "/proc/kcore",
     "/proc/keys",
     "/proc/latency_stats",
@@ -598,7 +598,6 @@ ENGINE_MASKED_PATHS = (
     "/proc/sched_debug",
     "/proc/scsi",
     "/sys/firmware",
-    "/sys/devices/virtual/powercap",
 )
 # What Proctor masks besides (docs/sandbox.md, "What concurrent samples share").
 PROCTOR_MASKED_PATHS = ("/proc/locks",)

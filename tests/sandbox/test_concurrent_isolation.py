@@ -295,3 +295,16 @@ def test_every_host_path_bwrap_binds_when_staged_comes_from_a_per_call_overlay(t
         assert argv[index - 2 : index] == ["--dev-bind", "/dev/null"] and argv.index("--proc") < index
     finally:
         layout.remove()
+
+
+@pytest.mark.docker
+def test_the_masked_paths_proctor_names_keep_every_one_the_engine_masks(sandbox_image: str) -> None:
+    # A HostConfig that names masked paths replaces the engine's list: none of it may be lost.
+    import docker
+
+    from proctor.sandbox.containers import ENGINE_MASKED_PATHS, PROCTOR_MASKED_PATHS
+
+    api = docker.from_env().api
+    spec = oci_direct.capture_spec(api, sandbox_image, {"command": ["sleep", "60"]})
+    assert set(spec["linux"]["maskedPaths"]) <= set(ENGINE_MASKED_PATHS)
+    assert "/proc/locks" in PROCTOR_MASKED_PATHS and "/proc/locks" not in spec["linux"]["maskedPaths"]
