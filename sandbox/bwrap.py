@@ -9,9 +9,19 @@ and a sized tmpfs as the only writable place; the program never holds a capabili
 
 Why the staging: the interpreter lives under /root (mode 700), which an unprivileged uid
 cannot traverse, and bwrap 0.8 resolves even ``--ro-bind-fd`` sources by path. So the child,
-while still root, bind-mounts each interpreter prefix onto an empty world-traversable
-directory in a mount namespace private to this call; bwrap then binds that onto the
-original path, and nothing else of /root appears.
+while still root, mounts each host tree the sandbox reads (/usr, the interpreter prefixes, the
+few /etc files, the synthetic passwd) onto an empty world-traversable directory in a mount
+namespace private to this call; bwrap then binds from there onto the original path, and
+nothing else of /root appears.
+
+Each tree is staged as a read-only overlay of its own, not a bind: overlayfs gives every mount
+its own inodes, so no file the program can reach is an inode another call (or the host) also
+holds. A lock (flock, POSIX, OFD) or an inotify watch on /usr then reaches no other call: the
+local backend leaked 549 bit/s through flock on host inodes before (issue 41; "What concurrent
+samples share" in docs/sandbox.md). Unprivileged, nothing is staged and the binds are the
+host's inodes: that difference is listed there too. /proc/locks, which lists every
+open-file-description lock of the host in every pid namespace, is masked with /dev/null as the
+engine masks its own list.
 """
 
 from __future__ import annotations
@@ -54,8 +64,6 @@ _CLONE_NEWNS = 0x00020000
 _MS_RDONLY = 0x1
 _MS_NOSUID = 0x2
 _MS_NODEV = 0x4
-_MS_REMOUNT = 0x20
-_MS_BIND = 0x1000
 _MS_REC = 0x4000
 _MS_PRIVATE = 0x40000
 _PR_SET_PDEATHSIG = 1
@@ -92,6 +100,39 @@ class Layout:
     root: Path
     prefixes: list[str]
 
+    def trees(self) -> list[str]:
+        """Every host directory the sandbox reads from, each staged as an overlay of its own."""
+        return list(self._trees)
+
+    @functools.cached_property
+    def _trees(self) -> tuple[str, ...]:
+        # Looked up once, in the parent: the forked child only mounts.
+        system = [
+            f"/{name}"
+            for name in _SYSTEM_DIRS
+            if not Path(f"/{name}").is_symlink() and Path(f"/{name}").is_dir()
+        ]
+        return ("/usr", *system, "/etc", str(self.root / "etc"), *self.prefixes)
+
+    def tree_stage(self, index: int) -> str:
+        return str(self.root / f"tree-{index}")
+
+    @property
+    def empty(self) -> str:
+        """The second, empty lower layer a read-only overlay needs."""
+        return str(self.root / "empty")
+
+    def source(self, host_path: str, staged: bool) -> str:
+        """Where bwrap binds ``host_path`` from: inside its tree's overlay when staged."""
+        if not staged:
+            return host_path
+        trees = self._trees
+        holding = [i for i, tree in enumerate(trees) if host_path == tree or host_path.startswith(tree + "/")]
+        if not holding:
+            raise ValueError(f"{host_path} is in no staged tree")
+        best = max(holding, key=lambda index: len(trees[index]))  # the innermost tree holding it
+        return self.tree_stage(best) + host_path[len(trees[best]) :]
+
     @classmethod
     def create(cls, prefixes: list[str]) -> Layout:
         # Named after the owner's pid, so `proctor sandbox cleanup` can tell stale ones.
@@ -103,12 +144,15 @@ class Layout:
         (etc / "group").write_text(_GROUP)
         for path in etc.iterdir():
             path.chmod(0o644)
-        for index in range(len(prefixes)):
-            (root / f"stage-{index}").mkdir(mode=0o755)
-        return cls(root=root, prefixes=prefixes)
-
-    def stage(self, index: int) -> str:
-        return str(self.root / f"stage-{index}")
+        layout = cls(root=root, prefixes=prefixes)
+        unsafe = [tree for tree in layout.trees() if any(char in tree for char in ":,\\\n")]
+        if unsafe:
+            layout.remove()
+            raise SandboxUnavailable(f"local backend: a path overlayfs cannot take as a layer: {unsafe[0]!r}")
+        for index in range(len(layout.trees())):
+            Path(layout.tree_stage(index)).mkdir(mode=0o755)
+        Path(layout.empty).mkdir(mode=0o755)
+        return layout
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
@@ -242,7 +286,7 @@ def bwrap_argv(
         "--seccomp",
         str(seccomp_fd),
         "--ro-bind",
-        "/usr",
+        layout.source("/usr", staged),
         "/usr",
     ]
     for name in _SYSTEM_DIRS:
@@ -250,14 +294,15 @@ def bwrap_argv(
         if host.is_symlink():
             argv += ["--symlink", os.readlink(host), f"/{name}"]
         elif host.is_dir():
-            argv += ["--ro-bind", str(host), f"/{name}"]
+            argv += ["--ro-bind", layout.source(str(host), staged), f"/{name}"]
     for name in _ETC_FILES:
-        argv += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
-    argv += ["--ro-bind", str(layout.root / "etc" / "passwd"), "/etc/passwd"]
-    argv += ["--ro-bind", str(layout.root / "etc" / "group"), "/etc/group"]
-    for index, prefix in enumerate(layout.prefixes):
-        source = layout.stage(index) if staged else prefix
-        argv += ["--ro-bind", source, prefix]
+        # Through its link's target (/etc/localtime is one): a link in a stage would resolve
+        # against the host's root, to the host's inode.
+        argv += ["--ro-bind-try", layout.source(os.path.realpath(f"/etc/{name}"), staged), f"/etc/{name}"]
+    for name in ("passwd", "group"):
+        argv += ["--ro-bind", layout.source(str(layout.root / "etc" / name), staged), f"/etc/{name}"]
+    for prefix in layout.prefixes:
+        argv += ["--ro-bind", layout.source(prefix, staged), prefix]
     argv += [
         "--dev",
         "/dev",
@@ -276,6 +321,11 @@ def bwrap_argv(
         "/dev/shm",
         "--proc",
         "/proc",
+        # Masked as the engine masks it (sandbox/containers.py PROCTOR_MASKED_PATHS): the host's
+        # open-file-description locks, byte ranges verbatim, are visible in every pid namespace.
+        "--dev-bind",
+        "/dev/null",
+        "/proc/locks",
         "--size",
         str(tmpfs_bytes),
         "--perms",
@@ -320,15 +370,16 @@ def _check(result: int, what: str) -> None:
 
 
 def stage_prefixes(layout: Layout) -> None:
-    """In the forked child, as root: a private mount namespace with each prefix on its stage."""
+    """In the forked child, as root: a private mount namespace with each host tree on its stage,
+    as a read-only overlay of its own (its inodes are this call's alone)."""
     libc = _libc()
     _check(libc.unshare(_CLONE_NEWNS), "unshare(CLONE_NEWNS)")
     _check(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
-    for index, prefix in enumerate(layout.prefixes):
-        target = layout.stage(index).encode()
-        _check(libc.mount(prefix.encode(), target, None, _MS_BIND | _MS_REC, None), f"bind {prefix}")
-        flags = _MS_REMOUNT | _MS_BIND | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
-        _check(libc.mount(None, target, None, flags, None), f"read-only {prefix}")
+    flags = _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+    for index, tree in enumerate(layout.trees()):
+        options = f"lowerdir={tree}:{layout.empty}".encode()
+        target = layout.tree_stage(index).encode()
+        _check(libc.mount(b"overlay", target, b"overlay", flags, options), f"overlay of {tree}")
 
 
 def drop_privileges(uid: int) -> None:
@@ -352,6 +403,7 @@ def make_child_setup(
     ``host_uid`` is None when Proctor already runs unprivileged: nothing to stage or drop.
     """
     _libc()  # loaded in the parent: the child should not have to dlopen
+    layout.trees()  # and the trees looked up here: the child only mounts
 
     def setup() -> None:
         before_drop()

@@ -584,6 +584,25 @@ class RawRun:
     call_cpu_us: int | None = None
 
 
+# The engine's own masked paths (moby's oci/defaults.go; read from the spec Docker 20.10 wrote
+# for a container with no HostConfig.MaskedPaths), which a HostConfig that names any replaces:
+# kept whole, so the list only grows. A path a kernel lacks is skipped by runc.
+ENGINE_MASKED_PATHS = (
+    "/proc/asound",
+    "/proc/acpi",
+    "/proc/kcore",
+    "/proc/keys",
+    "/proc/latency_stats",
+    "/proc/timer_list",
+    "/proc/timer_stats",
+    "/proc/sched_debug",
+    "/proc/scsi",
+    "/sys/firmware",
+)
+# What Proctor masks besides (docs/sandbox.md, "What concurrent samples share").
+PROCTOR_MASKED_PATHS = ("/proc/locks",)
+
+
 def container_settings(
     api: docker.APIClient,
     limits: Limits,
@@ -666,6 +685,12 @@ def container_settings(
         log_config={"type": "none", "config": {}},
         runtime=runtime,
     )
+    if runtime == RUNC:
+        # /proc/locks lists every open-file-description lock of the host with its byte range,
+        # in every pid namespace (such a lock has no owning pid to filter by): one call wrote
+        # 2,160 bytes there that another read. Masked as the engine masks its own list; under
+        # runsc the list is gVisor's, per sandbox, already. runc-direct takes this from the spec.
+        host_config["MaskedPaths"] = [*ENGINE_MASKED_PATHS, *PROCTOR_MASKED_PATHS]
     threads = str(max(1, int(limits.cpus)))
     return dict(
         # The launcher replaces the image's entrypoint (it would run as root); it runs that

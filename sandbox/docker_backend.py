@@ -18,7 +18,6 @@ import threading
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, TypeVar
 
 import docker
@@ -169,7 +168,7 @@ class DockerSandbox:
         # runc-direct: the engine's spec per limits, and the image's root (sandbox/oci_direct.py).
         self._templates: dict[tuple[Limits, bool], oci_direct.Template] = {}
         self._template_lock = threading.Lock()
-        self._rootfs: Path | None = None
+        self._root_layers: tuple[str, ...] | None = None
         # Where the containers run: runtime, engine socket, runtime version (sandbox/runtimes.py).
         self.engine = engine or {"runtime": runtime, "engine": default_engine_url(), "runtime_version": None}
         self.api: docker.APIClient = client.api
@@ -515,12 +514,12 @@ class DockerSandbox:
                 recycle,
             )
             spec = oci_direct.capture_spec(self.api, self.image_id, settings)
-            if self._rootfs is None:
-                self._rootfs = oci_direct.mount_rootfs(
+            if self._root_layers is None:
+                self._root_layers = oci_direct.root_layers(
                     self.api, self.image_id, spec, oci_direct.image_directory(self.run_id, self.image_id)
                 )
             template = oci_direct.precompile_launcher(
-                oci_direct.Template(spec, uid, self._rootfs), self.run_id, LAUNCHER
+                oci_direct.Template(spec, uid, self._root_layers), self.run_id, LAUNCHER
             )
             template = oci_direct.record_seccomp_once(template, self.run_id)
             if self.record_prepare_after == 0:

@@ -10,8 +10,12 @@ and nothing else:
 
 - the program's uid (a fresh one per container, as on the docker path) in the launcher's
   configuration and in the tmpfs mounts' ``uid=`` options;
-- the root: the image's layers, mounted read-only once per image (an overlay of the layers the
-  engine keeps, under a layer of Proctor's own holding only the mount points the spec needs);
+- the root: the image's layers, mounted read-only for this container alone (an overlay of the
+  layers the engine keeps, under a layer of Proctor's own holding only the mount points the spec
+  needs). One overlay mount per container, as the engine's: overlayfs gives each mount its own
+  inodes, so no two containers share an inode of the image, and a lock (flock, POSIX, OFD) or an
+  inotify watch on an image file never reaches another container (``What concurrent samples
+  share`` in docs/sandbox.md; tests/sandbox/test_concurrent_isolation.py);
 - the hostname, and the ``/etc/hostname`` file, per container (the engine's are per container);
 - the cgroup path (``/proctor-oci/NAME`` in every hierarchy);
 - hooks removed (network ``none`` needs none; the engine's would call back into dockerd);
@@ -38,6 +42,9 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import ctypes
+import ctypes.util
+import functools
 import hashlib
 import json
 import os
@@ -141,9 +148,9 @@ def rewrite_uid(spec: dict[str, Any], old: int, new: int) -> None:
 # -- the root file system, once per image ------------------------------------------------------
 
 
-def _overlay_lowers(api: docker.APIClient, image_id: str) -> tuple[Path, list[str]]:
-    """The image's layer directories, top first, as short names relative to the returned
-    directory (the engine's own ``l/`` links keep the mount options under a page)."""
+def _overlay_lowers(api: docker.APIClient, image_id: str) -> list[str]:
+    """The image's layer directories, top first, through the engine's own short ``l/`` links
+    (they keep the mount options of an image's dozens of layers under a page)."""
     driver = api.inspect_image(image_id).get("GraphDriver") or {}
     if driver.get("Name") != "overlay2":
         raise SandboxUnavailable(f"runc-direct needs the overlay2 storage driver, not {driver.get('Name')!r}")
@@ -153,40 +160,73 @@ def _overlay_lowers(api: docker.APIClient, image_id: str) -> tuple[Path, list[st
     if not dirs:
         raise SandboxUnavailable("runc-direct: the image has no layers the engine names")
     base = dirs[0].parent.parent
-    short = []
+    lowers = []
     for layer in dirs:
         link = layer.parent / "link"
-        short.append(f"l/{link.read_text().strip()}" if link.is_file() else str(layer))
-    return base, short
+        lowers.append(str(base / "l" / link.read_text().strip()) if link.is_file() else str(layer))
+    return lowers
 
 
-def _mount_overlay(target: Path, lowers: list[str], cwd: Path) -> None:
+# A mount's options are copied in one page; the separators overlayfs parses must not be in a path.
+_OPTIONS_MAX = 4095
+_OVERLAY_UNSAFE = re.compile(r"[:,\\\n]")
+_MS_RDONLY = 0x1
+_MNT_DETACH = 0x2
+_EINVAL = 22
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+
+
+def overlay_options(lowers: tuple[str, ...] | list[str]) -> bytes:
+    """The read-only overlay's options for ``lowers`` (top first), or SandboxUnavailable naming
+    why they cannot be written (a separator in a path, more than a page)."""
+    if len(lowers) < 2:
+        # A read-only overlay needs two lower layers, and refuses one named twice (ELOOP).
+        raise SandboxUnavailable(f"runc-direct: a read-only overlay needs two layers, not {len(lowers)}")
+    for lower in lowers:
+        if not lower.startswith("/") or _OVERLAY_UNSAFE.search(lower):
+            raise SandboxUnavailable(f"runc-direct: a layer path overlayfs cannot parse: {lower!r}")
+    options = ("lowerdir=" + ":".join(lowers)).encode()
+    if len(options) > _OPTIONS_MAX:
+        raise SandboxUnavailable(
+            f"runc-direct: the image's {len(lowers)} layers need {len(options)} bytes of mount options, "
+            f"more than the kernel's page of {_OPTIONS_MAX + 1}"
+        )
+    return options
+
+
+def mount_overlay(target: Path, lowers: tuple[str, ...] | list[str]) -> None:
+    """A new read-only overlay of ``lowers`` at ``target``: a superblock, and so inodes, of its own."""
+    options = overlay_options(lowers)
     target.mkdir(parents=True, exist_ok=True)
-    if len(lowers) == 1:
-        lowers = [*lowers, lowers[0]]  # a read-only overlay needs two lower layers
-    options = "ro,lowerdir=" + ":".join(lowers)
-    subprocess.run(
-        ["mount", "-t", "overlay", "overlay", "-o", options, str(target)],
-        cwd=cwd,
-        check=True,
-        capture_output=True,
-        timeout=_RUNC_TIMEOUT_S,
-    )
+    if _libc().mount(b"overlay", str(target).encode(), b"overlay", _MS_RDONLY, options) != 0:
+        errno = ctypes.get_errno()
+        raise SandboxError(f"runc-direct: mounting the image at {target} failed: {os.strerror(errno)}")
 
 
-def unmount(target: Path) -> None:
-    subprocess.run(["umount", "-l", str(target)], capture_output=True, timeout=_RUNC_TIMEOUT_S, check=False)
+def unmount(target: Path) -> bool:
+    """Detach the mount at ``target``; True when nothing is mounted there any more."""
+    if _libc().umount2(str(target).encode(), _MNT_DETACH) == 0:
+        return True
+    return ctypes.get_errno() in (_EINVAL, 2)  # not a mount point, or no such path
 
 
-def mount_rootfs(api: docker.APIClient, image_id: str, spec: dict[str, Any], directory: Path) -> Path:
-    """Mount the image read-only at ``directory/rootfs`` with a top layer of Proctor's own that
-    holds every mount point the spec needs and the image lacks (the engine's init layer did)."""
-    base, lowers = _overlay_lowers(api, image_id)
-    view = directory / "view"
+def root_layers(
+    api: docker.APIClient, image_id: str, spec: dict[str, Any], directory: Path
+) -> tuple[str, ...]:
+    """The layers every container of this image mounts as its own read-only root, top first: a
+    layer of Proctor's own that holds every mount point the spec needs and the image lacks (the
+    engine's init layer did), over the image's layers."""
+    lowers = _overlay_lowers(api, image_id)
     layer = directory / "mountpoints"
-    rootfs = directory / "rootfs"
     layer.mkdir(parents=True, exist_ok=True)
-    _mount_overlay(view, lowers, base)
+    # The image as merged, to see which mount points it lacks: one layer is its own view.
+    view = directory / "view" if len(lowers) > 1 else Path(lowers[0])
+    if len(lowers) > 1:
+        mount_overlay(view, lowers)
     try:
         for mount in spec.get("mounts", []):
             destination = str(mount.get("destination", ""))
@@ -194,8 +234,10 @@ def mount_rootfs(api: docker.APIClient, image_id: str, spec: dict[str, Any], dir
                 continue
             if destination in ("/proc", "/sys", "/dev"):
                 continue
-            relative = destination.lstrip("/")
-            if not relative or (view / relative).exists():
+            # As runc resolves it: through the image's own links (/sbin is usr/sbin in a
+            # merged-/usr image), so a mount point never shadows a link with a directory.
+            relative = str(resolve_within(view, destination))
+            if relative == "." or os.path.lexists(view / relative):
                 continue
             _copy_parents(view, layer, Path(relative).parent)
             source = Path(str(mount.get("source", "")))
@@ -206,10 +248,47 @@ def mount_rootfs(api: docker.APIClient, image_id: str, spec: dict[str, Any], dir
         # /etc/hostname is the engine's per container: its mount point is always there.
         _copy_parents(view, layer, Path("etc"))
         (layer / "etc" / "hostname").touch(mode=0o644)
+        # The engine's init layer leaves an empty /.dockerenv (mode 755) in every container: a
+        # program could otherwise tell the paths apart by it (tests/sandbox/test_concurrent_isolation.py).
+        if not os.path.lexists(view / ".dockerenv"):
+            (layer / ".dockerenv").touch(mode=0o755)
+            os.chmod(layer / ".dockerenv", 0o755)
     finally:
-        unmount(view)
-    _mount_overlay(rootfs, [str(layer), *lowers], base)
-    return rootfs
+        if len(lowers) > 1:
+            unmount(view)
+    layers = (str(layer), *lowers)
+    overlay_options(layers)  # fails here, at open, not at the first call
+    return layers
+
+
+_MAX_LINKS = 40  # the kernel's own bound on links followed in one lookup
+
+
+def resolve_within(root: Path, path: str) -> Path:
+    """``path`` relative to ``root`` with every symbolic link on the way followed as if
+    ``root`` were ``/`` (an absolute link's target and ``..`` never leave it): where a mount
+    at ``path`` inside a container rooted there lands."""
+    parts = [part for part in path.split("/") if part not in ("", ".")]
+    resolved: list[str] = []
+    followed = 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            if resolved:
+                resolved.pop()
+            continue
+        candidate = root.joinpath(*resolved, part)
+        if candidate.is_symlink():
+            followed += 1
+            if followed > _MAX_LINKS:
+                raise SandboxUnavailable(f"runc-direct: too many links resolving {path!r} in the image")
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                resolved = []
+            parts = [p for p in target.split("/") if p not in ("", ".")] + parts
+            continue
+        resolved.append(part)
+    return Path(*resolved) if resolved else Path(".")
 
 
 def _copy_parents(view: Path, layer: Path, relative: Path) -> None:
@@ -237,16 +316,16 @@ def _copy_parents(view: Path, layer: Path, relative: Path) -> None:
 _MARK_UID = 987654320123456789
 _MARK_NAME = "proctor-oci-mark-name"
 _MARK_HOSTNAME = "proctor-oci-mark-hostname"
-_MARK_HOSTNAME_FILE = "/proctor-oci-mark-hostname-file"
+_MARK_BUNDLE = "/proctor-oci-mark-bundle"
 
 
 @dataclass
 class Template:
-    """One image and configuration's spec, and where its root is mounted."""
+    """One image and configuration's spec, and the layers each of its containers mounts as root."""
 
     spec: dict[str, Any]
     uid: int
-    rootfs: Path
+    layers: tuple[str, ...]
     # How its containers get the image's prepare step (sandbox/prepare_once.py): replayed from
     # the tree recorded once, or the entrypoint per container, and why.
     prepare: str = "the entrypoint runs in every container"
@@ -260,19 +339,19 @@ class Template:
     def text(self) -> str:
         """The spec with stand-ins for what :func:`call_spec` changes, serialized once."""
         if self._text is None:
-            marked = json.dumps(_render(self, _MARK_NAME, _MARK_HOSTNAME, _MARK_UID, _MARK_HOSTNAME_FILE))
+            marked = json.dumps(_render(self, _MARK_NAME, _MARK_HOSTNAME, _MARK_UID, _MARK_BUNDLE))
             if any(str(mark) in json.dumps(self.spec) for mark in _MARKS):
                 raise SandboxError("runc-direct: the engine's spec holds one of Proctor's stand-ins")
             self._text = marked
             # Proved once per template: the rendered text is exactly call_spec's spec.
-            sample = ("proctor-oci-1-0123456789abcdef-0123456789ab", self.uid + 1, Path("/x/hostname"))
+            sample = ("proctor-oci-1-0123456789abcdef-0123456789ab", self.uid + 1, Path("/x/bundle"))
             if json.loads(call_spec_text(self, *sample)) != call_spec(self, *sample):
                 self._text = None
                 raise SandboxError("runc-direct: the rendered spec differs from the call's spec")
         return self._text
 
 
-_MARKS = (_MARK_UID, _MARK_NAME, _MARK_HOSTNAME, _MARK_HOSTNAME_FILE)
+_MARKS = (_MARK_UID, _MARK_NAME, _MARK_HOSTNAME, _MARK_BUNDLE)
 
 
 # The launcher's code, compiled once per template by the image's own interpreter (marshal's
@@ -300,8 +379,8 @@ def precompile_launcher(template: Template, run_id: str, source: str) -> Templat
     code object the image's interpreter compiled from it, in one container of this template
     (same root, limits, seccomp; the program never runs there). The launcher's configuration stays
     the last argument; nothing else changes."""
-    with _template_container(run_id) as (runc, name, bundle):
-        spec = call_spec(runc_compiled(template), name, template.uid, bundle / "hostname")
+    with _template_container(template, run_id) as (runc, name, bundle):
+        spec = call_spec(runc_compiled(template), name, template.uid, bundle)
         args = spec["process"]["args"]
         index = _launcher_index(args, source)
         spec["process"]["args"] = [*args[:index], _COMPILER]
@@ -326,8 +405,8 @@ def precompile_launcher(template: Template, run_id: str, source: str) -> Templat
 def _probe_prepare(template: Template, run_id: str, program_uid: int) -> bytes:
     """What one probe container of ``template`` says: its launcher runs the image's entrypoint,
     reports the tree it left (sandbox/prepare_once.py) and exits; no program runs there."""
-    with _template_container(run_id) as (runc, name, bundle):
-        spec = call_spec(runc_compiled(template), name, program_uid, bundle / "hostname")
+    with _template_container(template, run_id) as (runc, name, bundle):
+        spec = call_spec(runc_compiled(template), name, program_uid, bundle)
         args = spec["process"]["args"]
         args[-1] = prepare_once.as_probe(args[-1])
         (bundle / "config.json").write_text(json.dumps(spec))
@@ -373,10 +452,8 @@ def _probe_filters(template: Template, run_id: str) -> seccomp_once.Installed:
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     process: RuncProcess | None = None
     try:
-        with _template_container(run_id) as (runc, name, bundle):
-            (bundle / "config.json").write_text(
-                call_spec_text(template, name, template.uid, bundle / "hostname")
-            )
+        with _template_container(template, run_id) as (runc, name, bundle):
+            (bundle / "config.json").write_text(call_spec_text(template, name, template.uid, bundle))
             pid_file = bundle / "init.pid"
             process = _spawn_run(runc, template, bundle, name, read_end, keep=False, pid_file=pid_file)
             deadline = time.monotonic() + _RUNC_TIMEOUT_S
@@ -498,34 +575,33 @@ class DirectContainer:
         return oom_kills(self.name) > 0
 
 
-def call_spec(template: Template, name: str, program_uid: int, hostname_file: Path) -> dict[str, Any]:
-    """The spec of one call's container: the engine's, with exactly what the module docstring
-    lists changed (tests/sandbox/test_oci_direct.py holds every other byte equal)."""
-    return _render(template, name, name[-12:], program_uid, str(hostname_file))
+def call_spec(template: Template, name: str, program_uid: int, bundle: Path) -> dict[str, Any]:
+    """The spec of one call's container, whose bundle directory is ``bundle`` (its hostname file
+    and its own root mount are there): the engine's, with exactly what the module docstring lists
+    changed (tests/sandbox/test_oci_direct.py holds every other byte equal)."""
+    return _render(template, name, name[-12:], program_uid, str(bundle))
 
 
-def call_spec_text(template: Template, name: str, program_uid: int, hostname_file: Path) -> str:
+def call_spec_text(template: Template, name: str, program_uid: int, bundle: Path) -> str:
     """:func:`call_spec` serialized, from the text rendered once per template: a few string
     replacements per call instead of copying and serializing the whole spec (seccomp included)."""
     return (
         template.text()
         .replace(str(_MARK_UID), str(program_uid))
-        .replace(_MARK_HOSTNAME_FILE, str(hostname_file))
+        .replace(_MARK_BUNDLE, str(bundle))
         .replace(_MARK_HOSTNAME, name[-12:])
         .replace(_MARK_NAME, name)
     )
 
 
-def _render(
-    template: Template, name: str, hostname: str, program_uid: int, hostname_file: str
-) -> dict[str, Any]:
+def _render(template: Template, name: str, hostname: str, program_uid: int, bundle: str) -> dict[str, Any]:
     spec = copy.deepcopy(template.spec)
     rewrite_uid(spec, template.uid, program_uid)
     spec["hostname"] = hostname
     for mount in spec.get("mounts", []):
         if mount.get("destination") == "/etc/hostname":
-            mount["source"] = hostname_file
-    spec["root"] = {"path": str(template.rootfs), "readonly": True}
+            mount["source"] = f"{bundle}/hostname"
+    spec["root"] = {"path": f"{bundle}/rootfs", "readonly": True}
     spec.pop("hooks", None)
     if template.seccomp_filter is not None:
         spec["linux"].pop("seccomp")
@@ -559,17 +635,25 @@ def _new_bundle(run_id: str) -> tuple[str, str, Path]:
 
 
 @contextlib.contextmanager
-def _template_container(run_id: str) -> Iterator[tuple[str, str, Path]]:
+def _template_container(template: Template, run_id: str) -> Iterator[tuple[str, str, Path]]:
     """A container started once per template, not for a call (compiling the launcher, probing
     the prepare step, recording the filter): the runc binary, its name and its bundle, with its
-    hostname file written; deleted with its cgroups and bundle whatever happens."""
+    hostname file written and its root mounted; deleted with its cgroups, root and bundle
+    whatever happens."""
     runc, name, bundle = _new_bundle(run_id)
     try:
         (bundle / "hostname").write_text(name[-12:] + "\n")
+        mount_overlay(bundle / "rootfs", template.layers)
         yield runc, name, bundle
     finally:
         _runc("delete", "--force", name)
         remove_cgroups(name)
+        discard_bundle(bundle)
+
+
+def discard_bundle(bundle: Path) -> None:
+    """Remove a bundle directory, its root unmounted first: never a walk into the image."""
+    if unmount(bundle / "rootfs"):
         shutil.rmtree(bundle, ignore_errors=True)
 
 
@@ -579,14 +663,15 @@ def start(template: Template, run_id: str, program_uid: int) -> tuple[str, socke
     runc, name, bundle = _new_bundle(run_id)
     hostname = name[-12:]
     (bundle / "hostname").write_text(hostname + "\n")
-    (bundle / "config.json").write_text(call_spec_text(template, name, program_uid, bundle / "hostname"))
+    (bundle / "config.json").write_text(call_spec_text(template, name, program_uid, bundle))
     host, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
+        mount_overlay(bundle / "rootfs", template.layers)
         process = _spawn_run(runc, template, bundle, name, peer.fileno(), keep=True)
     except BaseException:
         host.close()
         peer.close()
-        shutil.rmtree(bundle, ignore_errors=True)
+        discard_bundle(bundle)
         raise
     relay = threading.Thread(
         target=_relay, args=(process, peer), name=f"sandbox-relay-{name[-12:]}", daemon=True
@@ -725,14 +810,14 @@ def remove(name: str) -> None:
             container.process.kill()
             container.process.wait()
         container.relay.join(timeout=5)
-        shutil.rmtree(container.bundle, ignore_errors=True)
+        discard_bundle(container.bundle)
         with _LIVE_LOCK:
             _LIVE.pop(name, None)
     remove_cgroups(name)
     match = NAME.fullmatch(name)
     if match is not None:
         owner = STATE_ROOT / f"{match.group(1)}-{match.group(2)}"
-        shutil.rmtree(owner / "bundles" / name, ignore_errors=True)
+        discard_bundle(owner / "bundles" / name)
 
 
 def _delete_stopped(name: str) -> bool:
@@ -776,10 +861,14 @@ def release_owner(run_id: str) -> None:
 
 
 def release_directory(directory: Path) -> None:
-    for image_dir in sorted(directory.glob("images/*")):
-        unmount(image_dir / "rootfs")
-        unmount(image_dir / "view")
-    shutil.rmtree(directory, ignore_errors=True)
+    # Each container's own root, then each image's (a tree an older version left mounted).
+    mounted = [
+        *directory.glob("bundles/*/rootfs"),
+        *directory.glob("images/*/rootfs"),
+        *directory.glob("images/*/view"),
+    ]
+    if all([unmount(path) for path in mounted]):
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def image_directory(run_id: str, image_id: str) -> Path:

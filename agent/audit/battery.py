@@ -16,6 +16,7 @@ from proctor.agent.audit import (
     limits,
     network,
     output,
+    pairs,
     statelessness,
     surface,
     verdict_path,
@@ -29,6 +30,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     *isolation.CHECKS,
     *kernel.CHECKS,
     *statelessness.CHECKS,
+    *pairs.CHECKS,
     *enforcement.CHECKS,
     *controller.CHECKS,
     *output.CHECKS,
@@ -39,7 +41,8 @@ ALL_CHECKS: tuple[Check, ...] = (
 # CPU measurement is not starved by the others on a two-core machine.
 CONCURRENCY = 2
 # Run with nothing beside them: a CPU measurement, and two calls that must overlap in time.
-ALONE = {"limits.cpu", "state.per_uid_quota"}
+# The pair rows too: another row's calls beside them would be noise on the counters they read.
+ALONE = {"limits.cpu", "state.per_uid_quota", *pairs.PAIR_IDS}
 # Why a host-side row is not applicable through --command: the audit cannot see that host.
 COMMAND_HOST_SIDE = (
     "not applicable through --command: the check plants on or looks at the host behind the "

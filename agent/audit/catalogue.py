@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from proctor.agent.audit.battery import ALL_CHECKS
+from proctor.agent.audit.pairs import BOUNDS_BPS
 
 # SandboxEval (Rabin et al., 2025)'s four classes of test case.
 SENSITIVE = "sensitive information exposure"
@@ -29,6 +30,15 @@ DEFAULTS = "tests/audit/test_command_audit.py::test_docker_defaults_through_comm
 ONE_WEAKNESS = "tests/audit/test_command_audit.py::test_one_weakness_breaks_its_own_row"
 NOT_THROUGH_COMMAND = "tests/audit/test_command_audit.py::test_rows_a_command_cannot_show_are_not_applicable"
 LARGE_PROGRAM = "tests/audit/test_command_audit.py::test_a_program_past_the_argument_limit_is_graded"
+PAIRS_BARE = "tests/audit/test_pairs.py::test_two_bare_processes_share_every_closed_channel"
+PAIRS_LOCAL = "tests/audit/test_pairs.py::test_the_local_backend_holds_the_closed_channels"
+PAIRS_DOCKER = "tests/audit/test_pairs.py::test_the_default_docker_path_holds_the_closed_channels"
+PAIRS_DECODE = (
+    "tests/audit/test_pairs.py::test_a_listener_that_follows_the_levels_either_way_carries_every_bit"
+)
+DIFFERENTIAL = (
+    "tests/sandbox/test_concurrent_isolation.py::test_runc_direct_shows_what_the_engines_container_shows"
+)
 HOST_SIDE_SKIPS = (
     "tests/audit/test_audit.py::"
     "test_host_side_checks_on_a_node_elsewhere_and_the_controller_check_say_why_they_skip"
@@ -233,6 +243,46 @@ ENTRIES: dict[str, Entry] = {
         "held: every memory counter is the call's own; weak: a host-wide counter is readable",
         (FULL_DOCKER, DEFAULTS),
     ),
+    **{
+        row: Entry(
+            EXTERNAL,
+            proves,
+            graded,
+            (PAIRS_BARE, PAIRS_LOCAL, PAIRS_DOCKER, DIFFERENTIAL),
+        )
+        for row, proves, graded in (
+            (
+                "pair.lock",
+                "no lock on an image file reaches another concurrent call (no inode is shared)",
+                "held: 0 bits; broken: any bit",
+            ),
+            (
+                "pair.inotify",
+                "an inotify watch on the image sees no other call's reads",
+                "held: 0 bits; broken: any bit",
+            ),
+            (
+                "pair.proc_locks",
+                "/proc/locks shows no other call's locks",
+                "held: 0 bits; broken: any bit",
+            ),
+        )
+    },
+    **{
+        row: Entry(
+            EXTERNAL,
+            f"the host counter it reads ({what}) carries at most its documented bandwidth between "
+            "concurrent calls",
+            f"held: 0 bits; weak: at most {BOUNDS_BPS[row]:g} bit/s (docs/sandbox.md); broken above",
+            (PAIRS_DECODE, FULL_DOCKER),
+        )
+        for row, what in (
+            ("pair.nr_shmem", "nr_shmem in /proc/vmstat"),
+            ("pair.tasks", "the host's task count"),
+            ("pair.psi", "CPU pressure"),
+            ("pair.boot_clock", "idle time beside the boot clock"),
+        )
+    },
     "priv.syscall_allowlist": Entry(
         DANGEROUS,
         "the system-call surface is Proctor's own allowlist, not whatever the installed engine allows",
@@ -450,6 +500,7 @@ KERNEL_CLASSES: dict[str, tuple[str, ...]] = {
     "the system-call surface as a whole": ("priv.syscall_allowlist",),
     "per-uid quotas": ("state.per_uid_quota",),
     "covert channels through host counters (/proc/meminfo, /proc/stat)": ("proc.host_counters",),
+    "channels between concurrent samples (inodes, /proc/locks, host counters)": tuple(sorted(BOUNDS_BPS)),
     "programs larger than the argument limit": ("limits.large_program",),
 }
 

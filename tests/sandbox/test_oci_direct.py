@@ -25,6 +25,11 @@ from hypothesis import strategies as st
 from proctor.sandbox import oci_direct, open_sandbox
 from tests.sandbox.conftest import TEST_LIMITS, run_proctor
 
+LAYERS = (
+    "/run/proctor-oci/1-x/images/y/mountpoints",
+    "/var/lib/docker/overlay2/l/ABC",
+    "/var/lib/docker/overlay2/l/DEF",
+)
 ROOT_AND_RUNC = pytest.mark.skipif(oci_direct.available() is not None, reason=str(oci_direct.available()))
 
 
@@ -60,14 +65,15 @@ def _spec(uid: int) -> dict[str, Any]:
 
 @given(old=st.integers(1, 2**31 - 1), new=st.integers(1, 2**31 - 1))
 def test_a_call_spec_changes_only_what_is_named(old: int, new: int) -> None:
-    template = oci_direct.Template(_spec(old), old, Path("/run/proctor-oci/1-x/images/y/rootfs"))
+    template = oci_direct.Template(_spec(old), old, LAYERS)
     name = "proctor-oci-1-0123456789abcdef-0123456789ab"
-    spec = oci_direct.call_spec(template, name, new, Path("/b/hostname"))
+    spec = oci_direct.call_spec(template, name, new, Path("/b"))
     assert template.spec == _spec(old), "the template itself was changed"
     assert json.loads(spec["process"]["args"][-1])["uid"] == new
     assert spec["mounts"][0]["options"] == ["rw", f"uid={new}", "gid=1", f"uid={old}x"]
     assert spec["mounts"][1]["source"] == "/b/hostname"
-    assert spec["root"] == {"path": str(template.rootfs), "readonly": True}
+    # The container's own root mount, in its own bundle: no two containers share one.
+    assert spec["root"] == {"path": "/b/rootfs", "readonly": True}
     assert "hooks" not in spec and spec["hostname"] == name[-12:]
     assert spec["linux"]["cgroupsPath"] == f"/{oci_direct.CGROUP_PARENT}/{name}"
     # Put back what is named: every other byte is the engine's.
@@ -91,17 +97,17 @@ def test_a_call_spec_changes_only_what_is_named(old: int, new: int) -> None:
 def test_the_spec_rendered_once_per_template_is_the_call_spec_for_every_call(
     old: int, new: int, token: str
 ) -> None:
-    template = oci_direct.Template(_spec(old), old, Path("/run/proctor-oci/1-x/images/y/rootfs"))
+    template = oci_direct.Template(_spec(old), old, LAYERS)
     name = f"proctor-oci-1-0123456789abcdef-{token}"
-    hostname_file = Path(f"/run/proctor-oci/1-x/bundles/{name}/hostname")
-    text = oci_direct.call_spec_text(template, name, new, hostname_file)
-    assert json.loads(text) == oci_direct.call_spec(template, name, new, hostname_file)
+    bundle = Path(f"/run/proctor-oci/1-x/bundles/{name}")
+    text = oci_direct.call_spec_text(template, name, new, bundle)
+    assert json.loads(text) == oci_direct.call_spec(template, name, new, bundle)
 
 
 def test_a_spec_that_holds_a_stand_in_is_refused() -> None:
     spec = _spec(5)
-    spec["mounts"][2]["source"] = "/proctor-oci-mark-hostname-file"
-    template = oci_direct.Template(spec, 5, Path("/r"))
+    spec["mounts"][2]["source"] = "/proctor-oci-mark-bundle"
+    template = oci_direct.Template(spec, 5, LAYERS)
     with pytest.raises(Exception, match="stand-ins"):
         template.text()
 

@@ -80,18 +80,18 @@ def test_a_recorded_template_changes_the_call_spec_only_by_the_helper_and_the_pr
         "linux": {"seccomp": {"defaultAction": "SCMP_ACT_ERRNO"}},
         "mounts": [],
     }
-    plain = oci_direct.Template(spec, 1000, Path("/r"))
+    plain = oci_direct.Template(spec, 1000, ("/l/a", "/l/b"))
     recorded = replace(plain, seccomp_filter=filter_bytes, helper=Path("/h"))
-    name, hostname_file = "proctor-oci-1-0123456789abcdef-0123456789ab", Path("/b/hostname")
-    ours = oci_direct.call_spec(recorded, name, uid, hostname_file)
-    runc = oci_direct.call_spec(plain, name, uid, hostname_file)
+    name, bundle = "proctor-oci-1-0123456789abcdef-0123456789ab", Path("/b")
+    ours = oci_direct.call_spec(recorded, name, uid, bundle)
+    runc = oci_direct.call_spec(plain, name, uid, bundle)
     assert ours["process"]["args"] == [seccomp_once.HELPER_PATH, filter_bytes.hex(), *runc["process"]["args"]]
     assert "seccomp" not in ours["linux"] and "seccomp" in runc["linux"]
     runc["linux"].pop("seccomp")
     ours["process"]["args"] = runc["process"]["args"]
     assert ours == runc
-    assert json.loads(oci_direct.call_spec_text(recorded, name, uid, hostname_file)) == oci_direct.call_spec(
-        recorded, name, uid, hostname_file
+    assert json.loads(oci_direct.call_spec_text(recorded, name, uid, bundle)) == oci_direct.call_spec(
+        recorded, name, uid, bundle
     )
     assert oci_direct.runc_compiled(recorded) == replace(plain, _text=None)
 
