@@ -119,13 +119,18 @@ def sweep_stopped_orphans(client: docker.DockerClient) -> list[str]:
 
     Cheap enough for every proctor command: one list request, usually nothing to remove. A
     running orphan is left alone: its launcher stops it by its deadline plus a grace, and the
-    next sweep (or ``proctor sandbox cleanup``) removes it then.
+    next sweep (or ``proctor sandbox cleanup``) removes it then. Except a template container
+    (runc-direct takes the engine's spec from one per configuration, sandbox/oci_direct.py): it
+    never gets a program, so no deadline ever stops its launcher, which would wait for a request
+    for a day; its owner is gone, so nobody will send one.
     """
     removed = []
     now = time.time()
     for summary in client.api.containers(all=True, filters={"label": labels.LABEL_FILTER}):
         running = summary.get("State") == "running"
-        if running and now - float(summary.get("Created") or now) < _RUNNING_ORPHAN_MAX_AGE_S:
+        young = now - float(summary.get("Created") or now) < _RUNNING_ORPHAN_MAX_AGE_S
+        template = (summary.get("Labels") or {}).get(labels.ROLE) == "template"
+        if running and young and not template:
             continue
         if not is_orphan(summary.get("Labels") or {}):
             continue
