@@ -22,7 +22,7 @@ from pathlib import Path
 import docker
 from docker.errors import DockerException
 
-from proctor.sandbox import labels, oci_direct
+from proctor.sandbox import host_counters, labels, oci_direct
 from proctor.sandbox.bwrap import remove_stale_layouts
 from proctor.sandbox.containers import remove_container
 from proctor.sandbox.local_backend import CGROUP_PARENT, CGROUP_ROOT, kill_cgroup_and_remove
@@ -171,6 +171,7 @@ def cleanup_direct(*, everything: bool = False, only_stopped: bool = False) -> C
         match = oci_direct.OWNER_DIR.fullmatch(directory.name)
         if match is not None and not pid_alive(int(match.group(1))):
             oci_direct.release_directory(directory)
+    host_counters.remove_dead_owners(pid_alive)
     return report
 
 
@@ -191,6 +192,8 @@ class BackgroundSweep:
         return self
 
     def _run(self) -> None:
+        with contextlib.suppress(OSError):  # the engine path's counter files of dead owners
+            host_counters.remove_dead_owners(pid_alive)
         if oci_direct.RUNC_ROOT.is_dir():
             with contextlib.suppress(Exception):  # best effort: not root, a slow runc
                 self.removed += cleanup_direct(only_stopped=True).removed

@@ -11,16 +11,19 @@ All functions here block (the docker SDK is synchronous); callers run them in wo
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import re
 import secrets
 import selectors
+import shutil
 import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -28,9 +31,9 @@ import requests
 from docker.errors import APIError, DockerException, NotFound
 from docker.types import Ulimit
 
-from proctor.sandbox import oci_direct, socket_memory
+from proctor.sandbox import host_counters, oci_direct, socket_memory
 from proctor.sandbox.api import OPEN_FILES, Limits, SandboxError
-from proctor.sandbox.host_counters import engine_is_local, lxcfs_binds
+from proctor.sandbox.labels import RUN_ID as RUN_ID_LABEL
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.program import SOURCE_FD
 from proctor.sandbox.reaper import BACKSTOP_GRACE_S, DEFAULT_SIGNALS_SOURCE, WAIT_SOURCE
@@ -593,9 +596,12 @@ def container_settings(
     runtime: str,
     program_uid: int,
     recycle: bool = True,
+    counters: Path | None = None,
 ) -> dict[str, Any]:
     """Every setting of one sandbox container: ``create_container``'s arguments but the image.
-    The runc-direct path (sandbox/oci_direct.py) has the engine turn exactly these into a spec."""
+    The runc-direct path (sandbox/oci_direct.py) has the engine turn exactly these into a spec.
+    ``counters``: the directory of the container's own host-counter files (sandbox/host_counters.py),
+    bound over the host's; None leaves the host's."""
     memory = limits.memory_bytes
     image_uid, _, gid = user.partition(":")
     if not image_uid.isdigit() or int(image_uid) == 0 or not (gid or image_uid).isdigit():
@@ -633,9 +639,9 @@ def container_settings(
     host_config = api.create_host_config(
         network_mode="none",
         read_only=True,
-        # LXCFS's per-container /proc/meminfo, /proc/stat, CPU list... over the host's, under runc
-        # on a local engine (sandbox/host_counters.py): no call reads another's memory use there.
-        binds=lxcfs_binds(runtime == RUNC, engine_is_local(api)) or None,
+        # The container's own /proc/meminfo, /proc/stat, CPU list... over the host's
+        # (sandbox/host_counters.py): no call reads another's memory use there.
+        binds=host_counters.binds(counters) if counters is not None else None,
         tmpfs={
             "/tmp": f"{tmpfs_opts},size={limits.tmpfs_bytes}",
             WORKDIR: f"{tmpfs_opts},size={limits.tmpfs_bytes}",
@@ -721,10 +727,21 @@ def create_started_container(
     entrypoint, run once as ``user`` before the launcher is ready. ``on_created`` learns the
     ID as soon as the container exists, before it is started.
     """
-    created = api.create_container(
-        image, **container_settings(api, limits, labels, user, prepare, runtime, container_uid(), recycle)
-    )
+    counters = own_counters(api, limits, runtime, labels.get(RUN_ID_LABEL, "0" * 16))
+    try:
+        created = api.create_container(
+            image,
+            **container_settings(
+                api, limits, labels, user, prepare, runtime, container_uid(), recycle, counters
+            ),
+        )
+    except BaseException:
+        if counters is not None:
+            shutil.rmtree(counters, ignore_errors=True)
+        raise
     container_id: str = created["Id"]
+    if counters is not None:
+        host_counters.adopt(container_id, counters)
     if on_created is not None:
         on_created(container_id)
     try:
@@ -747,6 +764,20 @@ def create_started_container(
             remove_container(api, container_id)
         raise
     return started
+
+
+def own_counters(api: docker.APIClient, limits: Limits, runtime: str, run_id: str) -> Path | None:
+    """A new directory of one container's host-counter files (sandbox/host_counters.py), or None
+    where none is bound: under runsc (gVisor answers /proc itself) and for an engine on another
+    machine (it cannot bind this host's files)."""
+    if runtime != RUNC or not host_counters.engine_is_local(api):
+        return None
+    return host_counters.new_container_directory(counter_view(limits), run_id)
+
+
+@functools.lru_cache(maxsize=64)
+def counter_view(limits: Limits) -> host_counters.CounterView:
+    return host_counters.CounterView.of(limits)
 
 
 def create_started_direct(
@@ -838,10 +869,12 @@ def remove_container(api: docker.APIClient, container_id: str) -> None:
         try:
             api.remove_container(container_id, force=True, v=True)
         except NotFound:
+            host_counters.release(container_id)
             return
         except APIError as exc:
             # "removal already in progress" means someone else is finishing the job.
             if "already in progress" in str(exc):
+                host_counters.release(container_id)
                 return
             if _EXITING_RACE not in str(exc) or attempt == _REMOVE_ATTEMPTS:
                 raise
@@ -851,6 +884,7 @@ def remove_container(api: docker.APIClient, container_id: str) -> None:
             unconfirmed = f"the engine did not confirm removing {container_id[:12]}: {exc}"
             raise RemovalUnconfirmed(unconfirmed) from exc
         else:
+            host_counters.release(container_id)
             return
 
 

@@ -13,6 +13,8 @@ and nothing else:
 - the root: the image's layers, mounted read-only once per image (an overlay of the layers the
   engine keeps, under a layer of Proctor's own holding only the mount points the spec needs);
 - the hostname, and the ``/etc/hostname`` file, per container (the engine's are per container);
+- the sources of the host-counter files (``/proc/meminfo``...): each container's own, written
+  into its bundle from the template's limits (sandbox/host_counters.py), as the engine path's are;
 - the cgroup path (``/proctor-oci/NAME`` in every hierarchy);
 - hooks removed (network ``none`` needs none; the engine's would call back into dockerd);
 - where the template's filter was recorded (sandbox/seccomp_once.py): the seccomp profile taken
@@ -55,7 +57,7 @@ from typing import Any
 
 import docker
 
-from proctor.sandbox import prepare_once, seccomp_once
+from proctor.sandbox import host_counters, prepare_once, seccomp_once
 from proctor.sandbox.api import SandboxError, SandboxUnavailable
 from proctor.sandbox.runc_spawn import RuncProcess
 
@@ -238,6 +240,7 @@ _MARK_UID = 987654320123456789
 _MARK_NAME = "proctor-oci-mark-name"
 _MARK_HOSTNAME = "proctor-oci-mark-hostname"
 _MARK_HOSTNAME_FILE = "/proctor-oci-mark-hostname-file"
+_MARK_COUNTERS = "/proctor-oci-mark-counter-files"
 
 
 @dataclass
@@ -255,12 +258,17 @@ class Template:
     seccomp_filter: bytes | None = field(default=None, repr=False)
     helper: Path | None = None
     seccomp: str = "runc compiles the profile in every container"
+    # The host-counter files its containers get, each its own copy (sandbox/host_counters.py);
+    # None where the engine bound none (the spec then has no such mounts).
+    counters: host_counters.CounterView | None = None
     _text: str | None = field(default=None, repr=False, compare=False)
 
     def text(self) -> str:
         """The spec with stand-ins for what :func:`call_spec` changes, serialized once."""
         if self._text is None:
-            marked = json.dumps(_render(self, _MARK_NAME, _MARK_HOSTNAME, _MARK_UID, _MARK_HOSTNAME_FILE))
+            marked = json.dumps(
+                _render(self, _MARK_NAME, _MARK_HOSTNAME, _MARK_UID, _MARK_HOSTNAME_FILE, _MARK_COUNTERS)
+            )
             if any(str(mark) in json.dumps(self.spec) for mark in _MARKS):
                 raise SandboxError("runc-direct: the engine's spec holds one of Proctor's stand-ins")
             self._text = marked
@@ -272,7 +280,7 @@ class Template:
         return self._text
 
 
-_MARKS = (_MARK_UID, _MARK_NAME, _MARK_HOSTNAME, _MARK_HOSTNAME_FILE)
+_MARKS = (_MARK_UID, _MARK_NAME, _MARK_HOSTNAME, _MARK_HOSTNAME_FILE, _MARK_COUNTERS)
 
 
 # The launcher's code, compiled once per template by the image's own interpreter (marshal's
@@ -300,7 +308,7 @@ def precompile_launcher(template: Template, run_id: str, source: str) -> Templat
     code object the image's interpreter compiled from it, in one container of this template
     (same root, limits, seccomp; the program never runs there). The launcher's configuration stays
     the last argument; nothing else changes."""
-    with _template_container(run_id) as (runc, name, bundle):
+    with _template_container(run_id, template) as (runc, name, bundle):
         spec = call_spec(runc_compiled(template), name, template.uid, bundle / "hostname")
         args = spec["process"]["args"]
         index = _launcher_index(args, source)
@@ -326,7 +334,7 @@ def precompile_launcher(template: Template, run_id: str, source: str) -> Templat
 def _probe_prepare(template: Template, run_id: str, program_uid: int) -> bytes:
     """What one probe container of ``template`` says: its launcher runs the image's entrypoint,
     reports the tree it left (sandbox/prepare_once.py) and exits; no program runs there."""
-    with _template_container(run_id) as (runc, name, bundle):
+    with _template_container(run_id, template) as (runc, name, bundle):
         spec = call_spec(runc_compiled(template), name, program_uid, bundle / "hostname")
         args = spec["process"]["args"]
         args[-1] = prepare_once.as_probe(args[-1])
@@ -373,7 +381,7 @@ def _probe_filters(template: Template, run_id: str) -> seccomp_once.Installed:
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     process: RuncProcess | None = None
     try:
-        with _template_container(run_id) as (runc, name, bundle):
+        with _template_container(run_id, template) as (runc, name, bundle):
             (bundle / "config.json").write_text(
                 call_spec_text(template, name, template.uid, bundle / "hostname")
             )
@@ -501,7 +509,9 @@ class DirectContainer:
 def call_spec(template: Template, name: str, program_uid: int, hostname_file: Path) -> dict[str, Any]:
     """The spec of one call's container: the engine's, with exactly what the module docstring
     lists changed (tests/sandbox/test_oci_direct.py holds every other byte equal)."""
-    return _render(template, name, name[-12:], program_uid, str(hostname_file))
+    return _render(
+        template, name, name[-12:], program_uid, str(hostname_file), str(counters_of(hostname_file))
+    )
 
 
 def call_spec_text(template: Template, name: str, program_uid: int, hostname_file: Path) -> str:
@@ -511,13 +521,14 @@ def call_spec_text(template: Template, name: str, program_uid: int, hostname_fil
         template.text()
         .replace(str(_MARK_UID), str(program_uid))
         .replace(_MARK_HOSTNAME_FILE, str(hostname_file))
+        .replace(_MARK_COUNTERS, str(counters_of(hostname_file)))
         .replace(_MARK_HOSTNAME, name[-12:])
         .replace(_MARK_NAME, name)
     )
 
 
 def _render(
-    template: Template, name: str, hostname: str, program_uid: int, hostname_file: str
+    template: Template, name: str, hostname: str, program_uid: int, hostname_file: str, counters: str
 ) -> dict[str, Any]:
     spec = copy.deepcopy(template.spec)
     rewrite_uid(spec, template.uid, program_uid)
@@ -525,6 +536,8 @@ def _render(
     for mount in spec.get("mounts", []):
         if mount.get("destination") == "/etc/hostname":
             mount["source"] = hostname_file
+        elif template.counters is not None and mount.get("destination") in host_counters.VIRTUALIZED:
+            mount["source"] = f"{counters}/{host_counters.file_name(str(mount['destination']))}"
     spec["root"] = {"path": str(template.rootfs), "readonly": True}
     spec.pop("hooks", None)
     if template.seccomp_filter is not None:
@@ -559,13 +572,13 @@ def _new_bundle(run_id: str) -> tuple[str, str, Path]:
 
 
 @contextlib.contextmanager
-def _template_container(run_id: str) -> Iterator[tuple[str, str, Path]]:
+def _template_container(run_id: str, template: Template) -> Iterator[tuple[str, str, Path]]:
     """A container started once per template, not for a call (compiling the launcher, probing
     the prepare step, recording the filter): the runc binary, its name and its bundle, with its
     hostname file written; deleted with its cgroups and bundle whatever happens."""
     runc, name, bundle = _new_bundle(run_id)
     try:
-        (bundle / "hostname").write_text(name[-12:] + "\n")
+        _write_per_container_files(template, name, bundle)
         yield runc, name, bundle
     finally:
         _runc("delete", "--force", name)
@@ -573,12 +586,23 @@ def _template_container(run_id: str) -> Iterator[tuple[str, str, Path]]:
         shutil.rmtree(bundle, ignore_errors=True)
 
 
+def counters_of(hostname_file: Path | str) -> Path:
+    """Where a container's host-counter files are: beside its hostname file, in its bundle."""
+    return Path(hostname_file).parent / "counters"
+
+
+def _write_per_container_files(template: Template, name: str, bundle: Path) -> None:
+    """The files a container's spec binds from its bundle: its hostname and its counters."""
+    (bundle / "hostname").write_text(name[-12:] + "\n")
+    if template.counters is not None:
+        host_counters.write_files(template.counters, counters_of(bundle / "hostname"))
+
+
 def start(template: Template, run_id: str, program_uid: int) -> tuple[str, socket.socket]:
     """Start one fresh container from ``template``; return its name and the host's end of a
     socket that carries its stdin and, framed as the engine's attach stream, its output."""
     runc, name, bundle = _new_bundle(run_id)
-    hostname = name[-12:]
-    (bundle / "hostname").write_text(hostname + "\n")
+    _write_per_container_files(template, name, bundle)
     (bundle / "config.json").write_text(call_spec_text(template, name, program_uid, bundle / "hostname"))
     host, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
