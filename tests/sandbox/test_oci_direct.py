@@ -265,7 +265,8 @@ def held(api, container_id):
     print(container_id, flush=True)
     time.sleep(600)
 containers.remove_container = held
-asyncio.run(open_sandbox('docker', image=sys.argv[1], pool_size=0, engine_path='runc-direct'))
+# The default path, auto, takes the engine's spec as it opens (runc-direct where it serves).
+asyncio.run(open_sandbox('docker', image=sys.argv[1], pool_size=0))
 """
 
 
