@@ -208,3 +208,47 @@ async def test_hoarding_and_a_read_storm_grow_nothing_on_the_host_and_others_rea
     assert lxcfs_processes() == lxcfs_before  # none started; a machine's leftover is not ours
     assert samples and all(len(sample) <= 9 * 6 for sample in samples), max(map(len, samples))
     assert max(size for sample in [*samples, files_before] for size in sample) <= 16 * 1024
+
+
+# One call locks every counter file; the other, once the first holds them, tries each.
+LOCKER = (
+    "import fcntl, json, time\n"
+    "held = [open(path) for path in {paths!r}]\n"
+    "for fh in held:\n"
+    "    fcntl.flock(fh, fcntl.LOCK_EX)\n"
+    "print(json.dumps({{'from': time.time()}}), flush=True)\n"
+    "time.sleep(4.0)\n"
+    "print(json.dumps({{'to': time.time()}}))\n"
+)
+PROBER = (
+    "import fcntl, json, time\n"
+    "time.sleep(1.5)\n"
+    "locked = []\n"
+    "at = time.time()\n"
+    "for path in {paths!r}:\n"
+    "    try:\n"
+    "        fcntl.flock(open(path), fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+    "    except BlockingIOError:\n"
+    "        locked.append(path)\n"
+    "print(json.dumps({{'at': at, 'locked': locked}}))\n"
+)
+
+
+async def test_a_lock_on_a_counter_file_is_not_seen_by_another_call(docker_sandbox: Sandbox) -> None:
+    """LXCFS served one inode per file to every container, so a lock one call held on
+    /proc/meminfo refused another call's (checked on the old binds: 'locked'): a lock channel
+    between samples. Each container's files are its own inodes now."""
+    for _attempt in range(3):
+        assert await docker_sandbox.settle(60)  # type: ignore[attr-defined]
+        locker, prober = await asyncio.gather(
+            docker_sandbox.exec(LOCKER.format(paths=READABLE), timeout=60),
+            docker_sandbox.exec(PROBER.format(paths=READABLE), timeout=60),
+        )
+        assert locker.exit_code == 0 and prober.exit_code == 0, (locker, prober)
+        lines = [json.loads(line) for line in locker.stdout.splitlines()]
+        seen = json.loads(prober.stdout)
+        if lines[0]["from"] <= seen["at"] <= lines[1]["to"]:
+            break
+    else:
+        pytest.fail("the prober never tried while the locker held its locks, in 3 attempts")
+    assert seen["locked"] == []
