@@ -34,8 +34,6 @@ pkgs=()
 command -v dockerd >/dev/null || pkgs+=(docker.io)
 command -v debootstrap >/dev/null || pkgs+=(debootstrap)
 command -v bwrap >/dev/null || pkgs+=(bubblewrap)
-# LXCFS: each container's own /proc/meminfo, stat, uptime and CPU list (sandbox/host_counters.py).
-command -v lxcfs >/dev/null || pkgs+=(lxcfs)
 if [ "$want_tests" = 1 ]; then
   command -v chromium >/dev/null || pkgs+=(chromium)
   command -v zsh >/dev/null || pkgs+=(zsh)
@@ -80,24 +78,6 @@ if ! docker info >/dev/null 2>&1; then
     sleep 1
   done
   docker info >/dev/null 2>&1 || { echo "setup.sh: dockerd did not answer within 60 s; see /var/log/proctor-dockerd.log" >&2; exit 1; }
-fi
-
-# LXCFS serves per-container views of the host's counters: without it concurrent calls read one
-# /proc/meminfo and can signal each other through it (docs/sandbox.md, "Host counters"). A mount
-# whose daemon died answers ENOTCONN; it is lazily unmounted and served again.
-lxcfs_root=/var/lib/lxcfs
-if ! grep -qs " $lxcfs_root fuse.lxcfs " /proc/mounts || ! cat "$lxcfs_root/proc/uptime" >/dev/null 2>&1; then
-  log "starting lxcfs at $lxcfs_root"
-  umount -l "$lxcfs_root" 2>/dev/null || true
-  mkdir -p "$lxcfs_root"
-  rm -f /run/proctor-lxcfs.pid
-  setsid nohup lxcfs --enable-cfs --enable-loadavg -p /run/proctor-lxcfs.pid "$lxcfs_root" \
-    >/var/log/proctor-lxcfs.log 2>&1 </dev/null &
-  for _ in $(seq 1 30); do
-    cat "$lxcfs_root/proc/uptime" >/dev/null 2>&1 && break
-    sleep 0.5
-  done
-  cat "$lxcfs_root/proc/uptime" >/dev/null 2>&1 || { echo "setup.sh: lxcfs did not serve $lxcfs_root; see /var/log/proctor-lxcfs.log" >&2; exit 1; }
 fi
 
 # The sandbox image: tagged by a hash of its inputs, so this is a no-op when current.

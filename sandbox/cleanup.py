@@ -22,7 +22,7 @@ from pathlib import Path
 import docker
 from docker.errors import DockerException
 
-from proctor.sandbox import labels, oci_direct
+from proctor.sandbox import host_counters, labels, oci_direct
 from proctor.sandbox.bwrap import remove_stale_layouts
 from proctor.sandbox.containers import remove_container
 from proctor.sandbox.local_backend import CGROUP_PARENT, CGROUP_ROOT, kill_cgroup_and_remove
@@ -119,13 +119,18 @@ def sweep_stopped_orphans(client: docker.DockerClient) -> list[str]:
 
     Cheap enough for every proctor command: one list request, usually nothing to remove. A
     running orphan is left alone: its launcher stops it by its deadline plus a grace, and the
-    next sweep (or ``proctor sandbox cleanup``) removes it then.
+    next sweep (or ``proctor sandbox cleanup``) removes it then. Except a template container
+    (runc-direct takes the engine's spec from one per configuration, sandbox/oci_direct.py): it
+    never gets a program, so no deadline ever stops its launcher, which would wait for a request
+    for a day; its owner is gone, so nobody will send one.
     """
     removed = []
     now = time.time()
     for summary in client.api.containers(all=True, filters={"label": labels.LABEL_FILTER}):
         running = summary.get("State") == "running"
-        if running and now - float(summary.get("Created") or now) < _RUNNING_ORPHAN_MAX_AGE_S:
+        young = now - float(summary.get("Created") or now) < _RUNNING_ORPHAN_MAX_AGE_S
+        template = (summary.get("Labels") or {}).get(labels.ROLE) == "template"
+        if running and young and not template:
             continue
         if not is_orphan(summary.get("Labels") or {}):
             continue
@@ -166,6 +171,7 @@ def cleanup_direct(*, everything: bool = False, only_stopped: bool = False) -> C
         match = oci_direct.OWNER_DIR.fullmatch(directory.name)
         if match is not None and not pid_alive(int(match.group(1))):
             oci_direct.release_directory(directory)
+    host_counters.remove_dead_owners(pid_alive)
     return report
 
 
@@ -186,6 +192,8 @@ class BackgroundSweep:
         return self
 
     def _run(self) -> None:
+        with contextlib.suppress(OSError):  # the engine path's counter files of dead owners
+            host_counters.remove_dead_owners(pid_alive)
         if oci_direct.RUNC_ROOT.is_dir():
             with contextlib.suppress(Exception):  # best effort: not root, a slow runc
                 self.removed += cleanup_direct(only_stopped=True).removed

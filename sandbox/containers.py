@@ -11,16 +11,19 @@ All functions here block (the docker SDK is synchronous); callers run them in wo
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import re
 import secrets
 import selectors
+import shutil
 import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import docker
@@ -28,9 +31,9 @@ import requests
 from docker.errors import APIError, DockerException, NotFound
 from docker.types import Ulimit
 
-from proctor.sandbox import oci_direct, socket_memory
+from proctor.sandbox import host_counters, oci_direct, socket_memory
 from proctor.sandbox.api import OPEN_FILES, Limits, SandboxError
-from proctor.sandbox.host_counters import engine_is_local, lxcfs_binds
+from proctor.sandbox.labels import RUN_ID as RUN_ID_LABEL
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.program import SOURCE_FD
 from proctor.sandbox.reaper import BACKSTOP_GRACE_S, DEFAULT_SIGNALS_SOURCE, WAIT_SOURCE
@@ -267,6 +270,29 @@ def wipe():
         for ident in ipc_ids(kind):
             if control(ident, 0, 0, 0) != 0:
                 raise OSError(ctypes.get_errno(), 'cannot remove %s %d' % (kind, ident))
+def restore_times():
+    # A program sets a writable root's modification time: directly on the roots it owns
+    # (utime), by the moment it last created or removed an entry on the others (/dev/shm,
+    # /dev/mqueue); the wipe and the entrypoint then move it again. Each is set back to what it
+    # was when the container was new, after the entrypoint: the sandbox user's roots by a child
+    # demoted to it (only an owner may set a time; the launcher has no CAP_FOWNER), root's by
+    # the launcher. Access times need nothing: relatime moves them only on a first read after a
+    # change, and the reset's own listing (state()) makes that read.
+    pid = os.fork()
+    if pid == 0:
+        try:
+            demote()
+            for path in OWNED:
+                os.utime(path, ns=(os.lstat(path).st_atime_ns, fresh[path + ' mtime']))
+        except BaseException:
+            os._exit(1)
+        os._exit(0)
+    if wait(pid) != 0:
+        return False
+    for path in WRITABLE:
+        if path not in OWNED:
+            os.utime(path, ns=(os.lstat(path).st_atime_ns, fresh[path + ' mtime']))
+    return True
 def prepare(before_exec=None):
     if REPLAY is not None:
         argv = None
@@ -283,6 +309,7 @@ def state():
         info = os.lstat(path)
         found[path] = (sorted(os.listdir(path)), info.st_mode, info.st_uid, info.st_gid)
         found[path + ' xattrs'] = sorted(os.listxattr(path, follow_symlinks=False))
+        found[path + ' mtime'] = info.st_mtime_ns
     for kind in ('shm', 'sem', 'msg'):
         found[kind] = ipc_ids(kind)
     for kind in ('tcp', 'tcp6', 'udp', 'udp6', 'raw', 'raw6', 'unix', 'packet'):
@@ -386,6 +413,8 @@ def probe():
             if key in WRITABLE:
                 if after[key][1:] != before[key][1:]:
                     raise ValueError('it changed %s itself' % key)
+            elif key.endswith(' mtime'):
+                continue  # its entries' creation moves it; a reset sets it back (restore_times)
             elif after[key] != before[key]:
                 raise ValueError('it left %s behind' % key)
         found = []
@@ -468,7 +497,7 @@ while True:
         os._exit(1)
     if fresh_tree is not None and tree() == fresh_tree and state() == fresh:
         continue
-    if not prepare(before_exec=wipe):
+    if not prepare(before_exec=wipe) or not restore_times():
         say(2, b'sandbox: the reset failed\\n')
         os._exit(1)
     now = state()
@@ -612,9 +641,12 @@ def container_settings(
     runtime: str,
     program_uid: int,
     recycle: bool = True,
+    counters: Path | None = None,
 ) -> dict[str, Any]:
     """Every setting of one sandbox container: ``create_container``'s arguments but the image.
-    The runc-direct path (sandbox/oci_direct.py) has the engine turn exactly these into a spec."""
+    The runc-direct path (sandbox/oci_direct.py) has the engine turn exactly these into a spec.
+    ``counters``: the directory of the container's own host-counter files (sandbox/host_counters.py),
+    bound over the host's; None leaves the host's."""
     memory = limits.memory_bytes
     image_uid, _, gid = user.partition(":")
     if not image_uid.isdigit() or int(image_uid) == 0 or not (gid or image_uid).isdigit():
@@ -652,9 +684,9 @@ def container_settings(
     host_config = api.create_host_config(
         network_mode="none",
         read_only=True,
-        # LXCFS's per-container /proc/meminfo, /proc/stat, CPU list... over the host's, under runc
-        # on a local engine (sandbox/host_counters.py): no call reads another's memory use there.
-        binds=lxcfs_binds(runtime == RUNC, engine_is_local(api)) or None,
+        # The container's own /proc/meminfo, /proc/stat, CPU list... over the host's
+        # (sandbox/host_counters.py): no call reads another's memory use there.
+        binds=host_counters.binds(counters) if counters is not None else None,
         tmpfs={
             "/tmp": f"{tmpfs_opts},size={limits.tmpfs_bytes}",
             WORKDIR: f"{tmpfs_opts},size={limits.tmpfs_bytes}",
@@ -746,10 +778,21 @@ def create_started_container(
     entrypoint, run once as ``user`` before the launcher is ready. ``on_created`` learns the
     ID as soon as the container exists, before it is started.
     """
-    created = api.create_container(
-        image, **container_settings(api, limits, labels, user, prepare, runtime, container_uid(), recycle)
-    )
+    counters = own_counters(api, limits, runtime, labels.get(RUN_ID_LABEL, "0" * 16))
+    try:
+        created = api.create_container(
+            image,
+            **container_settings(
+                api, limits, labels, user, prepare, runtime, container_uid(), recycle, counters
+            ),
+        )
+    except BaseException:
+        if counters is not None:
+            shutil.rmtree(counters, ignore_errors=True)
+        raise
     container_id: str = created["Id"]
+    if counters is not None:
+        host_counters.adopt(container_id, counters)
     if on_created is not None:
         on_created(container_id)
     try:
@@ -772,6 +815,20 @@ def create_started_container(
             remove_container(api, container_id)
         raise
     return started
+
+
+def own_counters(api: docker.APIClient, limits: Limits, runtime: str, run_id: str) -> Path | None:
+    """A new directory of one container's host-counter files (sandbox/host_counters.py), or None
+    where none is bound: under runsc (gVisor answers /proc itself) and for an engine on another
+    machine (it cannot bind this host's files)."""
+    if runtime != RUNC or not host_counters.engine_is_local(api):
+        return None
+    return host_counters.new_container_directory(counter_view(limits), run_id)
+
+
+@functools.lru_cache(maxsize=64)
+def counter_view(limits: Limits) -> host_counters.CounterView:
+    return host_counters.CounterView.of(limits)
 
 
 def create_started_direct(
@@ -863,10 +920,12 @@ def remove_container(api: docker.APIClient, container_id: str) -> None:
         try:
             api.remove_container(container_id, force=True, v=True)
         except NotFound:
+            host_counters.release(container_id)
             return
         except APIError as exc:
             # "removal already in progress" means someone else is finishing the job.
             if "already in progress" in str(exc):
+                host_counters.release(container_id)
                 return
             if _EXITING_RACE not in str(exc) or attempt == _REMOVE_ATTEMPTS:
                 raise
@@ -876,6 +935,7 @@ def remove_container(api: docker.APIClient, container_id: str) -> None:
             unconfirmed = f"the engine did not confirm removing {container_id[:12]}: {exc}"
             raise RemovalUnconfirmed(unconfirmed) from exc
         else:
+            host_counters.release(container_id)
             return
 
 

@@ -14,6 +14,7 @@ import atexit
 import functools
 import logging
 import os
+import shutil
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -23,7 +24,7 @@ from typing import Any, TypeVar
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound
 
-from proctor.sandbox import labels, oci_direct
+from proctor.sandbox import host_counters, labels, oci_direct
 from proctor.sandbox.api import (
     AUTO_PATH,
     DOCKER_PATH,
@@ -43,8 +44,10 @@ from proctor.sandbox.containers import (
     StartedContainer,
     container_settings,
     container_uid,
+    counter_view,
     create_started_container,
     create_started_direct,
+    own_counters,
     recycle_container,
     remove_container,
     run_program,
@@ -224,6 +227,7 @@ class DockerSandbox:
         await asyncio.to_thread(self.remove_all_live)
         if self.engine_path == RUNC_DIRECT:
             await asyncio.to_thread(oci_direct.release_owner, self.run_id)
+        await asyncio.to_thread(host_counters.release_owner, self.run_id)
 
     async def settle(self, timeout: float = 60.0) -> bool:
         """Wait until the pool is full and no removal is pending: an idle, warm sandbox."""
@@ -297,7 +301,7 @@ class DockerSandbox:
             "libraries": image_libraries(self.image),  # what the prompt may promise
             "run_id": self.run_id,
             # Which of the host's counters (memory, CPU, uptime) a call sees as its own
-            # (LXCFS under runc) and which stay host-wide: sandbox/host_counters.py.
+            # (files of its own, under runc) and which stay host-wide: sandbox/host_counters.py.
             "host_counters": describe_host_counters(self.runtime == RUNC, engine_is_local(self.api)),
         }
 
@@ -503,6 +507,9 @@ class DockerSandbox:
                     )
                 return template
             uid = container_uid()
+            # The engine binds the template container's own counter files; each call's container
+            # then gets a copy of its own in its bundle (sandbox/oci_direct.py).
+            counters = own_counters(self.api, limits, RUNC, self.run_id)
             settings = container_settings(
                 self.api,
                 limits,
@@ -512,14 +519,26 @@ class DockerSandbox:
                 RUNC,
                 uid,
                 recycle,
+                counters,
             )
-            spec = oci_direct.capture_spec(self.api, self.image_id, settings)
+            try:
+                spec = oci_direct.capture_spec(self.api, self.image_id, settings)
+            finally:
+                if counters is not None:
+                    shutil.rmtree(counters, ignore_errors=True)
             if self._root_layers is None:
                 self._root_layers = oci_direct.root_layers(
                     self.api, self.image_id, spec, oci_direct.image_directory(self.run_id, self.image_id)
                 )
             template = oci_direct.precompile_launcher(
-                oci_direct.Template(spec, uid, self._root_layers), self.run_id, LAUNCHER
+                oci_direct.Template(
+                    spec,
+                    uid,
+                    self._root_layers,
+                    counters=counter_view(limits) if counters is not None else None,
+                ),
+                self.run_id,
+                LAUNCHER,
             )
             template = oci_direct.record_seccomp_once(template, self.run_id)
             if self.record_prepare_after == 0:

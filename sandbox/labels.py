@@ -19,7 +19,8 @@ def new_run_id() -> str:
 
 
 def container_labels(run_id: str, role: str) -> dict[str, str]:
-    """``role`` is ``pool`` for warm containers and ``call`` for per-call ones."""
+    """``role`` is ``pool`` for warm containers, ``call`` for per-call ones and ``template`` for
+    the one runc-direct takes the engine's spec from (it never runs a program)."""
     return {
         SANDBOX: "1",
         OWNER_PID: str(os.getpid()),

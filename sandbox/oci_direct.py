@@ -17,6 +17,8 @@ and nothing else:
   inotify watch on an image file never reaches another container (``What concurrent samples
   share`` in docs/sandbox.md; tests/sandbox/test_concurrent_isolation.py);
 - the hostname, and the ``/etc/hostname`` file, per container (the engine's are per container);
+- the sources of the host-counter files (``/proc/meminfo``...): each container's own, written
+  into its bundle from the template's limits (sandbox/host_counters.py), as the engine path's are;
 - the cgroup path (``/proctor-oci/NAME`` in every hierarchy);
 - hooks removed (network ``none`` needs none; the engine's would call back into dockerd);
 - where the template's filter was recorded (sandbox/seccomp_once.py): the seccomp profile taken
@@ -62,7 +64,7 @@ from typing import Any
 
 import docker
 
-from proctor.sandbox import prepare_once, seccomp_once
+from proctor.sandbox import host_counters, prepare_once, seccomp_once
 from proctor.sandbox.api import SandboxError, SandboxUnavailable
 from proctor.sandbox.runc_spawn import RuncProcess
 
@@ -318,6 +320,9 @@ _MARK_NAME = "proctor-oci-mark-name"
 _MARK_HOSTNAME = "proctor-oci-mark-hostname"
 _MARK_BUNDLE = "/proctor-oci-mark-bundle"
 
+# A container's host-counter files: a folder of its bundle, beside its hostname file.
+COUNTERS_DIR = "counters"
+
 
 @dataclass
 class Template:
@@ -334,6 +339,9 @@ class Template:
     seccomp_filter: bytes | None = field(default=None, repr=False)
     helper: Path | None = None
     seccomp: str = "runc compiles the profile in every container"
+    # The host-counter files its containers get, each its own copy (sandbox/host_counters.py);
+    # None where the engine bound none (the spec then has no such mounts).
+    counters: host_counters.CounterView | None = None
     _text: str | None = field(default=None, repr=False, compare=False)
 
     def text(self) -> str:
@@ -601,6 +609,8 @@ def _render(template: Template, name: str, hostname: str, program_uid: int, bund
     for mount in spec.get("mounts", []):
         if mount.get("destination") == "/etc/hostname":
             mount["source"] = f"{bundle}/hostname"
+        elif template.counters is not None and mount.get("destination") in host_counters.VIRTUALIZED:
+            mount["source"] = f"{bundle}/{COUNTERS_DIR}/{host_counters.file_name(str(mount['destination']))}"
     spec["root"] = {"path": f"{bundle}/rootfs", "readonly": True}
     spec.pop("hooks", None)
     if template.seccomp_filter is not None:
@@ -642,7 +652,7 @@ def _template_container(template: Template, run_id: str) -> Iterator[tuple[str, 
     whatever happens."""
     runc, name, bundle = _new_bundle(run_id)
     try:
-        (bundle / "hostname").write_text(name[-12:] + "\n")
+        _write_per_container_files(template, name, bundle)
         mount_overlay(bundle / "rootfs", template.layers)
         yield runc, name, bundle
     finally:
@@ -657,12 +667,18 @@ def discard_bundle(bundle: Path) -> None:
         shutil.rmtree(bundle, ignore_errors=True)
 
 
+def _write_per_container_files(template: Template, name: str, bundle: Path) -> None:
+    """The files a container's spec binds from its bundle: its hostname and its counters."""
+    (bundle / "hostname").write_text(name[-12:] + "\n")
+    if template.counters is not None:
+        host_counters.write_files(template.counters, bundle / COUNTERS_DIR)
+
+
 def start(template: Template, run_id: str, program_uid: int) -> tuple[str, socket.socket]:
     """Start one fresh container from ``template``; return its name and the host's end of a
     socket that carries its stdin and, framed as the engine's attach stream, its output."""
     runc, name, bundle = _new_bundle(run_id)
-    hostname = name[-12:]
-    (bundle / "hostname").write_text(hostname + "\n")
+    _write_per_container_files(template, name, bundle)
     (bundle / "config.json").write_text(call_spec_text(template, name, program_uid, bundle))
     host, peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

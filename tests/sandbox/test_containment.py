@@ -611,23 +611,29 @@ class FakeEngine:
 
 
 @pytest.mark.parametrize(
-    ("state", "age_s", "owner", "removed"),
+    ("state", "age_s", "owner", "role", "removed"),
     [
-        ("exited", 10, "dead", True),
-        ("created", 10, "dead", True),
-        ("running", 10, "dead", False),  # within its deadline: its launcher's backstop ends it
-        ("running", 26 * 3600, "dead", True),  # past any deadline
-        ("exited", 10, "alive", False),
-        ("running", 26 * 3600, "alive", False),
-        ("exited", 10, "other host", False),
+        ("exited", 10, "dead", "call", True),
+        ("created", 10, "dead", "call", True),
+        ("running", 10, "dead", "call", False),  # within its deadline: its launcher's backstop ends it
+        ("running", 10, "dead", "pool", False),
+        ("running", 26 * 3600, "dead", "call", True),  # past any deadline
+        # runc-direct's template container never gets a program, so no deadline stops it: a dead
+        # owner's goes at once (issue 41: it outlived every sweep).
+        ("running", 10, "dead", "template", True),
+        ("running", 10, "alive", "template", False),
+        ("running", 10, "other host", "template", False),
+        ("exited", 10, "alive", "call", False),
+        ("running", 26 * 3600, "alive", "call", False),
+        ("exited", 10, "other host", "call", False),
     ],
 )
-def test_the_sweep_rule(state: str, age_s: float, owner: str, removed: bool) -> None:
+def test_the_sweep_rule(state: str, age_s: float, owner: str, role: str, removed: bool) -> None:
     from proctor.sandbox.cleanup import sweep_stopped_orphans
 
     finished = subprocess.Popen(["true"])
     finished.wait()
-    made = sandbox_labels.container_labels("run", "call")
+    made = sandbox_labels.container_labels("run", role)
     made[sandbox_labels.OWNER_PID] = str(os.getpid() if owner == "alive" else finished.pid)
     if owner == "other host":
         made[sandbox_labels.OWNER_HOST] = "another-machine"

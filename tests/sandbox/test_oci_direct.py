@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -258,6 +259,67 @@ def test_a_killed_controllers_container_stops_by_its_deadline_and_the_sweep_remo
     }
     assert run_proctor("sandbox", "cleanup", "--json").returncode == 0
     assert _leftovers(pid) == []
+
+
+# A controller that stops for good once the engine's template container exists (between
+# capture_spec's start and its removal, where a SIGKILL leaves it): it prints the container's ID.
+_HELD_AT_THE_TEMPLATE = """
+import asyncio, sys, time
+import proctor.sandbox.containers as containers
+from proctor.sandbox import open_sandbox
+def held(api, container_id):
+    print(container_id, flush=True)
+    time.sleep(600)
+containers.remove_container = held
+# The default path, auto, takes the engine's spec as it opens (runc-direct where it serves).
+asyncio.run(open_sandbox('docker', image=sys.argv[1], pool_size=0))
+"""
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+@ROOT_AND_RUNC
+def test_the_sweep_of_any_command_removes_a_sigkilled_controllers_template_container(
+    tmp_path: Path, sandbox_image: str
+) -> None:
+    """issue 41: runc-direct's template container (the engine's spec is taken from it) never gets
+    a program, so no deadline ends its launcher; a killed controller's outlived every sweep."""
+    import docker
+    from docker.errors import NotFound
+
+    from proctor.sandbox import host_counters, labels
+
+    controller = subprocess.Popen(
+        [sys.executable, "-c", _HELD_AT_THE_TEMPLATE, sandbox_image], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert controller.stdout is not None
+        template_id = controller.stdout.readline().strip()
+    finally:
+        os.kill(controller.pid, signal.SIGKILL)
+        controller.wait()
+    client = docker.from_env()
+
+    def state() -> dict[str, Any] | None:
+        try:
+            return dict(client.api.inspect_container(template_id))
+        except NotFound:
+            return None
+
+    found = state()
+    assert found is not None, "no template container: the test proves nothing"
+    assert found["Config"]["Labels"][labels.ROLE] == "template" and found["State"]["Running"]
+    try:
+        # Any command's sweep; this one fails at once (no such file) and sweeps on its way out.
+        completed = run_proctor("sandbox", "exec", str(tmp_path / "absent.py"))
+        assert completed.returncode == 2, completed
+        assert _wait_for(lambda: state() is None, 10), "the template container outlived the sweep"
+        assert _wait_for(lambda: _leftovers(controller.pid) == [], 10), _leftovers(controller.pid)
+        # The template container's own counter files (sandbox/host_counters.py) went too.
+        assert not list(host_counters.COUNTERS_ROOT.glob(f"{controller.pid}-*"))
+    finally:
+        if state() is not None:
+            client.api.remove_container(template_id, force=True)
 
 
 @pytest.mark.parametrize(

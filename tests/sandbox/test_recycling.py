@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -318,6 +319,56 @@ async def test_changes_without_regular_files_are_still_reset(recycling: DockerSa
     after = await look(recycling)
     assert after["container"] == used.stdout.strip()
     assert without_container(after) == without_container(fresh)
+
+
+# The times a program can set on the writable roots: directly on the roots it owns, by the
+# moment it last added or removed an entry on root's (/dev/shm, /dev/mqueue). Each carried a
+# value of the program's choosing to the same sample's next call (issue 41).
+ROOTS = ("/tmp", "/work", "/dev/shm", "/dev/mqueue")
+ROOT_TIMES = (
+    "import json, os\n"
+    "print(json.dumps({'container': open('/proc/self/cgroup').read().strip().rsplit('/', 1)[-1],\n"
+    f"                  'mtime': {{top: os.lstat(top).st_mtime_ns for top in {ROOTS!r}}}}}))\n"
+)
+SET_ROOT_TIMES = r"""
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+os.utime('/tmp', ns=(111_000_000_001, 222_000_000_002))
+os.utime('/work', ns=(333_000_000_003, 444_000_000_004))
+time.sleep(0.3)  # a moment of the program's choosing, after the call's own start
+open('/dev/shm/moment', 'w').close()
+os.unlink('/dev/shm/moment')
+libc.mq_open.restype = ctypes.c_int
+queue = libc.mq_open(b'/moment', os.O_CREAT | os.O_RDWR, 0o600, None)
+assert queue >= 0 and libc.mq_unlink(b'/moment') == 0
+"""
+
+
+async def test_a_reset_sets_back_every_time_a_program_set_on_the_writable_roots(
+    recycling: DockerSandbox,
+) -> None:
+    assert await recycling.settle(60)
+    first = await recycling.exec(ROOT_TIMES, timeout=30)
+    assert first.exit_code == 0, first
+    before = json.loads(first.stdout)
+    assert await recycling.settle(60)
+    planted = await recycling.exec(SET_ROOT_TIMES + ROOT_TIMES, timeout=30)
+    assert planted.exit_code == 0, planted
+    during = json.loads(planted.stdout)
+    assert during["container"] == before["container"], "not a recycled container"
+    # The attack took: every root's time was the program's while it ran.
+    assert all(during["mtime"][top] != before["mtime"][top] for top in ROOTS), (before, during)
+    after = await look_times(recycling)
+    assert after["container"] == before["container"], "not a recycled container"
+    assert after["mtime"] == before["mtime"]
+
+
+async def look_times(sandbox: DockerSandbox) -> dict[str, Any]:
+    assert await sandbox.settle(60)
+    result = await sandbox.exec(ROOT_TIMES, timeout=30)
+    assert result.exit_code == 0, result
+    found: dict[str, Any] = json.loads(result.stdout)
+    return found
 
 
 async def test_by_default_every_call_gets_a_container_no_call_used_before(sandbox_image: str) -> None:
