@@ -27,7 +27,7 @@ PSEUDO = frozenset(
     {
         *("proc", "sysfs", "tmpfs", "devtmpfs", "devpts", "mqueue", "cgroup", "cgroup2", "overlay", "shm"),
         *("securityfs", "debugfs", "tracefs", "bpf", "pstore", "hugetlbfs", "configfs", "fusectl"),
-        *("binfmt_misc", "nsfs", "autofs", "fuse.lxcfs", "none"),
+        *("binfmt_misc", "nsfs", "autofs", "none"),
     }
 )
 # Per-container files the engine itself bind-mounts (its own copy, not a shared host path).

@@ -248,7 +248,7 @@ def test_docker_defaults_through_command_are_graded(tmp_path: Path, image: str) 
     # bounding set and no_new_privs off leave a way to gain some.
     assert verdicts["priv.non_root"] == "held", rows["priv.non_root"]
     assert verdicts["priv.capabilities"] == "weak", rows["priv.capabilities"]
-    # No LXCFS: /proc/meminfo is the host's, a channel between concurrent calls.
+    # A plain `docker run` binds no counter files: /proc/meminfo is the host's, a channel between calls.
     assert verdicts["proc.host_counters"] == "weak", rows["proc.host_counters"]
     for check in ALL_CHECKS:
         if check.host_side or "command" not in check.backends:
