@@ -402,9 +402,11 @@ async def test_exact_reference_rejects_a_wrong_exact_answer(sandbox: Sandbox) ->
         "import sympy\n\ndef answer():\n"
         "    return 4 * sympy.pi - sympy.Rational(188684, 15015) + sympy.Rational(1, 10**40)\n"
     )
-    assert (await judge(sandbox, wrong, exact)).outcome is Outcome.INCORRECT
+    # Both sides get the protocol's room: neither verdict may hang on the machine's load (the
+    # short limit of the attacks above is for values refused whatever the time).
+    assert (await judge(sandbox, wrong, exact, ROOMY)).outcome is Outcome.INCORRECT
     right = "import sympy\n\ndef answer():\n    return 4 * sympy.pi - sympy.Rational(188684, 15015)\n"
-    result = await judge(sandbox, right, exact)
+    result = await judge(sandbox, right, exact, ROOMY)
     assert result.outcome is Outcome.CORRECT, result.error
     assert result.record.reference_inexact is False
 
