@@ -95,6 +95,15 @@ HONEST = {
         "return sympy.CRootOf(x**5 - x + 3, 0)",
         {"answer": "CRootOf(Symbol('x')**5 - Symbol('x') + 3, 0)"},
     ),
+    # No answer_kind: the reference's own outermost form says modular (docs, step 1).
+    "a finite-field element, its kind from the reference": (
+        "return GF(13)(4) * GF(13)(5)",
+        {"answer": "GF(13)(7)", "answer_type": "an element of GF(13)"},
+    ),
+    "a polynomial over GF(2), its kind from the reference": (
+        "return sympy.Poly(x**3 + x + 1, x, modulus=2)",
+        {"answer": "Poly(Symbol('x')**3 + Symbol('x') + 1, Symbol('x'), modulus=2)"},
+    ),
 }
 
 

@@ -242,3 +242,31 @@ def test_without_the_field_a_stated_tolerance_is_the_evidence_of_an_approximatio
         write_jsonl(tmp_path / "plain.jsonl", [GOOD | {"answer_type": answer_type}])
     )
     assert plain.wanted_kind == "exact"  # the words alone are never evidence: when in doubt, exact
+
+
+# The reference's own outermost form is a field of the task file: a finite-field value there is
+# what the task wants. Conversions and arithmetic around it are not read (when in doubt, exact).
+@pytest.mark.parametrize(
+    ("reference", "kind"),
+    [
+        ("GF(7)(3)", "modular"),
+        ("FF(11)(5)", "modular"),
+        ("[GF(5)(1), GF(5)(4)]", "modular"),
+        ("Poly(x**3 + x + 1, x, modulus=2)", "modular"),
+        ("Poly(x**2 + 1, x, domain=GF(3))", "modular"),
+        ("Poly(x**2 + 1, x, domain='GF(3)')", "modular"),
+        ("int(GF(7)(3))", "exact"),
+        ("GF(7)(3) + 1", "exact"),
+        ("[GF(5)(1), 4]", "exact"),
+        ("Poly(x**2 + 1, x)", "exact"),
+        ("Mod(10, 7)", "exact"),
+        ("len([GF(7)(1)])", "exact"),
+    ],
+)
+def test_without_the_field_a_finite_field_reference_infers_modular_and_nothing_else_does(
+    tmp_path: Path, reference: str, kind: str
+) -> None:
+    row = GOOD | {"answer": reference, "answer_type": "an integer, not an element of a finite field"}
+    (task,) = load_frontiermath_tasks(write_jsonl(tmp_path / "tasks.jsonl", [row]))
+    assert task.wanted_kind == kind, task.answer_kind_origin
+    assert task.answer_kind_origin.startswith("inferred:")

@@ -116,14 +116,62 @@ def infer_answer_kind(task: FrontierMathTask) -> tuple[AnswerKind, str]:
     """The kind a task without an ``answer_kind`` wants, from structured evidence only, and why.
 
     Evidence is a field whose meaning is fixed, never words of the prose: a stated ``tolerance``
-    is a comparison of approximations. Nothing else is evidence of an inexact kind, so without
-    one the task is exact (a task that wants a modular or p-adic value states it). The answer
+    is a comparison of approximations, and a reference ``answer`` whose outermost form is
+    finite-field values is a modular value. Nothing else is evidence of an inexact kind, so
+    without one the task is exact (a task that wants a modular or p-adic value states it). The answer
     type's text is not read: "an integer, not a floating-point number" and "the number of
     elements of a finite field" name kinds they do not ask for.
     """
     if task.tolerance is not None:
         return "floating-point", f"inferred: a tolerance ({task.tolerance:g}) is stated"
+    if task.answer is not None and _reference_builds_field_elements(task.answer):
+        return "modular", "inferred: the reference 'answer' is built as finite-field values"
     return "exact", "inferred: no answer_kind and no tolerance, so exact"
+
+
+# Sympy's names for a finite field in the reference's namespace (sandbox_driver.evaluate_reference).
+_FIELD_CONSTRUCTORS = frozenset({"GF", "FF", "FiniteField"})
+
+
+def _reference_builds_field_elements(source: str) -> bool:
+    """Whether the reference expression is, at its outermost level, finite-field values: an element
+    ``GF(p)(v)``, or a ``Poly`` with a ``modulus`` or a ``GF(p)`` domain; a list, tuple or set of
+    them counts when every item is one. Read from the syntax, never evaluated. Only the outermost
+    form counts: ``int(GF(7)(3))`` or ``GF(7)(3) + 1`` is not read as modular (when in doubt,
+    exact), so a conversion or a negation inside the expression never admits a kind."""
+    try:
+        body = ast.parse(source, "<answer>", "eval").body
+    except SyntaxError:  # the field's own validator reports it
+        return False
+    items = body.elts if isinstance(body, ast.List | ast.Tuple | ast.Set) else [body]
+    return bool(items) and all(_is_field_value(item) for item in items)
+
+
+def _is_field_constructor(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _FIELD_CONSTRUCTORS
+    )
+
+
+def _names_a_field(node: ast.expr) -> bool:
+    """``GF(p)``, or a domain written as text, ``'GF(p)'`` (sympy parses both)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.replace(" ", "").startswith(("GF(", "FF("))
+    return _is_field_constructor(node)
+
+
+def _is_field_value(node: ast.expr) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    if _is_field_constructor(node.func):  # GF(p)(v)
+        return True
+    if isinstance(node.func, ast.Name) and node.func.id == "Poly":
+        for keyword in node.keywords:
+            if keyword.arg == "modulus":
+                return True
+            if keyword.arg == "domain" and _names_a_field(keyword.value):
+                return True
+    return False
 
 
 def _parse(source: str, mode: str, what: str) -> ast.AST:
