@@ -149,10 +149,14 @@ class OpenAIResponsesClient(SdkClient):
             "tool_choice": tool_choice,
             "max_output_tokens": max_output_tokens,
         }
+        # Whether this call's request carries reasoning is read now: another sample of the same
+        # model may switch the carry off while this request is in flight, and its refusal of the
+        # reasoning it carried must still be answered by asking again without it.
+        carried = self._carrying
         try:
             response = await super().complete(messages, **kwargs)
         except ModelError as exc:
-            if not (self.carry_reasoning and _REFUSES_REASONING.search(str(exc))):
+            if not (carried and _REFUSES_REASONING.search(str(exc))):
                 raise
             refusal = str(exc)
         else:

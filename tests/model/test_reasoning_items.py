@@ -297,6 +297,42 @@ async def test_every_reply_after_a_switch_off_says_why_reasoning_is_not_carried(
     assert ["include" in r.json for r in server.requests] == [True, False, False]
 
 
+async def test_two_samples_in_flight_when_the_carry_is_refused_both_get_their_answer() -> None:
+    """Two samples of one model send requests carrying reasoning at once; the endpoint refuses both.
+    The first refusal switches the carry off; the second request carried reasoning too, so its
+    refusal, seen only after the switch, is answered the same way (asked again without it), not a
+    model error. The server holds the second refusal until the client has switched, so the order
+    is the same every run."""
+    import asyncio
+    import threading
+    import time
+
+    both_in = threading.Barrier(2, timeout=30)
+    carried_requests: list[int] = []
+    client: Any = None
+
+    def refuse_carried(request: dict[str, Any], index: int) -> Any:
+        if "include" not in request:
+            return Reply(content="answer")
+        carried_requests.append(index)
+        both_in.wait()
+        if index != min(carried_requests):
+            deadline = time.monotonic() + 30
+            while client.carry_reasoning and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return HttpError(400, "Encrypted content is not supported with this model.")
+
+    with ScriptedServer(refuse_carried) as server:
+        client = client_for(server)
+        try:
+            first, second = await asyncio.gather(client.complete(QUESTION), client.complete(QUESTION))
+        finally:
+            await client.aclose()
+    assert first.content == second.content == "answer"
+    assert first.reasoning_not_carried is not None and second.reasoning_not_carried is not None
+    assert sorted("include" in r.json for r in server.requests) == [False, False, True, True]
+
+
 async def test_a_client_of_another_model_keeps_carrying_when_one_is_refused() -> None:
     """Clients are per model (agent/run/clients.py): one endpoint's refusal changes no other's."""
     refused = HttpError(400, "Encrypted content is not supported with this model.")

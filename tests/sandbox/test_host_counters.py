@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -133,9 +134,12 @@ READABLE = [path for path in VIRTUALIZED if path != "/proc/slabinfo"]  # root's 
 
 
 def host_side_counter_files() -> list[int]:
-    """The size of every counter file on this host: the whole state of what serves them."""
-    found = list(host_counters.COUNTERS_ROOT.glob("*/*/*"))
-    found += list(oci_direct.STATE_ROOT.glob("*/bundles/*/counters/*"))
+    """The size of every counter file this process's sandboxes keep on the host: the whole state
+    of what serves them. Other test workers' sandboxes (their own owner pid) are not counted:
+    they run their own calls at the same time."""
+    owner = f"{os.getpid()}-*"
+    found = list(host_counters.COUNTERS_ROOT.glob(f"{owner}/*/*"))
+    found += list(oci_direct.STATE_ROOT.glob(f"{owner}/bundles/*/counters/*"))
     return [path.stat().st_size for path in found if path.is_file()]
 
 
