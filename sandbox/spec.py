@@ -115,8 +115,8 @@ class SandboxSpec:
             raise ValueError(f"field {unknown[0]!r} is not a sandbox option")
         values: dict[str, Any] = {}
         for name, value in data.items():
-            if name == "default_limits" and value is not None:
-                value = _limits_from_record(value)
+            if name == "default_limits":
+                value = None if value is None else _limits_from_record(value)
             else:
                 _check_json_type(name, value, _FIELD_TYPES[name])
             values[name] = value
