@@ -14,7 +14,7 @@ from rich.console import Console
 from proctor.agent.cli import exit_codes
 from proctor.agent.cli.app import sandbox_app
 from proctor.agent.errors import UserError
-from proctor.sandbox import Limits, Sandbox, SandboxSpec, SandboxUnavailable, open_sandbox
+from proctor.sandbox import Limits, Sandbox, SandboxSpec, SandboxUnavailable, open_sandbox, option_choices
 from proctor.sandbox.api import AUTO_PATH, ENGINE_PATH_CHOICES, FRESH, ISOLATIONS, RUNC_DIRECT
 from proctor.sandbox.runtimes import RUNTIMES
 
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 # imported by the functions that use it: the `sandbox` group loads this module for every
 # `proctor sandbox exec` and `cleanup`, and those imports were 1.2 s of their 1.5 s start.
 
-AUDIT_BACKENDS = ("auto", "docker", "local", "ray")
+# The registry is the one list of backends (sandbox/spec.py): a new backend is audited too.
+AUDIT_BACKENDS = option_choices()["backend"]
 EXIT_BROKEN = exit_codes.FAILED
 
 
