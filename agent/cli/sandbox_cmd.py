@@ -28,7 +28,7 @@ from proctor.sandbox import (
 )
 from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, ENGINE_PATH_CHOICES, ENGINE_PATHS, RUNC_DIRECT
 from proctor.sandbox.factory import BACKENDS
-from proctor.sandbox.runtimes import RUNTIMES
+from proctor.sandbox.runtimes import RUNC, RUNTIMES
 from proctor.sandbox.sizes import parse_size
 
 
@@ -125,7 +125,7 @@ async def _run_once(
             ray_address=ray_address,
             ray_allow_unauthenticated=ray_allow_unauthenticated,
             engine_path=engine_path,
-            **({"runtime": runtime} if runtime else {}),
+            runtime=runtime or RUNC,
         )
         sandbox: Sandbox = await open_sandbox(spec)
     except SandboxUnavailable as exc:

@@ -116,6 +116,18 @@ def test_only_an_explicit_flag_changes_the_recorded_spec(tmp_path: Path) -> None
     assert "\n" not in str(refused.value)
 
 
+def test_a_config_file_changes_only_the_sandbox_fields_it_names(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path / "tasks.jsonl", fixed=True)
+    box = SandboxConfig(backend="docker", runtime="runsc", docker_host="unix:///run/g.sock", memory="1g")
+    config = RunConfig(track="frontiermath", tasks=tasks, models=[ModelConfig(name="openai/m")], sandbox=box)
+    override = tmp_path / "grading.yaml"
+    override.write_text("sandbox:\n  memory: 2g\n  pool_size: 0\n")
+    again = rescore_config(stored_run(tmp_path, config), override, RescoreFlags())
+    changed = box.model_copy(update={"memory": "2g", "pool_size": 0})
+    assert sandbox_spec(again.sandbox) == sandbox_spec(changed)
+    assert sandbox_spec(again.sandbox).runtime == "runsc"
+
+
 @pytest.mark.parametrize(
     ("record", "message"),
     [
