@@ -12,6 +12,7 @@ is made, and a recorded one is read back field by field, naming the field that i
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
@@ -158,8 +159,8 @@ def _limits_from_record(value: object) -> Limits:
         if name not in known:
             raise ValueError(f"field 'default_limits.{name}' is not a limit")
         wanted: tuple[type, ...] = (int, float) if name == "cpus" else (int,)
-        if isinstance(item, bool) or not isinstance(item, wanted):
-            raise ValueError(f"field 'default_limits.{name}': {item!r} is not a number")
+        if isinstance(item, bool) or not isinstance(item, wanted) or not math.isfinite(item) or item <= 0:
+            raise ValueError(f"field 'default_limits.{name}': {item!r} is not a positive number")
         values[name] = item
     return Limits(**values)
 

@@ -141,6 +141,8 @@ def test_a_config_file_changes_only_the_sandbox_fields_it_names(tmp_path: Path) 
         ({"max_concurrent_executions": 0}, "max_concurrent_executions 0"),
         ({"default_limits": {"memory_bytes": "4g"}}, "field 'default_limits.memory_bytes'"),
         ({"default_limits": {"network": True}}, "field 'default_limits.network' is not a limit"),
+        ({"default_limits": {"cpus": float("nan")}}, "field 'default_limits.cpus': nan is not a positive"),
+        ({"default_limits": {"pids": 0}}, "field 'default_limits.pids': 0 is not a positive number"),
         ({"docker_host": 7}, "field 'docker_host': 7 is not a str"),
         ([], "not an object"),
     ],
