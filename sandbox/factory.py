@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, Sandbox, SandboxUnavailable
+from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, RUNC, Sandbox, SandboxUnavailable
 from proctor.sandbox.registry import opener_for
-from proctor.sandbox.runtimes import RUNC
 from proctor.sandbox.spec import AUTO_BACKEND, SandboxSpec, backend_choices
 
 # Backends register themselves by name (sandbox/registry.py, sandbox/backends/); auto is docker.

@@ -17,8 +17,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, ENGINE_PATH_CHOICES, FRESH, ISOLATIONS, Limits
-from proctor.sandbox.runtimes import RUNC, RUNTIMES
+# Only api: naming the options (and the registry listing backends) imports no docker SDK.
+from proctor.sandbox.api import (
+    AUTO_PATH,
+    DOCKER_PATH,
+    ENGINE_PATH_CHOICES,
+    FRESH,
+    ISOLATIONS,
+    RUNC,
+    RUNTIMES,
+    Limits,
+)
 
 AUTO_BACKEND = "auto"
 

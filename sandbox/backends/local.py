@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, FRESH, Sandbox, SandboxUnavailable
+from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, FRESH, RUNC, Sandbox, SandboxUnavailable
 from proctor.sandbox.registry import register
-from proctor.sandbox.runtimes import RUNC
 from proctor.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
