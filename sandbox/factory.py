@@ -38,6 +38,8 @@ async def open_sandbox(spec: SandboxSpec | str = AUTO_BACKEND, **options: Any) -
         if options:
             raise TypeError("open_sandbox takes a SandboxSpec or a backend name with options, not both")
     else:
+        if options.get("runtime", RUNC) is None:
+            del options["runtime"]  # None has always meant the default runtime (runc) here
         spec = SandboxSpec(backend=spec, **options)
     opened = await _open_backend(spec)
     return limit_sandbox(opened, spec.max_concurrent_executions)

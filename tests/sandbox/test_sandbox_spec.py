@@ -54,6 +54,9 @@ async def test_the_keyword_convenience_builds_the_same_spec(monkeypatch: pytest.
     assert received == [
         SandboxSpec(backend="docker", runtime="runsc", pool_size=0, max_concurrent_executions=3)
     ]
+    with pytest.raises(Opened):
+        await open_sandbox("docker", runtime=None)  # None: the default runtime, as it always was
+    assert received[-1] == SandboxSpec(backend="docker")
 
 
 async def test_a_spec_and_keywords_together_are_refused() -> None:
