@@ -167,8 +167,11 @@ def _limits_from_record(value: object) -> Limits:
     for name, item in value.items():
         if name not in known:
             raise ValueError(f"field 'default_limits.{name}' is not a limit")
-        wanted: tuple[type, ...] = (int, float) if name == "cpus" else (int,)
-        if isinstance(item, bool) or not isinstance(item, wanted) or not math.isfinite(item) or item <= 0:
+        number = item if isinstance(item, int | float) and not isinstance(item, bool) else None
+        fraction_allowed = name == "cpus"
+        if number is None or not (fraction_allowed or isinstance(number, int)):
+            raise ValueError(f"field 'default_limits.{name}': {item!r} is not a positive number")
+        if not math.isfinite(number) or number <= 0:
             raise ValueError(f"field 'default_limits.{name}': {item!r} is not a positive number")
         values[name] = item
     return Limits(**values)
