@@ -1,9 +1,10 @@
 """Run untrusted Python in isolated, stateless sandboxes.
 
 This package never imports ``agent``: the agent reaches it only through
-:func:`open_sandbox`, :class:`Sandbox`, :class:`ExecResult` and :class:`Limits`, the
-exceptions, :func:`execution_caller` (whose calls share one fair turn under the process's
-execution bound) and :func:`check_program_text` (code no interpreter can take).
+:func:`open_sandbox` (given a :class:`SandboxSpec`, the one value of every sandbox option),
+:class:`Sandbox`, :class:`ExecResult` and :class:`Limits`, the exceptions,
+:func:`execution_caller` (whose calls share one fair turn under the process's execution
+bound) and :func:`check_program_text` (code no interpreter can take).
 """
 
 if __name__ != "proctor.sandbox":
@@ -16,6 +17,7 @@ from proctor.sandbox.api import ExecResult, InvalidProgram, Limits, Sandbox, San
 from proctor.sandbox.factory import open_sandbox
 from proctor.sandbox.program import check_program_text
 from proctor.sandbox.slots import execution_caller
+from proctor.sandbox.spec import SandboxSpec, check_option_name, option_choices
 
 __all__ = [
     "ExecResult",
@@ -23,8 +25,11 @@ __all__ = [
     "Limits",
     "Sandbox",
     "SandboxError",
+    "SandboxSpec",
     "SandboxUnavailable",
+    "check_option_name",
     "check_program_text",
     "execution_caller",
     "open_sandbox",
+    "option_choices",
 ]

@@ -34,6 +34,11 @@ RUNC_DIRECT = "runc-direct"
 AUTO_PATH = "auto"
 ENGINE_PATHS: tuple[str, ...] = (DOCKER_PATH, RUNC_DIRECT)
 ENGINE_PATH_CHOICES: tuple[str, ...] = (AUTO_PATH, *ENGINE_PATHS)
+# The docker backend's container runtimes: runc, or gVisor's runsc (sandbox/runtimes.py). Here,
+# not there, so naming them (sandbox/spec.py, the registry) imports no docker SDK.
+RUNC = "runc"
+RUNSC = "runsc"
+RUNTIMES: tuple[str, ...] = (RUNC, RUNSC)
 
 
 class SandboxError(RuntimeError):

@@ -7,121 +7,66 @@ CLI prints and run.json and the summary record.
 
 from __future__ import annotations
 
-from proctor.sandbox.api import (
-    AUTO_PATH,
-    DOCKER_PATH,
-    ENGINE_PATH_CHOICES,
-    FRESH,
-    ISOLATIONS,
-    Limits,
-    Sandbox,
-    SandboxUnavailable,
-)
-from proctor.sandbox.registry import BackendOptions, backend_names, opener_for
-from proctor.sandbox.runtimes import RUNC, check_runtime_name
+from typing import Any
+
+from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, RUNC, Sandbox, SandboxUnavailable
+from proctor.sandbox.registry import opener_for
+from proctor.sandbox.spec import AUTO_BACKEND, SandboxSpec, backend_choices
 
 # Backends register themselves by name (sandbox/registry.py, sandbox/backends/); auto is docker.
-BACKENDS: tuple[str, ...] = ("auto", *backend_names())
+BACKENDS: tuple[str, ...] = backend_choices()
 LOCAL_FIX = "or pass --backend local to accept weaker isolation (host kernel, host Python)"
 
 
-async def open_sandbox(
-    backend: str = "auto",
-    *,
-    image: str | None = None,
-    pool_size: int = 2,
-    default_limits: Limits | None = None,
-    max_concurrent_executions: int | None = None,
-    probe_libraries: bool = True,
-    runtime: str | None = None,
-    docker_host: str | None = None,
-    isolation: str = FRESH,
-    engine_path: str = AUTO_PATH,
-    ray_address: str | None = None,
-    ray_allow_unauthenticated: bool = False,
-) -> Sandbox:
-    """Open a backend (see :func:`_open_backend`) under the process-wide execution bound.
+async def open_sandbox(spec: SandboxSpec | str = AUTO_BACKEND, **options: Any) -> Sandbox:
+    """Open the sandbox ``spec`` describes (see :func:`_open_backend`) under the process-wide
+    execution bound.
 
+    ``open_sandbox(SandboxSpec(...))`` is the one way in: run, rescore, audit, bench and worker
+    build a spec once and pass it unchanged. ``open_sandbox("docker", runtime="runsc")`` is a
+    convenience for the Python API (docs/api.md): a backend name and :class:`SandboxSpec`'s
+    fields as keywords, which build the spec. The fields (sandbox/spec.py) say what each means:
     ``max_concurrent_executions`` defaults to the CPUs the backend can use (sandbox/slots.py);
-    for ray, the calls its cluster's workers take at once.
-    ``runtime`` (``runc``, the default, or ``runsc``) and ``docker_host`` choose the container
-    runtime and the engine for docker (sandbox/runtimes.py); the local and ray backends refuse
-    them (a ray worker uses its own node's engine). ``ray_address`` is only for ray, and so is
-    ``ray_allow_unauthenticated``: without it a cluster that serves clients holding no token is
-    refused (sandbox/ray_auth.py).
-    ``isolation`` (sandbox/api.py ISOLATIONS) is ``fresh`` (a new container for every call) or
-    ``per-sample``: the docker pool may reuse a container for the same sample's next call after
-    its launcher has emptied and re-checked it. ``engine_path`` (docker only) is ``docker``,
-    ``runc-direct`` (start each container with the OCI runtime from the engine's own spec,
-    sandbox/oci_direct.py) or ``auto``, the default: runc-direct where it can serve, else docker,
-    with the choice and its reason in ``describe()``.
+    ``runtime``, ``docker_host``, ``isolation`` and ``engine_path`` are the docker backend's,
+    and the local and ray backends refuse them (a ray worker uses its own node's engine);
+    ``ray_address`` and ``ray_allow_unauthenticated`` are ray's (sandbox/ray_auth.py).
+    An unknown name or field is a ``ValueError`` (or ``TypeError``) naming it.
     """
     from proctor.sandbox.slots import limit_sandbox
 
-    opened = await _open_backend(
-        backend,
-        image=image,
-        pool_size=pool_size,
-        default_limits=default_limits,
-        probe_libraries=probe_libraries,
-        runtime=runtime,
-        docker_host=docker_host,
-        isolation=isolation,
-        engine_path=engine_path,
-        ray_address=ray_address,
-        ray_allow_unauthenticated=ray_allow_unauthenticated,
-    )
-    return limit_sandbox(opened, max_concurrent_executions)
+    if isinstance(spec, SandboxSpec):
+        if options:
+            raise TypeError("open_sandbox takes a SandboxSpec or a backend name with options, not both")
+    else:
+        if options.get("runtime", RUNC) is None:
+            del options["runtime"]  # None has always meant the default runtime (runc) here
+        spec = SandboxSpec(backend=spec, **options)
+    opened = await _open_backend(spec)
+    return limit_sandbox(opened, spec.max_concurrent_executions)
 
 
-async def _open_backend(
-    backend: str = "auto",
-    *,
-    image: str | None = None,
-    pool_size: int = 2,
-    default_limits: Limits | None = None,
-    probe_libraries: bool = True,
-    runtime: str | None = None,
-    docker_host: str | None = None,
-    isolation: str = FRESH,
-    engine_path: str = AUTO_PATH,
-    ray_address: str | None = None,
-    ray_allow_unauthenticated: bool = False,
-) -> Sandbox:
+async def _open_backend(spec: SandboxSpec) -> Sandbox:
     """Open a sandbox: ``"auto"`` and ``"docker"`` need an answering engine and the image.
 
     Raises :class:`SandboxUnavailable` (one line, naming the fix) when the chosen backend
-    cannot be used, and ``ValueError`` for an unknown backend name. Never falls back.
-    ``probe_libraries=False`` skips the local backend's import probe (seconds: galois compiles
-    with numba) for callers that never read ``describe()["libraries"]``, e.g. one-off execs.
+    cannot be used. Never falls back. ``probe_libraries=False`` skips the local backend's
+    import probe (seconds: galois compiles with numba) for callers that never read
+    ``describe()["libraries"]``, e.g. one-off execs.
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown sandbox backend {backend!r}: choose one of {', '.join(BACKENDS)}")
-    check_runtime_name(runtime or RUNC)
-    if isolation not in ISOLATIONS:
-        raise ValueError(f"unknown sandbox isolation {isolation!r}: choose one of {', '.join(ISOLATIONS)}")
-    if engine_path not in ENGINE_PATH_CHOICES:
-        raise ValueError(
-            f"unknown engine path {engine_path!r}: choose one of {', '.join(ENGINE_PATH_CHOICES)}"
+    if (
+        spec.backend != AUTO_BACKEND
+        or spec.runtime != RUNC
+        or spec.docker_host
+        or spec.engine_path
+        not in (
+            AUTO_PATH,
+            DOCKER_PATH,
         )
-    options = BackendOptions(
-        image=image,
-        pool_size=pool_size,
-        default_limits=default_limits,
-        probe_libraries=probe_libraries,
-        runtime=runtime,
-        docker_host=docker_host,
-        isolation=isolation,
-        engine_path=engine_path,
-        ray_address=ray_address,
-        ray_allow_unauthenticated=ray_allow_unauthenticated,
-    )
-    chosen_path = engine_path not in (AUTO_PATH, DOCKER_PATH)
-    if backend != "auto" or runtime not in (None, RUNC) or docker_host or chosen_path:
+    ):
         # Asked for by name: no fall back to another engine, runtime or backend, even from auto.
-        return await opener_for("docker" if backend == "auto" else backend)(options)
+        return await opener_for("docker" if spec.backend == AUTO_BACKEND else spec.backend)(spec)
     try:
-        return await opener_for("docker")(options)
+        return await opener_for("docker")(spec)
     except SandboxUnavailable as exc:
         raise SandboxUnavailable(auto_failure_message(str(exc))) from None
 

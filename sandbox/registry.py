@@ -11,31 +11,12 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
-from proctor.sandbox.api import AUTO_PATH, FRESH, Limits, Sandbox
+from proctor.sandbox.api import Sandbox
+from proctor.sandbox.spec import SandboxSpec
 
-
-@dataclass(frozen=True)
-class BackendOptions:
-    """What ``open_sandbox`` was asked for; each opener refuses what its backend cannot honour."""
-
-    image: str | None = None
-    pool_size: int = 2
-    default_limits: Limits | None = None
-    probe_libraries: bool = True
-    runtime: str | None = None
-    docker_host: str | None = None
-    # sandbox/api.py ISOLATIONS: fresh (a new container per call) or per-sample.
-    isolation: str = FRESH
-    # sandbox/api.py ENGINE_PATH_CHOICES: auto, docker, or runc-direct (sandbox/oci_direct.py).
-    engine_path: str = AUTO_PATH
-    ray_address: str | None = None
-    # Use a Ray cluster that serves clients holding no token (sandbox/ray_auth.py).
-    ray_allow_unauthenticated: bool = False
-
-
-Opener = Callable[[BackendOptions], Awaitable[Sandbox]]
+# An opener gets the whole spec and refuses, in one line, what its backend cannot honour.
+Opener = Callable[[SandboxSpec], Awaitable[Sandbox]]
 
 _OPENERS: dict[str, Opener] = {}
 

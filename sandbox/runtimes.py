@@ -19,12 +19,13 @@ from typing import Any
 import docker
 from docker.errors import DockerException
 
+# The runtime names live in api (naming them needs no docker SDK); re-exported for callers here.
+from proctor.sandbox.api import RUNC as RUNC
+from proctor.sandbox.api import RUNSC as RUNSC
+from proctor.sandbox.api import RUNTIMES as RUNTIMES
 from proctor.sandbox.api import Limits, SandboxUnavailable
 from proctor.sandbox.seccomp import engine_profile
 
-RUNC = "runc"
-RUNSC = "runsc"
-RUNTIMES: tuple[str, ...] = (RUNC, RUNSC)
 GVISOR_ENGINE = "unix:///run/proctor-gvisor/docker.sock"
 GVISOR_SETUP = "bash .ci/setup-gvisor.sh"
 _DEFAULT_ENGINE = "unix:///var/run/docker.sock"

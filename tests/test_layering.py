@@ -1,6 +1,6 @@
 """The design's one-way layering, checked on the source: `sandbox/` never imports `agent/`, and
 the eval path of `agent/` reaches the sandbox only through the package's public names
-(`open_sandbox`, `Sandbox`, `ExecResult`, `Limits` and the exceptions)."""
+(`open_sandbox` and its `SandboxSpec`, `Sandbox`, `ExecResult`, `Limits` and the exceptions)."""
 
 from __future__ import annotations
 

@@ -37,11 +37,17 @@ OWNER_HOST_LABEL = "proctor.owner_host"
 async def _controller(
     image: str | None, deadline: float, runtime: str, engine: str | None, engine_path: str
 ) -> None:
-    from proctor.sandbox import open_sandbox
+    from proctor.sandbox import SandboxSpec, open_sandbox
 
-    sandbox = await open_sandbox(
-        "docker", image=image, pool_size=0, runtime=runtime, docker_host=engine, engine_path=engine_path
+    spec = SandboxSpec(
+        backend="docker",
+        image=image,
+        pool_size=0,
+        runtime=runtime,
+        docker_host=engine,
+        engine_path=engine_path,
     )
+    sandbox = await open_sandbox(spec)
     print(json.dumps({"run_id": sandbox.describe().get("run_id"), "pid": os.getpid()}), flush=True)
     await sandbox.exec("import time\nwhile True:\n    time.sleep(0.05)\n", timeout=deadline)
 

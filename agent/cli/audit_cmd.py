@@ -14,7 +14,7 @@ from rich.console import Console
 from proctor.agent.cli import exit_codes
 from proctor.agent.cli.app import sandbox_app
 from proctor.agent.errors import UserError
-from proctor.sandbox import Limits, Sandbox, SandboxUnavailable, open_sandbox
+from proctor.sandbox import Limits, Sandbox, SandboxSpec, SandboxUnavailable, open_sandbox, option_choices
 from proctor.sandbox.api import AUTO_PATH, ENGINE_PATH_CHOICES, FRESH, ISOLATIONS, RUNC_DIRECT
 from proctor.sandbox.runtimes import RUNTIMES
 
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 # imported by the functions that use it: the `sandbox` group loads this module for every
 # `proctor sandbox exec` and `cleanup`, and those imports were 1.2 s of their 1.5 s start.
 
-AUDIT_BACKENDS = ("auto", "docker", "local", "ray")
+# The registry is the one list of backends (sandbox/spec.py): a new backend is audited too.
+AUDIT_BACKENDS = option_choices()["backend"]
 EXIT_BROKEN = exit_codes.FAILED
 
 
@@ -105,27 +106,20 @@ async def open_audited_sandbox(
     ``docker_options``: the docker backend's isolation and engine_path, when not the defaults.
     No check reads ``describe()["libraries"]``, so the local backend's import probe (galois
     compiles with numba: half a minute on a loaded machine) is skipped."""
-    if ray_allow_unauthenticated:
-        return await open_sandbox(
-            backend,
-            image=image,
-            pool_size=pool_size,
-            default_limits=limits,
-            probe_libraries=False,
-            ray_address=ray_address,
-            ray_allow_unauthenticated=True,
-        )
-    return await open_sandbox(
-        backend,
+    spec = SandboxSpec(
+        backend=backend,
         image=image,
         pool_size=pool_size,
         default_limits=limits,
         probe_libraries=False,
-        runtime=runtime,
-        docker_host=docker_host,
         ray_address=ray_address,
-        **(docker_options or {}),  # type: ignore[arg-type]
+        ray_allow_unauthenticated=ray_allow_unauthenticated,
     )
+    if not ray_allow_unauthenticated:
+        spec = spec.replace(
+            docker_host=docker_host, **(docker_options or {}), **({"runtime": runtime} if runtime else {})
+        )
+    return await open_sandbox(spec)
 
 
 def _progress(row: Row) -> None:

@@ -21,13 +21,14 @@ from proctor.sandbox import (
     Limits,
     Sandbox,
     SandboxError,
+    SandboxSpec,
     SandboxUnavailable,
     check_program_text,
     open_sandbox,
 )
 from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, ENGINE_PATH_CHOICES, ENGINE_PATHS, RUNC_DIRECT
 from proctor.sandbox.factory import BACKENDS
-from proctor.sandbox.runtimes import RUNTIMES
+from proctor.sandbox.runtimes import RUNC, RUNTIMES
 from proctor.sandbox.sizes import parse_size
 
 
@@ -114,18 +115,19 @@ async def _run_once(
 ) -> ExecResult:
     # One call: a warm pool would only start containers nobody uses.
     try:
-        sandbox: Sandbox = await open_sandbox(
-            backend,
+        spec = SandboxSpec(
+            backend=backend,
             image=image,
             pool_size=0,
             default_limits=limits,
             probe_libraries=False,
-            runtime=runtime,
             docker_host=docker_host,
             ray_address=ray_address,
             ray_allow_unauthenticated=ray_allow_unauthenticated,
             engine_path=engine_path,
+            runtime=runtime or RUNC,
         )
+        sandbox: Sandbox = await open_sandbox(spec)
     except SandboxUnavailable as exc:
         raise UserError(f"--backend {backend}: {exc}") from None
     try:

@@ -20,7 +20,7 @@ from proctor.agent.inputs.config import SandboxConfig
 from proctor.agent.run.progress import visible
 from proctor.agent.tracks.frontiermath.tasks import load_frontiermath_tasks
 from proctor.agent.tracks.frontiermath.validation import ReferenceCheck, check_references
-from proctor.sandbox import SandboxError, open_sandbox
+from proctor.sandbox import SandboxError, SandboxSpec, open_sandbox
 
 EXIT_REFERENCE_FAILED = exit_codes.FAILED
 
@@ -31,9 +31,8 @@ async def _run_checks(
     tasks = load_frontiermath_tasks(tasks_path)
     try:
         # References never read the library list: skip the local backend's import probe.
-        sandbox = await open_sandbox(
-            backend, image=image, pool_size=min(concurrency, 4), probe_libraries=False
-        )
+        spec = SandboxSpec(backend=backend, image=image, pool_size=min(concurrency, 4), probe_libraries=False)
+        sandbox = await open_sandbox(spec)
     except SandboxError as exc:
         raise UserError(f"sandbox: {exc}") from None
     warning = sandbox.describe().get("warning")

@@ -6,10 +6,21 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from proctor.agent.inputs.selection import normalise_limit
 from proctor.agent.model.efforts import check_reasoning_effort
+from proctor.sandbox import check_option_name, option_choices
+
+SANDBOX_CHOICES = option_choices()
 
 
 class ModelConfig(BaseModel):
@@ -67,7 +78,7 @@ class SandboxConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     # Where model code runs: docker, local (cgroups), ray, or auto (docker when an engine answers).
-    backend: Literal["auto", "docker", "local", "ray"] = "auto"
+    backend: str = Field(default="auto", json_schema_extra={"enum": list(SANDBOX_CHOICES["backend"])})
     # The Ray cluster for backend ray (host:port of its head); None: RAY_ADDRESS or a local one.
     ray_address: str | None = None
     # Use a Ray cluster that serves clients holding no token (sandbox/ray_auth.py): off, so an
@@ -76,19 +87,19 @@ class SandboxConfig(BaseModel):
     # Container runtime of the docker backend: runc (default) or gVisor's runsc (docs/sandbox.md,
     # "Runtimes"); docker_host names the engine (default: the environment's, or for runsc the
     # engine .ci/setup-gvisor.sh starts when the default one lacks it).
-    runtime: Literal["runc", "runsc"] = "runc"
+    runtime: str = Field(default="runc", json_schema_extra={"enum": list(SANDBOX_CHOICES["runtime"])})
     # The docker engine's socket (unix:///...); None: the environment's (DOCKER_HOST or default).
     docker_host: str | None = None
     # How long a container lives (docs/sandbox.md, "Isolation: fresh or per-sample"): fresh, a
     # new container for every call (the protocol's promise and the default), or per-sample, where
     # one sample's calls reuse a container the launcher emptied and re-checked, leaving counters
     # a reset cannot undo (next PID, inode and IPC numbers) to that sample's next call.
-    isolation: Literal["fresh", "per-sample"] = "fresh"
+    isolation: str = Field(default="fresh", json_schema_extra={"enum": list(SANDBOX_CHOICES["isolation"])})
     # How the docker backend starts a container (docs/sandbox.md, "Engine paths"): through the
     # engine (docker), with the OCI runtime directly from the spec the engine generated
     # (runc-direct; needs root and runc on the engine's host), or auto: runc-direct where it can
     # serve, else docker. run.json records the path taken and why (sandbox.engine_path_reason).
-    engine_path: Literal["auto", "docker", "runc-direct"] = "auto"
+    engine_path: str = Field(default="auto", json_schema_extra={"enum": list(SANDBOX_CHOICES["engine_path"])})
     # Sandbox image; None: the pinned image `proctor image build` makes.
     image: str | None = None
     # Containers kept warm, ready for the next call.
@@ -112,6 +123,13 @@ class SandboxConfig(BaseModel):
     # Time a fixed pure-Python workload in the sandbox at the start of a run (~0.3 s) and
     # record it in run.json (agent/run/hardware.py), so runs on different machines compare.
     calibrate: bool = True
+
+    @field_validator("backend", "runtime", "isolation", "engine_path")
+    @classmethod
+    def _the_sandboxs_names(cls, value: str, info: ValidationInfo) -> str:
+        # The sandbox owns these names (sandbox/spec.py; backends from its registry).
+        check_option_name(str(info.field_name), value)
+        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -104,7 +104,11 @@ def render() -> str:
         comments = _comments(model)
         out += ["", f"## {title}", "", "| field | type | default | limits | what |", "|---|---|---|---|---|"]
         for name, info in model.model_fields.items():
-            row = [f"`{name}`", _type_name(info.annotation), _default(info), _limits(info)]
+            # A name the sandbox owns lists the sandbox's own choices (sandbox/spec.py).
+            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+            choices = extra.get("enum")
+            kind = " \\| ".join(json.dumps(c) for c in choices) if isinstance(choices, list) else None
+            row = [f"`{name}`", kind or _type_name(info.annotation), _default(info), _limits(info)]
             out.append("| " + " | ".join([*row, comments.get(name, "")]) + " |")
     return "\n".join(out) + "\n"
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import RunConfig
-from proctor.agent.inputs.run_config_loader import check_run_dir, parse_size
+from proctor.agent.inputs.run_config_loader import check_run_dir
 from proctor.agent.model.base import ModelClient
 from proctor.agent.rescore.regrade import NotRescored, RegradeContext, Regrader, regrader_for
 from proctor.agent.rescore.settings import describe_changes, judge_endpoint
@@ -41,10 +41,11 @@ from proctor.agent.run.failure_records import describe_exception, reference_or_n
 from proctor.agent.run.guard import RunGuard
 from proctor.agent.run.progress import RunProgress
 from proctor.agent.run.run_header import environment_info
+from proctor.agent.run.run_sandbox import sandbox_spec
 from proctor.agent.run.sample_plan import model_labels
 from proctor.agent.run.sample_workers import ShieldedWrites, drive_workers, final_status
 from proctor.agent.tracks.registry import make_track
-from proctor.sandbox import Limits, Sandbox, execution_caller, open_sandbox
+from proctor.sandbox import Sandbox, execution_caller, open_sandbox
 
 
 @dataclass(frozen=True)
@@ -218,6 +219,7 @@ class Rescorer:
                 else [],
                 "sandbox": previous.get("sandbox"),
                 "sandbox_isolates_less": previous.get("sandbox_isolates_less"),
+                "sandbox_spec": previous.get("sandbox_spec"),
             }
         else:
             store.refuse_samples_without_header(self.resume, "re-score")
@@ -345,15 +347,12 @@ class Rescorer:
         if not regrader.needs_sandbox or not grading:
             header.setdefault("sandbox", None)
             return None
-        box = self.config.sandbox
-        limits = Limits(memory_bytes=parse_size(box.memory), cpus=box.cpus)
-        sandbox = await open_sandbox(
-            box.backend,
-            image=box.image,
-            pool_size=box.pool_size,
-            default_limits=limits,
-            max_concurrent_executions=box.max_concurrent_executions,
-        )
+        # The run's own spec, read back from run.json's config (sandbox/spec.py): its runtime,
+        # engine, isolation, engine path and Ray options too, changed only by explicit flags.
+        spec = sandbox_spec(self.config.sandbox)
+        header["sandbox_spec"] = spec.record()
+        header["sessions"][-1]["sandbox_spec"] = header["sandbox_spec"]
+        sandbox = await open_sandbox(spec)
         stack.push_async_callback(sandbox.aclose)
         described = sandbox.describe()
         header.update(

@@ -60,6 +60,10 @@ def _from_config_file(path: Path, track: str, data: dict[str, Any]) -> bool:
         value = file_data[name]
         if name == "tasks" and isinstance(value, str) and not Path(value).is_absolute():
             value = str(path.parent / value)
+        if name == "sandbox" and isinstance(value, dict) and isinstance(data.get("sandbox"), dict):
+            # Only the fields the file names change: a file that sets the memory must not drop
+            # the run's runtime (gVisor) or engine back to the defaults (sandbox/spec.py).
+            value = {**data["sandbox"], **value}
         data[name] = _model_entry(value) if name == "judge" else value
     return "judge" in file_data
 

@@ -330,6 +330,7 @@ class _ResumedHeader(BaseModel):
     endpoints: list[dict[str, Any]] | None = None
     sandbox: dict[str, Any] | None = None
     sandbox_isolates_less: bool | None = None
+    sandbox_spec: dict[str, Any] | None = None
     defaults_applied: list[str] = Field(default_factory=list)
     paper_defaults: dict[str, Any] | None = None
     hardware: dict[str, Any] | None = None

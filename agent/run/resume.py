@@ -43,6 +43,7 @@ def prepare_header(
             # Kept when this session opens no sandbox (nothing left to run).
             "sandbox": previous.get("sandbox"),
             "sandbox_isolates_less": previous.get("sandbox_isolates_less"),
+            "sandbox_spec": previous.get("sandbox_spec"),
             # The resumed config is read back from run.json with every value explicit.
             "defaults_applied": previous.get("defaults_applied", []),
             "paper_defaults": previous.get("paper_defaults", header.get("paper_defaults")),

@@ -11,13 +11,13 @@ from typing import Any
 from rich.console import Console
 
 from proctor.agent.errors import UserError
-from proctor.agent.inputs.config import RunConfig
+from proctor.agent.inputs.config import RunConfig, SandboxConfig
 from proctor.agent.inputs.run_config_loader import parse_size
 from proctor.agent.run.hardware import calibrate, hardware_record, host_memory_bytes, memory_check
-from proctor.sandbox import Limits, Sandbox, open_sandbox
+from proctor.sandbox import Limits, Sandbox, SandboxSpec, open_sandbox
 
-# open_sandbox's signature: (backend, *, image, pool_size, default_limits) -> Sandbox.
-SandboxOpener = Callable[..., Awaitable[Sandbox]]
+# open_sandbox given a spec; a benchmark may inject an in-process double that takes the same.
+SandboxOpener = Callable[[SandboxSpec], Awaitable[Sandbox]]
 
 
 async def open_run_sandbox(
@@ -39,35 +39,12 @@ async def open_run_sandbox(
         if not header.get("hardware"):
             header["hardware"] = hardware_record(None, run_limits(config), None)
         return None
-    box = config.sandbox
-    try:
-        memory = parse_size(box.memory)
-    except ValueError as exc:
-        raise UserError(f"field 'sandbox.memory': {exc}") from None
-    # Passed only when set: injected openers (benchmarks) need not know the option.
-    bound: dict[str, Any] = (
-        {"max_concurrent_executions": box.max_concurrent_executions}
-        if box.max_concurrent_executions is not None
-        else {}
-    )
-    if box.ray_address is not None:
-        bound["ray_address"] = box.ray_address
-    if box.ray_allow_unauthenticated:
-        bound["ray_allow_unauthenticated"] = True
-    # Likewise the runtime and engine, which only the docker backend has.
-    if box.runtime != "runc" or box.docker_host is not None:
-        bound.update(runtime=box.runtime, docker_host=box.docker_host)
-    if box.isolation != "fresh":
-        bound.update(isolation=box.isolation)
-    if box.engine_path != "auto":
-        bound.update(engine_path=box.engine_path)
-    sandbox = await (opener or open_sandbox)(
-        box.backend,
-        image=box.image,
-        pool_size=box.pool_size,
-        default_limits=Limits(memory_bytes=memory, cpus=box.cpus),
-        **bound,
-    )
+    spec = sandbox_spec(config.sandbox)
+    memory = run_limits(config).memory_bytes
+    # The one value every layer opens from; recorded so a rescore reopens the same sandbox.
+    header["sandbox_spec"] = spec.record()
+    header["sessions"][-1]["sandbox_spec"] = header["sandbox_spec"]
+    sandbox = await (opener or open_sandbox)(spec)
     described = sandbox.describe()
     isolates_less = bool(described.get("isolates_less", sandbox.backend != "docker"))
     header.update(sandbox=described, sandbox_isolates_less=isolates_less)
@@ -85,9 +62,9 @@ async def open_run_sandbox(
     check_memory(config, described, memory, header)
     if audit:
         await audit_run_sandbox(config, sandbox, header, audit=audit, console=console)
-    limits = Limits(memory_bytes=memory, cpus=box.cpus)
+    limits = run_limits(config)
     try:
-        calibration = await calibrate(sandbox, limits) if box.calibrate else None
+        calibration = await calibrate(sandbox, limits) if config.sandbox.calibrate else None
     except BaseException:
         await sandbox.aclose()
         raise
@@ -113,8 +90,33 @@ def check_memory(config: RunConfig, described: dict[str, Any], memory: int, head
 
 
 def run_limits(config: RunConfig) -> Limits:
-    box = config.sandbox
-    return Limits(memory_bytes=parse_size(box.memory), cpus=box.cpus)
+    return sandbox_limits(config.sandbox)
+
+
+def sandbox_limits(box: SandboxConfig) -> Limits:
+    """A call's limits as the config's ``sandbox`` section sets them; a bad size names the field."""
+    try:
+        return Limits(memory_bytes=parse_size(box.memory), cpus=box.cpus)
+    except ValueError as exc:
+        raise UserError(f"field 'sandbox.memory': {exc}") from None
+
+
+def sandbox_spec(box: SandboxConfig) -> SandboxSpec:
+    """The one value run and rescore open their sandbox from, built once from the config's
+    ``sandbox`` section (flags already laid over it): every option, none retyped on the way."""
+    return SandboxSpec(
+        backend=box.backend,
+        image=box.image,
+        pool_size=box.pool_size,
+        default_limits=sandbox_limits(box),
+        max_concurrent_executions=box.max_concurrent_executions,
+        runtime=box.runtime,
+        docker_host=box.docker_host,
+        isolation=box.isolation,
+        engine_path=box.engine_path,
+        ray_address=box.ray_address,
+        ray_allow_unauthenticated=box.ray_allow_unauthenticated,
+    )
 
 
 async def audit_run_sandbox(

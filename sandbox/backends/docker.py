@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from proctor.sandbox.api import Sandbox, SandboxUnavailable
-from proctor.sandbox.registry import BackendOptions, register
-from proctor.sandbox.runtimes import RUNC
+from proctor.sandbox.registry import register
+from proctor.sandbox.spec import SandboxSpec
 
 
 @register("docker")
-async def open_docker(options: BackendOptions) -> Sandbox:
+async def open_docker(options: SandboxSpec) -> Sandbox:
     try:
         from proctor.sandbox.docker_backend import open_docker_sandbox
     except ImportError as exc:  # the docker SDK is a hard dependency; this guards broken installs
@@ -17,7 +17,7 @@ async def open_docker(options: BackendOptions) -> Sandbox:
         image=options.image,
         pool_size=options.pool_size,
         default_limits=options.default_limits,
-        runtime=options.runtime or RUNC,
+        runtime=options.runtime,
         docker_host=options.docker_host,
         isolation=options.isolation,
         engine_path=options.engine_path,

@@ -5,16 +5,16 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, FRESH, Sandbox, SandboxUnavailable
-from proctor.sandbox.registry import BackendOptions, register
-from proctor.sandbox.runtimes import RUNC
+from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, FRESH, RUNC, Sandbox, SandboxUnavailable
+from proctor.sandbox.registry import register
+from proctor.sandbox.spec import SandboxSpec
 
 log = logging.getLogger(__name__)
 
 
 @register("local")
-async def open_local(options: BackendOptions) -> Sandbox:
-    if (options.runtime or RUNC) != RUNC or options.docker_host:
+async def open_local(options: SandboxSpec) -> Sandbox:
+    if options.runtime != RUNC or options.docker_host:
         # bubblewrap has no container runtime: never pretend a local call ran under gVisor.
         raise SandboxUnavailable("the local backend has no container runtime or engine to choose")
     if options.engine_path not in (AUTO_PATH, DOCKER_PATH):

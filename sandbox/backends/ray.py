@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, FRESH, Sandbox, SandboxUnavailable
-from proctor.sandbox.registry import BackendOptions, register
-from proctor.sandbox.runtimes import RUNC
+from proctor.sandbox.api import Sandbox, SandboxUnavailable
+from proctor.sandbox.registry import register
+from proctor.sandbox.spec import SandboxSpec
 
 
 @register("ray")
-async def open_ray(options: BackendOptions) -> Sandbox:
-    if (
-        (options.runtime or RUNC) != RUNC
-        or options.docker_host
-        or options.isolation != FRESH
-        or options.engine_path not in (AUTO_PATH, DOCKER_PATH)
-    ):
+async def open_ray(options: SandboxSpec) -> Sandbox:
+    if options.chooses_docker_options():
         # Each ray worker uses its own node's engine (proctor sandbox worker --docker-host).
         raise SandboxUnavailable("the ray backend's engines are its workers': no runtime or engine to choose")
     from proctor.sandbox.ray_backend import open_ray_sandbox

@@ -53,6 +53,7 @@ from proctor.sandbox.bench.calls import percentile
 from proctor.sandbox.bench.cpu_parts import PARTS, ContainerTally, Reading, Seen, per_call_ms
 from proctor.sandbox.factory import open_sandbox
 from proctor.sandbox.slots import execution_caller, process_slots
+from proctor.sandbox.spec import SandboxSpec
 
 PROGRAMS = {"print(1)": "1\n", "print(sum(range(10**7)))": "49999995000000\n"}
 POOL_DOCKER = "pool (docker)"
@@ -146,13 +147,15 @@ async def run_concurrency_benchmark(
         if path not in engine_paths:
             continue
         pools[way] = await open_sandbox(
-            "docker",
-            image=image,
-            pool_size=2,
-            probe_libraries=False,
-            max_concurrent_executions=max_concurrent_executions,
-            isolation=isolation,
-            engine_path=path,
+            SandboxSpec(
+                backend="docker",
+                image=image,
+                pool_size=2,
+                probe_libraries=False,
+                max_concurrent_executions=max_concurrent_executions,
+                isolation=isolation,
+                engine_path=path,
+            )
         )
     contenders = tuple(way for way in CONTENDERS if way in pools or way not in POOL_WAYS)
     seen: dict[str, Seen] = {way: {} for way in pools}

@@ -31,7 +31,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from proctor.sandbox import Limits, Sandbox, open_sandbox
+from proctor.sandbox import Limits, Sandbox, SandboxSpec, open_sandbox
 
 # sysinfo(2)'s struct on 64-bit Linux, for ctypes inside the container.
 _SYSINFO = """
@@ -406,9 +406,10 @@ async def hoard(sandbox: Sandbox, processes: int) -> dict[str, Any]:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    sandbox = await open_sandbox(
-        "docker", image=args.image, pool_size=2, default_limits=Limits(), probe_libraries=False
+    spec = SandboxSpec(
+        backend="docker", image=args.image, pool_size=2, default_limits=Limits(), probe_libraries=False
     )
+    sandbox = await open_sandbox(spec)
     report: dict[str, Any] = {"engine_path": sandbox.describe().get("engine_path")}
     report["host_counters"] = sandbox.describe().get("host_counters")
     try:

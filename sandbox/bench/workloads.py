@@ -26,6 +26,7 @@ from typing import Any
 
 from proctor.sandbox.api import MIB, Limits, SandboxError
 from proctor.sandbox.factory import open_sandbox
+from proctor.sandbox.spec import SandboxSpec
 
 _TIMED = """
 import json, resource, time
@@ -98,7 +99,8 @@ async def measure(
     backend: str, quotas: list[float], memory_bytes: int, repeat: int, timeout: float
 ) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
-    sandbox = await open_sandbox(backend, pool_size=0, default_limits=Limits(memory_bytes=memory_bytes))
+    spec = SandboxSpec(backend=backend, pool_size=0, default_limits=Limits(memory_bytes=memory_bytes))
+    sandbox = await open_sandbox(spec)
     try:
         for round_index in range(repeat):
             # Rotate the quotas' order each round: a burst of outside load falls on all alike.

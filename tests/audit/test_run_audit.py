@@ -17,7 +17,7 @@ from proctor.agent.inputs.config import SandboxConfig
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import render_report
 from proctor.agent.run.runner import execute_run
-from proctor.sandbox import Limits, Sandbox
+from proctor.sandbox import Limits, Sandbox, SandboxSpec
 from tests.audit.weakened import open_weakened
 from tests.runner.conftest import make_config, quiet_progress
 from tests.runner.test_frontiermath_runs import submitting_model, write_fm_tasks
@@ -27,8 +27,8 @@ pytestmark = pytest.mark.docker
 
 
 async def test_run_refuses_a_broken_sandbox(tmp_path: Path) -> None:
-    async def weakened(backend: str, **kwargs: object) -> Sandbox:
-        limits = kwargs.get("default_limits")
+    async def weakened(spec: SandboxSpec) -> Sandbox:
+        limits = spec.default_limits
         assert isinstance(limits, Limits)
         return await open_weakened("writable_root", limits, pool_size=1)
 

@@ -125,7 +125,8 @@ def test_flags_override_the_file(tmp_path: Path, tasks: Path):
         ),
         (
             "tasks: {tasks}\nmodels: [openai/a]\nsandbox: {{isolation: recycled}}\n",
-            "run.yaml: field 'sandbox.isolation': Input should be 'fresh' or 'per-sample'",
+            "run.yaml: field 'sandbox.isolation': unknown sandbox isolation 'recycled': "
+            "choose one of fresh, per-sample",
         ),
         (
             "tasks: {tasks}\nmodels: [openai/a]\nsandbox: {{backend: local, isolation: per-sample}}\n",
@@ -133,7 +134,8 @@ def test_flags_override_the_file(tmp_path: Path, tasks: Path):
         ),
         (
             "tasks: {tasks}\nmodels: [openai/a]\nsandbox: {{engine_path: runc}}\n",
-            "run.yaml: field 'sandbox.engine_path': Input should be 'auto', 'docker' or 'runc-direct'",
+            "run.yaml: field 'sandbox.engine_path': unknown engine path 'runc': "
+            "choose one of auto, docker, runc-direct",
         ),
         ("tasks: {tasks}\nmodels: [openai/a\n", "run.yaml: line 3: not valid YAML"),
         ("- just\n- a list\n", "run.yaml: expected a mapping"),

@@ -99,7 +99,7 @@ MISTAKES: dict[str, list[tuple[str, list[tuple[str, str]]]]] = {
     "sandbox": [
         ("sandbox: {timeout: 3}", [("sandbox.timeout", "did you mean 'timeout_s'?")]),
         ("sandbox: {memory: lots}", [("sandbox.memory", "not a size")]),
-        ("sandbox: {backend: podman}", [("sandbox.backend", "Input should be")]),
+        ("sandbox: {backend: podman}", [("sandbox.backend", "unknown sandbox backend 'podman'")]),
     ],
     "max_concurrency": [("max_concurrency: lots", [("max_concurrency", "valid integer")])],
     "budget": [("budget: {token_cap: 0}", [("budget.token_cap", "greater than 0")])],

@@ -12,6 +12,7 @@ import pytest
 
 from proctor.agent.bench.loop import open_double
 from proctor.agent.inputs.config import SandboxConfig
+from proctor.agent.inputs.run_config_loader import parse_size
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import render_report
 from proctor.agent.run import hardware
@@ -24,7 +25,7 @@ from proctor.agent.run.hardware import (
     parse_calibration,
 )
 from proctor.agent.run.runner import execute_run
-from proctor.sandbox import ExecResult, Limits, SandboxError
+from proctor.sandbox import ExecResult, Limits, SandboxError, SandboxSpec
 from tests.runner.conftest import make_config, quiet_progress, write_tasks
 from tests.support.scripted_server import ScriptedServer
 
@@ -176,23 +177,31 @@ async def test_calibration_can_be_switched_off_and_sandboxless_runs_record_the_h
 
 
 @pytest.mark.parametrize(
-    ("box", "passed"),
+    "box",
     [
-        (SandboxConfig(calibrate=False), {}),  # the defaults are the opener's own: nothing passed
-        (
-            SandboxConfig(calibrate=False, isolation="per-sample", engine_path="runc-direct"),
-            {"isolation": "per-sample", "engine_path": "runc-direct"},
+        SandboxConfig(calibrate=False),
+        SandboxConfig(calibrate=False, isolation="per-sample", engine_path="runc-direct"),
+        SandboxConfig(
+            calibrate=False,
+            backend="docker",
+            runtime="runsc",
+            docker_host="unix:///run/proctor-gvisor/docker.sock",
+            image="proctor-sandbox:custom",
+            pool_size=0,
+            memory="256m",
+            cpus=2,
+            max_concurrent_executions=3,
         ),
     ],
 )
-async def test_a_run_opens_its_sandbox_with_the_configured_isolation_and_engine_path(
-    tmp_path: Path, echo_server: ScriptedServer, box: SandboxConfig, passed: dict[str, str]
+async def test_a_run_opens_its_sandbox_with_the_configured_spec_and_records_it(
+    tmp_path: Path, echo_server: ScriptedServer, box: SandboxConfig
 ) -> None:
-    asked: dict[str, Any] = {}
+    asked: list[SandboxSpec] = []
 
-    async def recording_opener(backend: str, **options: Any) -> Any:
-        asked.update(options)
-        return await open_double(backend, **{k: v for k, v in options.items() if k not in passed})
+    async def recording_opener(spec: SandboxSpec) -> Any:
+        asked.append(spec)
+        return await open_double(spec)
 
     config = make_config(
         write_tasks(tmp_path / "t.jsonl", 1),
@@ -205,4 +214,12 @@ async def test_a_run_opens_its_sandbox_with_the_configured_isolation_and_engine_
         config, progress=quiet_progress(), handle_signals=False, sandbox_opener=recording_opener
     )
     assert result.status == "finished"
-    assert {k: asked[k] for k in ("isolation", "engine_path") if k in asked} == passed
+    # Every option of the config's sandbox section reaches the opener, in one value.
+    (spec,) = asked
+    assert (spec.backend, spec.image, spec.pool_size) == (box.backend, box.image, box.pool_size)
+    assert (spec.runtime, spec.docker_host) == (box.runtime, box.docker_host)
+    assert (spec.isolation, spec.engine_path) == (box.isolation, box.engine_path)
+    assert spec.max_concurrent_executions == box.max_concurrent_executions
+    assert spec.default_limits == Limits(memory_bytes=parse_size(box.memory), cpus=box.cpus)
+    recorded = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert SandboxSpec.from_record(recorded["sandbox_spec"]) == spec
