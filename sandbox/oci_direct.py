@@ -31,7 +31,8 @@ waits, before any program runs (sandbox/socket_memory.py): runc 1.1 ignores the 
 ``kernelTCP``, measured by ``test_socket_buffers_are_bounded_by_the_call_not_by_the_hosts_shared_pool``.
 
 Seccomp (as the profile, or as the filter runc compiled from it), capabilities, masked and
-read-only paths, rlimits, the host-counter binds (each container's own files), memory, pids and CPU limits are the engine's bytes. Every
+read-only paths, rlimits, the host-counter binds (each container's own files), memory, pids and
+CPU limits are the engine's bytes. Every
 container, bundle, cgroup and mount is named ``proctor-oci-OWNERPID-RUNID-TOKEN`` or lives under
 ``/run/proctor-oci/OWNERPID-RUNID``, so ``proctor sandbox cleanup`` and each command's sweep
 find what a killed controller left (sandbox/cleanup.py). runc's own state lives under its own
