@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
+import pytest_asyncio
 
 from proctor.sandbox import Sandbox, open_sandbox
 
@@ -18,6 +19,18 @@ async def local_sandbox() -> AsyncIterator[Sandbox]:
         yield sandbox
     finally:
         await sandbox.aclose()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def sandbox() -> AsyncIterator[Sandbox]:
+    """One local sandbox for a whole module, for modules whose tests run on the module's event loop
+    (``pytest.mark.asyncio(loop_scope="module")``): opening one takes seconds and its calls share no
+    state. A module that needs another backend defines its own ``sandbox``, which takes precedence."""
+    box = await open_sandbox("local")
+    try:
+        yield box
+    finally:
+        await box.aclose()
 
 
 @pytest.fixture(params=BACKENDS)

@@ -13,16 +13,14 @@ End to end through the loop: the real openai SDK against a scripted server, the 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 
 import pytest
-import pytest_asyncio
 
 from proctor.agent.inputs.config import SandboxConfig
 from proctor.agent.results.records import Outcome, SampleRecord
 from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
-from proctor.sandbox import Sandbox, open_sandbox
+from proctor.sandbox import Sandbox
 from tests.frontiermath.support import context, integer_task, run_config, scripted_client
 from tests.support.scripted_server import Reply, ScriptedServer, ToolCallSpec
 
@@ -31,15 +29,6 @@ module_loop = pytest.mark.asyncio(loop_scope="module")
 pytestmark = pytest.mark.slow
 # The public implementation's VERIFICATION_CODE_TIMEOUT (examples/frontiermath/scorer.py).
 PUBLIC_VERIFY_TIMEOUT_S = 120
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def sandbox() -> AsyncIterator[Sandbox]:
-    box = await open_sandbox("local")
-    try:
-        yield box
-    finally:
-        await box.aclose()
 
 
 async def submit(code: str, sandbox: Sandbox, task: FrontierMathTask, **limits: float) -> SampleRecord:

@@ -7,18 +7,16 @@ a reply without a tool call also got the reminder to keep working with the pytho
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from proctor.agent.results.records import Outcome, SampleRecord
 from proctor.agent.tracks.frontiermath.profiles import PROFILES, get_profile
 from proctor.agent.tracks.frontiermath.tools import NOTHING_PRINTED
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
-from proctor.sandbox import Sandbox, open_sandbox
+from proctor.sandbox import Sandbox
 from tests.frontiermath.support import context, integer_task, run_config, scripted_client
 from tests.support.scripted_server import Reply, ReportedUsage, ScriptedServer, Step
 
@@ -33,15 +31,6 @@ TEXT_FIELDS = (
     "forced_notice",
     "empty_output_help",
 )
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def sandbox() -> AsyncIterator[Sandbox]:
-    box = await open_sandbox("local")
-    try:
-        yield box
-    finally:
-        await box.aclose()
 
 
 async def run_text_only(

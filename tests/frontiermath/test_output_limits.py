@@ -7,11 +7,9 @@ End to end: the real openai SDK and Proctor's clients against a scripted server 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,20 +18,11 @@ from proctor.agent.model.factory import make_client
 from proctor.agent.results.records import Outcome, SampleRecord
 from proctor.agent.tracks.frontiermath.provider_limits import output_ceiling_from_error
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
-from proctor.sandbox import Sandbox, open_sandbox
+from proctor.sandbox import Sandbox
 from tests.frontiermath.support import context, integer_task, run_config
 from tests.support.scripted_server import HttpError, Reply, ScriptedServer, Step
 
 module_loop = pytest.mark.asyncio(loop_scope="module")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def sandbox() -> AsyncIterator[Sandbox]:
-    box = await open_sandbox("local")
-    try:
-        yield box
-    finally:
-        await box.aclose()
 
 
 def _error(message: str, *, wrapped_in_list: bool = False) -> HttpError:

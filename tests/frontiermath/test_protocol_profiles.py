@@ -7,12 +7,10 @@ for both profiles; what differs is only what the harness says and does between i
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from proctor.agent.errors import UserError
 from proctor.agent.results.records import Outcome, SampleRecord
@@ -25,7 +23,7 @@ from proctor.agent.tracks.frontiermath.profiles import (
 )
 from proctor.agent.tracks.frontiermath.tools import NOTHING_PRINTED, format_python_result
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
-from proctor.sandbox import ExecResult, Sandbox, open_sandbox
+from proctor.sandbox import ExecResult, Sandbox
 from tests.frontiermath.support import context, integer_task, run_config, scripted_client
 from tests.support.scripted_server import Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
 
@@ -44,15 +42,6 @@ def submit(code: str) -> ToolCallSpec:
 
 # One local sandbox for the module: opening one takes seconds, and its calls share no state.
 module_loop = pytest.mark.asyncio(loop_scope="module")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def sandbox() -> AsyncIterator[Sandbox]:
-    box = await open_sandbox("local")
-    try:
-        yield box
-    finally:
-        await box.aclose()
 
 
 async def run_sample(

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,21 +22,12 @@ from proctor.agent.results.records import Outcome
 from proctor.agent.tracks.frontiermath.profiles import INSPECT_EXAMPLE, PROFILES
 from proctor.agent.tracks.frontiermath.texts import budget_values, load_text, render
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
-from proctor.sandbox import Sandbox, open_sandbox
+from proctor.sandbox import Sandbox
 from tests.frontiermath.support import context, integer_task, run_config, scripted_client
 from tests.support.scripted_server import Reply, ReportedUsage, ScriptedServer, ToolCallSpec
 
 RIGHT = "def answer():\n    return 6 * 7\n"
 module_loop = pytest.mark.asyncio(loop_scope="module")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def sandbox() -> AsyncIterator[Sandbox]:
-    box = await open_sandbox("local")
-    try:
-        yield box
-    finally:
-        await box.aclose()
 
 
 def write_texts(directory: Path) -> dict[str, Path]:

@@ -8,11 +8,9 @@ keeps the items (capped) for audit, and a hostile item never stops the sample.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.base import REPLAY_KEY
@@ -20,21 +18,12 @@ from proctor.agent.model.factory import make_client
 from proctor.agent.model.reasoning_items import ENCRYPTED_REASONING
 from proctor.agent.results.records import Outcome, SampleRecord
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
-from proctor.sandbox import Sandbox, open_sandbox
+from proctor.sandbox import Sandbox
 from tests.frontiermath.support import RecordingEvents, context, integer_task, run_config
 from tests.support.scripted_server import RawReply, Reply, ReportedUsage, ScriptedServer, Step, ToolCallSpec
 
 RIGHT = "def answer():\n    return 6 * 7\n"
 module_loop = pytest.mark.asyncio(loop_scope="module")
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def sandbox() -> AsyncIterator[Sandbox]:
-    box = await open_sandbox("local")
-    try:
-        yield box
-    finally:
-        await box.aclose()
 
 
 def python_call(code: str, call_id: str) -> ToolCallSpec:

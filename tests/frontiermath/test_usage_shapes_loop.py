@@ -11,17 +11,15 @@ outside ``completion_tokens`` counted 75,000 a call and ran past the cap.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 
 from proctor.agent.inputs.config import ModelConfig
 from proctor.agent.model.factory import make_client
 from proctor.agent.results.records import Outcome, SampleRecord
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
-from proctor.sandbox import Sandbox, open_sandbox
+from proctor.sandbox import Sandbox
 from tests.frontiermath.support import context, integer_task, run_config
 from tests.support.scripted_server import OMIT_TOTAL, Reply, ReportedUsage, ScriptedServer, Step
 
@@ -40,15 +38,6 @@ SHAPES = {
     # OpenAI: reasoning inside the completion.
     "reasoning_in_output": ReportedUsage(PROMPT, VISIBLE + REASONING, REASONING),
 }
-
-
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def sandbox() -> AsyncIterator[Sandbox]:
-    box = await open_sandbox("local")
-    try:
-        yield box
-    finally:
-        await box.aclose()
 
 
 async def run_gateway(shape: str, api: str, sandbox: Sandbox) -> tuple[SampleRecord, list[dict[str, Any]]]:
