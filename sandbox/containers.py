@@ -85,10 +85,44 @@ HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 # rebuilds that tree instead, at the start and after a reset's wipe.
 LAUNCHER = (
     """\
-import ctypes, errno, fcntl, os, resource, select, stat, sys, time
+import errno, fcntl, os, resource, select, stat, sys, time
 # The C cores of json, signal and threading: their Python wrappers import re, enum, functools
 # and collections, most of this launcher's start-up in every container.
 import _signal as signal, _thread
+try:
+    # The same for ctypes: its package (with struct) defines a hundred types at import, about a
+    # quarter of this launcher's start-up. The few used here come from its C core, built as the
+    # package builds them; an interpreter without that core gets the package.
+    import _ctypes
+    class ctypes:
+        from _ctypes import Structure, byref, get_errno
+        class c_int(_ctypes._SimpleCData):
+            _type_ = 'i'
+        class c_long(_ctypes._SimpleCData):
+            _type_ = 'l'
+        class c_ushort(_ctypes._SimpleCData):
+            _type_ = 'H'
+        class c_char(_ctypes._SimpleCData):
+            _type_ = 'c'
+        class c_char_p(_ctypes._SimpleCData):
+            _type_ = 'z'
+        class c_void_p(_ctypes._SimpleCData):
+            _type_ = 'P'
+        def create_string_buffer(size):
+            return (ctypes.c_char * size)()
+        class CDLL:
+            def __init__(self, name, use_errno):
+                class Function(_ctypes.CFuncPtr):
+                    _flags_ = _ctypes.FUNCFLAG_CDECL | (_ctypes.FUNCFLAG_USE_ERRNO if use_errno else 0)
+                    _restype_ = ctypes.c_int
+                self._function = Function
+                self._handle = _ctypes.dlopen(name, 0)
+            def __getattr__(self, name):
+                function = self._function((name, self))
+                setattr(self, name, function)
+                return function
+except (ImportError, AttributeError):
+    import ctypes
 # A signal mask survives execve, and under runc-direct this launcher's comes from the controller
 # through runc: a controller started with SIGALRM blocked left its containers running past the
 # backstop. Nothing here is blocked.

@@ -365,14 +365,20 @@ _MARKS = (_MARK_UID, _MARK_NAME, _MARK_HOSTNAME, _MARK_BUNDLE)
 
 # The launcher's code, compiled once per template by the image's own interpreter (marshal's
 # format is the interpreter's): each container's launcher then loads the code object instead of
-# compiling its source (about 10 ms of CPU per container in the pinned image).
+# compiling its source (about 10 ms of CPU per container in the pinned image). The code travels
+# compressed, in base64 (zlib and binascii are built into the interpreter): 16 KB of arguments
+# instead of 66 KB of hex, which runc parses twice and every exec on the way copies, and which
+# Python decodes character by character at start-up (about 1.5 ms of the launcher's CPU).
 _COMPILER = (
-    "import marshal, sys; "
-    "sys.stdout.write(marshal.dumps(compile(sys.stdin.read(), '<launcher>', 'exec')).hex())"
+    "import binascii, marshal, sys, zlib; sys.stdout.write(binascii.b2a_base64(zlib.compress("
+    "marshal.dumps(compile(sys.stdin.read(), '<launcher>', 'exec')), 9), newline=False).decode())"
 )
 # sys.argv then holds the launcher's configuration at [1], as under ``-c LAUNCHER``.
-LOADER = "import marshal, sys; exec(marshal.loads(bytes.fromhex(sys.argv.pop(1))))"
-_HEX = re.compile(r"[0-9a-f]+")
+LOADER = (
+    "import binascii, marshal, sys, zlib; "
+    "exec(marshal.loads(zlib.decompress(binascii.a2b_base64(sys.argv.pop(1)))))"
+)
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
 
 
 def _launcher_index(args: list[str], source: str) -> int:
@@ -402,7 +408,7 @@ def precompile_launcher(template: Template, run_id: str, source: str) -> Templat
             check=False,
         )
     code = done.stdout.decode("ascii", "replace").strip()
-    if done.returncode != 0 or not _HEX.fullmatch(code):
+    if done.returncode != 0 or not _BASE64.fullmatch(code):
         said = (done.stderr.decode("utf-8", "replace").strip() or code)[-300:]
         raise SandboxError(f"runc-direct: the image's interpreter did not compile the launcher: {said!r}")
     compiled = copy.deepcopy(template.spec)
@@ -818,7 +824,10 @@ def remove(name: str) -> None:
     if container is not None and container.exiting:
         with contextlib.suppress(subprocess.TimeoutExpired):
             container.process.wait(timeout=_REPORTED_EXIT_GRACE_S)
-    if container is None or container.process.poll() is None or not _delete_stopped(name):
+    # A stopped container's groups, every one runc made (its state lists them all), are gone
+    # once _delete_stopped succeeds: no search of every hierarchy after it (0.4 ms per call).
+    deleted = container is not None and container.process.poll() is not None and _delete_stopped(name)
+    if not deleted:
         _runc("delete", "--force", name)
     if container is not None:
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -830,9 +839,11 @@ def remove(name: str) -> None:
         discard_bundle(container.bundle)
         with _LIVE_LOCK:
             _LIVE.pop(name, None)
-    remove_cgroups(name)
+    if not deleted:
+        remove_cgroups(name)
     match = NAME.fullmatch(name)
-    if match is not None:
+    if match is not None and container is None:
+        # Not this process's (a sweep's, or a container it lost track of): its bundle by name.
         owner = STATE_ROOT / f"{match.group(1)}-{match.group(2)}"
         discard_bundle(owner / "bundles" / name)
 

@@ -114,6 +114,27 @@ def test_docker_exec_shows_what_ran_in_its_long_lived_containers_as_the_program(
     assert per_call_ms(before, after, 4, None)["program"] == pytest.approx(50.0)
 
 
+def test_docker_exec_counts_its_program_once_though_the_live_shim_reaped_it_too() -> None:
+    # The shim's own CPU grew by 0.04 s, and by the 0.2 s of the programs it reaped, which the
+    # long-lived containers' groups counted as well: the parts must add up to what ran once.
+    shim, dockerd = 41, 7
+    before = Reading(controller_s=0.0, children_s=0.0, engine={shim: 3.0, dockerd: 9.0}, containers_s=1.0)
+    after = Reading(controller_s=0.0, children_s=0.1, engine={shim: 3.24, dockerd: 9.08}, containers_s=1.2)
+    parts = per_call_ms(before, after, 4, None)
+    assert parts["program"] == pytest.approx(50.0)
+    assert parts["engine"] == pytest.approx(30.0)  # (0.04 + 0.08) s over 4 calls
+    assert parts["client"] == pytest.approx(25.0)
+    whole_ms = (0.24 + 0.08 + 0.1) / 4 * 1000  # what the processes and groups spent, once each
+    assert sum(value or 0.0 for part, value in parts.items() if part != "kernel") == pytest.approx(whole_ms)
+
+
+def test_a_pooled_ways_engine_figure_is_left_whole() -> None:
+    # Without long-lived containers nothing of the engine's figure was counted elsewhere.
+    before = Reading(controller_s=0.0, children_s=0.0, engine={7: 5.0})
+    after = Reading(controller_s=0.0, children_s=0.0, engine={7: 5.2})
+    assert per_call_ms(before, after, 4, None)["engine"] == pytest.approx(50.0)
+
+
 @pytest.mark.docker
 @pytest.mark.slow
 async def test_the_bench_runs_as_many_calls_at_once_as_callers_and_splits_each_ways_cpu(

@@ -151,6 +151,55 @@ async def test_a_closed_sandbox_leaves_no_container_cgroup_bundle_or_mount(sandb
     assert _leftovers(os.getpid(), run_id) == []
 
 
+def _left_of_container(name: str) -> list[str]:
+    """What one runc-direct container (``name``, or a pattern ending in ``*``) could leave: runc
+    state, a group in any hierarchy (runc makes one in each), its bundle, its root mount."""
+    found = [str(p) for p in oci_direct.RUNC_ROOT.glob(name)]
+    found += [str(p) for p in oci_direct.CGROUP_ROOT.glob(f"*/{oci_direct.CGROUP_PARENT}/{name}")]
+    found += [str(p) for p in oci_direct.STATE_ROOT.glob(f"*/bundles/{name}")]
+    mounted = name.rstrip("*")
+    found += [line for line in Path("/proc/self/mounts").read_text().splitlines() if mounted in line]
+    return found
+
+
+@pytest.mark.docker
+@ROOT_AND_RUNC
+async def test_a_calls_container_is_removed_whole_while_the_sandbox_serves_on(sandbox_image: str) -> None:
+    # Removal after the answer (off the call's path) takes runc's own record of the container's
+    # groups; whatever way the call ended, nothing of its container is left, every hierarchy
+    # included, while the sandbox stays open. Oracle: the host's own cgroup, runc and mount views.
+    box = await open_sandbox(
+        "docker", image=sandbox_image, pool_size=0, default_limits=TEST_LIMITS, engine_path="runc-direct"
+    )
+    try:
+        run_id = str(box.describe()["run_id"])
+        owner = f"{oci_direct.NAME_PREFIX}{os.getpid()}-{run_id}-"
+        done = await box.exec("print('done')", timeout=30)
+        failed = await box.exec("import sys; sys.exit(3)", timeout=30)
+        timed_out = await box.exec("import time; time.sleep(60)", timeout=2)
+        assert (done.stdout, failed.exit_code, timed_out.timed_out) == ("done\n", 3, True)
+        # Cancelled mid-call: once its container runs (seen in runc's state), the caller gives up.
+        call = asyncio.ensure_future(box.exec("import time; time.sleep(60)", timeout=60))
+        for _ in range(600):
+            if any(oci_direct.RUNC_ROOT.glob(f"{owner}*")) or call.done():
+                break
+            await asyncio.sleep(0.05)
+        assert not call.done(), "the call ended before it could be cancelled"
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        await box.settle()
+        names = [r.extra["container_id"] for r in (done, failed, timed_out)]
+        assert all(oci_direct.is_direct(name) for name in names)
+        assert {name: _left_of_container(name) for name in names} == {name: [] for name in names}
+        # The cancelled call's container, whose name the caller never got: none of this sandbox's.
+        assert _left_of_container(f"{owner}*") == []
+        # And it serves on.
+        assert (await box.exec("print(2)", timeout=30)).stdout == "2\n"
+    finally:
+        await box.aclose()
+
+
 @pytest.mark.docker
 @ROOT_AND_RUNC
 async def test_each_container_loads_the_launcher_its_image_compiled_once_and_reports_cpu_by_part(
