@@ -36,7 +36,7 @@ def _protocols() -> list[str]:
 
 
 def _efforts() -> list[str]:
-    from proctor.agent.model.efforts import REASONING_EFFORTS
+    from proctor.agent.inputs.efforts import REASONING_EFFORTS
 
     return list(REASONING_EFFORTS)
 

@@ -13,8 +13,8 @@ import typer
 
 from proctor.agent.cli import exit_codes
 from proctor.agent.cli.app import SWEEP_JOIN_S, bench_app, sandbox_app
-from proctor.agent.cli.terminal_text import escape_for_terminal
 from proctor.agent.errors import UserError
+from proctor.agent.text.terminal import escape_for_terminal
 from proctor.sandbox import (
     ExecResult,
     InvalidProgram,

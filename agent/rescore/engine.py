@@ -20,7 +20,6 @@ from typing import Any
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import RunConfig
-from proctor.agent.inputs.run_config_loader import check_run_dir
 from proctor.agent.model.base import ModelClient
 from proctor.agent.rescore.regrade import NotRescored, RegradeContext, Regrader, regrader_for
 from proctor.agent.rescore.settings import describe_changes, judge_endpoint
@@ -35,6 +34,7 @@ from proctor.agent.results.store import (
 )
 from proctor.agent.results.summary import prices_from_config, summarize
 from proctor.agent.run.clients import open_clients
+from proctor.agent.run.config_loader import check_run_dir
 from proctor.agent.run.failure_records import describe_exception, reference_or_none
 from proctor.agent.run.progress import RunProgress
 from proctor.agent.run.run_header import environment_info

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from proctor.agent.cli.terminal_text import escape_for_terminal
 from proctor.agent.inputs.config import PAPER_SOURCE, ModelConfig, RunConfig
 from proctor.agent.inputs.selection import describe_selection
 from proctor.agent.model.api_choice import choose_api
@@ -24,6 +23,7 @@ from proctor.agent.run.preflight import uses_of
 from proctor.agent.run.resume import prepare_header
 from proctor.agent.run.run_header import base_header
 from proctor.agent.run.sample_plan import default_run_dir, model_labels, plan_samples, select_tasks
+from proctor.agent.text.terminal import escape_for_terminal
 from proctor.agent.tracks.registry import make_track
 
 # Ids listed in the plan; the rest are counted.

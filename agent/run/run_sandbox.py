@@ -12,7 +12,7 @@ from rich.console import Console
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import RunConfig, SandboxConfig
-from proctor.agent.inputs.run_config_loader import parse_size
+from proctor.agent.run.config_loader import parse_size
 from proctor.agent.run.hardware import calibrate, hardware_record, host_memory_bytes, memory_check
 from proctor.sandbox import Limits, Sandbox, SandboxSpec, open_sandbox
 

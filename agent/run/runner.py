@@ -41,7 +41,7 @@ from proctor.agent.run.preflight import (
     require_judge,
     uses_of,
 )
-from proctor.agent.run.progress import Pricing, RunProgress, one_line
+from proctor.agent.run.progress import Pricing, RunProgress
 from proctor.agent.run.resume import pinned_to_recorded_endpoints, prepare_header
 from proctor.agent.run.run_header import base_header
 from proctor.agent.run.run_sandbox import SandboxOpener, open_run_sandbox
@@ -55,6 +55,7 @@ from proctor.agent.run.sample_plan import (
 )
 from proctor.agent.run.sample_workers import ShieldedWrites
 from proctor.agent.run.session import SampleSession, SessionPlan, plan_session
+from proctor.agent.text.terminal import one_line
 from proctor.agent.tracks.base import SampleContext, Track
 from proctor.agent.tracks.registry import make_track
 from proctor.sandbox import Sandbox, execution_caller

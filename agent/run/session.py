@@ -25,8 +25,9 @@ from proctor.agent.results.records import SampleRecord, utc_now
 from proctor.agent.results.store import RunStore, SampleKey, sample_key
 from proctor.agent.run.failure_records import describe_exception
 from proctor.agent.run.guard import RunGuard, StopReason
-from proctor.agent.run.progress import RunProgress, one_line
+from proctor.agent.run.progress import RunProgress
 from proctor.agent.run.sample_workers import ShieldedWrites, drive_workers, final_status
+from proctor.agent.text.terminal import one_line
 
 # How many harness errors a session lists in run.json; the samples themselves keep them all.
 LISTED_HARNESS_ERRORS = 50
