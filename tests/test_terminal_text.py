@@ -22,7 +22,7 @@ from rich.console import Console
 from proctor.agent.cli.list_cmd import _cell
 from proctor.agent.results.records import Outcome, SampleRecord
 from proctor.agent.results.summary import summarize
-from proctor.agent.run.plan import render_plan
+from proctor.agent.run.dry_run import render_plan
 from proctor.agent.run.progress import RunProgress, print_final
 from proctor.agent.text.terminal import escape_for_terminal, one_line
 

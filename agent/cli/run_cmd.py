@@ -17,8 +17,8 @@ from proctor.agent.inputs.config import RunConfig
 from proctor.agent.inputs.efforts import REASONING_EFFORTS
 from proctor.agent.results.store import RUN_HEADER, SAMPLES, read_json
 from proctor.agent.run.config_loader import RunFlags, load_run_config, read_config_file, split_task_ids
+from proctor.agent.run.dry_run import build_plan, render_plan
 from proctor.agent.run.error_policy import DEFAULT_ERROR_POLICY, ErrorPolicy
-from proctor.agent.run.plan import build_plan, render_plan
 from proctor.agent.run.progress import RunProgress, print_final
 from proctor.agent.run.runner import RunResult, execute_run
 from proctor.agent.text.terminal import one_line

@@ -23,7 +23,7 @@ from proctor.agent.model.factory import make_client
 from proctor.agent.model.openai_client import OpenAIChatClient
 from proctor.agent.model.responses_client import OpenAIResponsesClient
 from proctor.agent.run.config_loader import RunFlags, load_run_config
-from proctor.agent.run.plan import build_plan, render_plan
+from proctor.agent.run.dry_run import build_plan, render_plan
 from proctor.agent.run.runner import execute_run
 from tests.runner.conftest import quiet_progress
 from tests.support.scripted_server import Reply, ScriptedServer
