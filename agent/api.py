@@ -19,10 +19,10 @@ from rich.console import Console
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import RunConfig
-from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
 from proctor.agent.results.records import SampleRecord
 from proctor.agent.results.store import RUN_HEADER, SAMPLES, SUMMARY, load_samples, read_json
 from proctor.agent.results.summary import summarize
+from proctor.agent.run.config_loader import RunFlags, load_run_config
 from proctor.agent.run.progress import RunProgress
 from proctor.agent.run.runner import execute_run
 

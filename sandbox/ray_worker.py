@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from proctor.sandbox.api import ExecResult, Limits, SandboxError, SandboxUnavailable
+from proctor.sandbox.api import DOCKER_PATH, ExecResult, Limits, SandboxError, SandboxUnavailable
 from proctor.sandbox.runtimes import RUNC
 
 NAMESPACE = "proctor"
@@ -192,7 +192,8 @@ class SandboxWorker:
         return len(pools)
 
     async def _sandbox_for(self, default_limits: Limits) -> Any:
-        from proctor.sandbox.docker_backend import DockerSandbox, connect_engine
+        from proctor.sandbox.registry import opener_for
+        from proctor.sandbox.spec import SandboxSpec
 
         if self._open_lock is None:
             self._open_lock = asyncio.Lock()
@@ -203,15 +204,18 @@ class SandboxWorker:
             if len(self._pools) >= _MAX_POOLS:
                 # Any pool serves: limits that differ from its defaults get a container of their own.
                 return next(iter(self._pools.values()))
-            client = await asyncio.to_thread(connect_engine)
-            sandbox = DockerSandbox(
-                client,
-                self.image_ref or "",
-                self.image_id,
+            # Opened from a spec like every sandbox: the node's engine (DOCKER_HOST, set above),
+            # the image by the ID the driver checked, the engine's path (no runc-direct probe on
+            # a node), and no process bound here: the node's capacity already bounds its calls.
+            spec = SandboxSpec(
+                backend="docker",
+                image=self.image_id,
                 pool_size=self.pool_size,
                 default_limits=default_limits,
+                probe_libraries=False,
+                engine_path=DOCKER_PATH,
             )
-            sandbox.start()
+            sandbox = await opener_for(spec.backend)(spec)
             self._pools[default_limits] = sandbox
             return sandbox
 

@@ -5,11 +5,15 @@ the eval path of `agent/` reaches the sandbox only through the package's public 
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# A module named as text, e.g. importlib.import_module("proctor.agent.cli.app"): a hidden import.
+NAMED_AGENT_MODULE = re.compile(r"\Aproctor\.agent(?:\.\w+)+\Z")
 # Operator commands (image builds, cleanup, benches, the audit) may use the sandbox's internals.
 ADMIN = ("cli/", "audit/", "bench/")
 
@@ -76,3 +80,183 @@ def test_a_backend_registered_twice_is_refused() -> None:
         registry.register("local")(registry.opener_for("docker"))
     with pytest.raises(ValueError, match="unknown sandbox backend 'nope': choose one of docker"):
         registry.opener_for("nope")
+
+
+# -- No cycles between agent/'s packages ----------------------------------------------------------
+# The unit is a subpackage of agent/ (run, cli, model...) or a top-level module (api, errors).
+# Every import counts: at module level, inside a function (a lazy import still makes the importer
+# depend on the imported), relative, or a module named as text for importlib.
+
+
+def _absolute(path: Path, root: Path, node: ast.ImportFrom) -> str:
+    """The absolute module an ``ImportFrom`` in ``path`` (under the agent/ folder ``root``) names."""
+    if node.level == 0:
+        return node.module or ""
+    package = ["proctor", "agent", *path.relative_to(root).with_suffix("").parts]
+    if path.name != "__init__.py":
+        package = package[:-1]
+    base = package[: len(package) - (node.level - 1)]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def _agent_imports(path: Path, root: Path) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            module = _absolute(path, root, node)
+            yield node.lineno, module
+            # `from proctor.agent import run` imports the package run.
+            if module == "proctor.agent":
+                yield from ((node.lineno, f"proctor.agent.{alias.name}") for alias in node.names)
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and NAMED_AGENT_MODULE.match(node.value)
+        ):
+            yield node.lineno, node.value
+
+
+def _unit(parts: list[str], root: Path) -> str | None:
+    """The package (or top-level module) of agent/ that ``proctor.agent.<parts>`` lies in."""
+    if not parts:
+        return None
+    head = parts[0]
+    if (root / head).is_dir() or (root / f"{head}.py").is_file():
+        return head
+    return None
+
+
+def package_graph(root: Path) -> dict[str, dict[str, list[str]]]:
+    """importer unit -> imported unit -> every ``file:line`` that makes the edge."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        source = relative.parts[0] if len(relative.parts) > 1 else relative.stem
+        for line, name in _agent_imports(path, root):
+            parts = name.split(".")
+            if parts[:2] != ["proctor", "agent"]:
+                continue
+            target = _unit(parts[2:], root)
+            if target is not None and target != source:
+                edges = graph.setdefault(source, {}).setdefault(target, [])
+                edges.append(f"agent/{relative.as_posix()}:{line}")
+    return graph
+
+
+def package_cycles(graph: dict[str, dict[str, list[str]]]) -> list[list[str]]:
+    """Every set of units that import each other in a ring (Tarjan's strongly connected
+    components of two or more units), each sorted, in a stable order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(unit: str) -> None:
+        index[unit] = low[unit] = len(index)
+        stack.append(unit)
+        on_stack.add(unit)
+        for target in sorted(graph.get(unit, {})):
+            if target not in index:
+                visit(target)
+                low[unit] = min(low[unit], low[target])
+            elif target in on_stack:
+                low[unit] = min(low[unit], index[target])
+        if low[unit] == index[unit]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == unit:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    units = set(graph) | {target for targets in graph.values() for target in targets}
+    for unit in sorted(units):
+        if unit not in index:
+            visit(unit)
+    return sorted(found)
+
+
+def describe_cycles(graph: dict[str, dict[str, list[str]]], cycles: list[list[str]]) -> list[str]:
+    """Each edge inside a cycle with the first line that makes it: what to move to break it."""
+    return [
+        f"{source} -> {target}: {graph[source][target][0]} (+{len(graph[source][target]) - 1} more)"
+        for cycle in cycles
+        for source in cycle
+        for target in sorted(graph.get(source, {}))
+        if target in cycle
+    ]
+
+
+def test_no_cycles_between_agent_packages() -> None:
+    graph = package_graph(REPO / "agent")
+    # The check sees the real graph (not an empty one that would pass anything).
+    assert {"run", "cli", "inputs", "tracks"} <= graph.keys()
+    assert "inputs" in graph["tracks"] and "run" in graph["cli"]
+    cycles = package_cycles(graph)
+    assert cycles == [], "\n".join(describe_cycles(graph, cycles))
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = root / "agent" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    return root / "agent"
+
+
+@pytest.mark.parametrize(
+    "back_edge",
+    [
+        "from proctor.agent.high.top import thing\n",
+        "def late():\n    from proctor.agent.high import top\n    return top\n",
+        "def late():\n    import importlib\n    return importlib.import_module('proctor.agent.high.top')\n",
+        "from ..high.top import thing\n",
+        "from proctor.agent import high\n",
+    ],
+    ids=["module level", "function level", "named for importlib", "relative", "the package itself"],
+)
+def test_the_cycle_check_rejects_a_cycle_however_it_is_imported(tmp_path: Path, back_edge: str) -> None:
+    """high imports low; low's one back edge, in each spelling, closes a ring the check names."""
+    files = {
+        "__init__.py": "",
+        "errors.py": "",
+        "low/__init__.py": "",
+        "low/base.py": "import os\n\n" + back_edge,
+        "high/__init__.py": "",
+        "high/top.py": "from proctor.agent.low.base import thing\nfrom proctor.agent.errors import E\n",
+    }
+    graph = package_graph(_write(tmp_path, files))
+    cycles = package_cycles(graph)
+    assert cycles == [["high", "low"]]
+    # The edge is named by the line that makes it (the back edge is on base.py's third line or later).
+    back_line = 3 + next(i for i, line in enumerate(back_edge.splitlines()) if "high" in line)
+    assert describe_cycles(graph, cycles) == [
+        "high -> low: agent/high/top.py:1 (+0 more)",
+        f"low -> high: agent/low/base.py:{back_line} (+0 more)",
+    ]
+
+
+def test_the_cycle_check_accepts_a_layered_tree_and_imports_inside_one_package(tmp_path: Path) -> None:
+    files = {
+        "__init__.py": "",
+        "errors.py": "",
+        "text/__init__.py": "",
+        "text/a.py": "from . import b\nfrom proctor.agent.errors import UserError\n",
+        "text/b.py": "def f():\n    from proctor.agent.text import a\n    return a\n",
+        "inputs/__init__.py": "",
+        "inputs/config.py": "from proctor.agent.text.a import x\nfrom ..errors import UserError\n",
+        "run/__init__.py": "",
+        "run/runner.py": "from proctor.agent.inputs.config import C\nimport proctor.sandbox\n",
+        "cli/__init__.py": "",
+        "cli/main.py": "def main():\n    from proctor.agent.run import runner\n",
+        "api.py": "from proctor.agent.run.runner import R\n",
+    }
+    graph = package_graph(_write(tmp_path, files))
+    assert package_cycles(graph) == []
+    assert graph["inputs"] == {"text": ["agent/inputs/config.py:1"], "errors": ["agent/inputs/config.py:2"]}
+    assert set(graph["cli"]) == {"run"} and set(graph["api"]) == {"run"}

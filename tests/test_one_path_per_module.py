@@ -123,3 +123,40 @@ def test_the_architecture_page_names_an_owner_for_each_step() -> None:
     for step in steps:
         owners = re.findall(r"`((?:agent|sandbox)/[\w/.]+)`", rows[step])
         assert owners and all((REPO / owner).exists() for owner in owners), step
+
+
+ENTRY = re.compile(r"`((?:agent|sandbox)/[\w/]+\.py):(\w+(?:\.\w+)?)`")
+
+
+def _defines(path: Path, name: str) -> bool:
+    """Whether ``path`` defines ``name`` at top level, or ``Class.method`` inside that class."""
+    import ast
+
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    owner, _, member = name.partition(".")
+    for node in tree.body:
+        if isinstance(node, kinds) and node.name == owner:
+            if not member:
+                return True
+            return isinstance(node, ast.ClassDef) and any(
+                isinstance(item, kinds) and item.name == member for item in node.body
+            )
+    return False
+
+
+def test_every_entry_function_the_walk_names_exists() -> None:
+    """The architecture page's walk names each step's entry as file:function, and each is real."""
+    page = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    walk = page.split("## The walk, by entry function", 1)[1].split("\n## ", 1)[0]
+    steps = re.findall(r"^\d+\. \*\*([\w ]+)\*\*: (.*?)(?=^\d+\. |\Z)", walk, flags=re.M | re.S)
+    named = [step for step, _ in steps]
+    assert named == ["task", "conversation", "tool call", "submission", "verdict", "record", "report"]
+    for step, text in steps:
+        assert ENTRY.search(text), f"step {step} names no file:function"
+    missing = [f"{file}:{name}" for file, name in ENTRY.findall(walk) if not _defines(REPO / file, name)]
+    assert missing == []
+    # The verdict's owner is the driver with submission._verify, not the code-shape pre-check.
+    verdict = dict(steps)["verdict"]
+    assert "sandbox_driver.py" in verdict and "SubmissionRunner._verify" in verdict
+    assert "checks.py" not in verdict

@@ -85,7 +85,7 @@ def main() -> None:
     try:
         result = app(standalone_mode=False, prog_name="proctor", complete_var=COMPLETE_VAR)
     except UserError as exc:
-        from proctor.agent.run.progress import one_line
+        from proctor.agent.text.terminal import one_line
 
         # One line per problem, never a terminal control: the message may quote an endpoint or
         # a file.

@@ -38,7 +38,7 @@ def limits_from_config(path: Path) -> tuple[SandboxConfig, Limits]:
     from pydantic import ValidationError
 
     from proctor.agent.inputs.config import SandboxConfig
-    from proctor.agent.inputs.run_config_loader import format_validation_error, parse_size, read_config_file
+    from proctor.agent.run.config_loader import format_validation_error, parse_size, read_config_file
 
     data = read_config_file(path)
     section = data.get("sandbox") or {}

@@ -36,33 +36,26 @@ def _protocols() -> list[str]:
 
 
 def _efforts() -> list[str]:
-    from proctor.agent.model.efforts import REASONING_EFFORTS
+    from proctor.agent.inputs.efforts import REASONING_EFFORTS
 
     return list(REASONING_EFFORTS)
 
 
-def _backends() -> list[str]:
-    from proctor.sandbox.factory import BACKENDS
+def _sandbox_option(name: str) -> Callable[[], list[str]]:
+    """The values a SandboxSpec option takes, from the sandbox's own one list (option_choices)."""
 
-    return list(BACKENDS)
+    def values() -> list[str]:
+        from proctor.sandbox import option_choices
 
+        return list(option_choices()[name])
 
-def _runtimes() -> list[str]:
-    from proctor.sandbox.runtimes import RUNTIMES
-
-    return list(RUNTIMES)
-
-
-def _engine_paths() -> list[str]:
-    from proctor.sandbox.api import ENGINE_PATH_CHOICES
-
-    return list(ENGINE_PATH_CHOICES)
+    return values
 
 
-def _isolations() -> list[str]:
-    from proctor.sandbox.api import ISOLATIONS
+def _sandbox_flags() -> dict[str, Callable[[], list[str]]]:
+    from proctor.sandbox import option_choices
 
-    return list(ISOLATIONS)
+    return {f"--{name.replace('_', '-')}": _sandbox_option(name) for name in option_choices()}
 
 
 def _eed_modes() -> list[str]:
@@ -98,10 +91,8 @@ VALUES: dict[str, Callable[[], list[str]]] = {
     "--protocol": _protocols,
     "--reasoning-effort": _efforts,
     "--judge-effort": _efforts,
-    "--backend": _backends,
-    "--runtime": _runtimes,
-    "--engine-path": _engine_paths,
-    "--isolation": _isolations,
+    # Each sandbox option's flag is its SandboxSpec field's name, spelled as a flag.
+    **_sandbox_flags(),
     "--mode": _eed_modes,
     "--format": _formats,
     "--audit": _audit_modes,

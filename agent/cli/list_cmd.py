@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from proctor.agent.cli.app import list_app
-from proctor.agent.cli.terminal_text import escape_for_terminal
+from proctor.agent.text.terminal import escape_for_terminal
 
 TRACK_HELP = "The track whose loader reads FILE: frontiermath (default), olympiad, research or phybench."
 

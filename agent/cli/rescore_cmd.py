@@ -14,7 +14,8 @@ from proctor.agent.cli import exit_codes
 from proctor.agent.cli.app import app
 from proctor.agent.errors import UserError
 from proctor.agent.results.store import SAMPLES, load_samples
-from proctor.agent.run.progress import RunProgress, one_line, print_final
+from proctor.agent.run.progress import RunProgress, print_final
+from proctor.agent.text.terminal import one_line
 from proctor.sandbox import SandboxError
 
 # The statuses of the one table `proctor --help` shows (exit_codes.py).

@@ -14,13 +14,14 @@ from proctor.agent.cli import exit_codes
 from proctor.agent.cli.app import app
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import RunConfig
-from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config, read_config_file, split_task_ids
-from proctor.agent.model.efforts import REASONING_EFFORTS
+from proctor.agent.inputs.efforts import REASONING_EFFORTS
 from proctor.agent.results.store import RUN_HEADER, SAMPLES, read_json
+from proctor.agent.run.config_loader import RunFlags, load_run_config, read_config_file, split_task_ids
+from proctor.agent.run.dry_run import build_plan, render_plan
 from proctor.agent.run.error_policy import DEFAULT_ERROR_POLICY, ErrorPolicy
-from proctor.agent.run.plan import build_plan, render_plan
-from proctor.agent.run.progress import RunProgress, one_line, print_final
+from proctor.agent.run.progress import RunProgress, print_final
 from proctor.agent.run.runner import RunResult, execute_run
+from proctor.agent.text.terminal import one_line
 from proctor.sandbox import SandboxError
 
 # The repository's configs/ (the package is installed from a checkout: `pip install -e .`).

@@ -13,8 +13,8 @@ import typer
 
 from proctor.agent.cli import exit_codes
 from proctor.agent.cli.app import SWEEP_JOIN_S, bench_app, sandbox_app
-from proctor.agent.cli.terminal_text import escape_for_terminal
 from proctor.agent.errors import UserError
+from proctor.agent.text.terminal import escape_for_terminal
 from proctor.sandbox import (
     ExecResult,
     InvalidProgram,
@@ -101,35 +101,11 @@ def check_runtime_flags(backend: str, runtime: str | None, docker_host: str | No
         raise UserError(f"{flag}: applies to the docker backend only")
 
 
-async def _run_once(
-    backend: str,
-    image: str | None,
-    code: str,
-    timeout: float,
-    limits: Limits,
-    runtime: str | None = None,
-    docker_host: str | None = None,
-    ray_address: str | None = None,
-    ray_allow_unauthenticated: bool = False,
-    engine_path: str = AUTO_PATH,
-) -> ExecResult:
-    # One call: a warm pool would only start containers nobody uses.
+async def _run_once(spec: SandboxSpec, code: str, timeout: float) -> ExecResult:
     try:
-        spec = SandboxSpec(
-            backend=backend,
-            image=image,
-            pool_size=0,
-            default_limits=limits,
-            probe_libraries=False,
-            docker_host=docker_host,
-            ray_address=ray_address,
-            ray_allow_unauthenticated=ray_allow_unauthenticated,
-            engine_path=engine_path,
-            runtime=runtime or RUNC,
-        )
         sandbox: Sandbox = await open_sandbox(spec)
     except SandboxUnavailable as exc:
-        raise UserError(f"--backend {backend}: {exc}") from None
+        raise UserError(f"--backend {spec.backend}: {exc}") from None
     try:
         warning = sandbox.describe().get("warning")
         if warning:
@@ -249,23 +225,23 @@ def exec_program(
         raise UserError(f"--engine-path: {engine_path!r} is not one of {', '.join(ENGINE_PATH_CHOICES)}")
     if engine_path == RUNC_DIRECT and backend not in ("auto", "docker"):
         raise UserError("--engine-path: applies to the docker backend only")
-    limits = parse_exec_limits(memory, cpus)
+    # The flags as one spec, the value open_sandbox takes. One call: a warm pool would only start
+    # containers nobody uses.
+    spec = SandboxSpec(
+        backend=backend,
+        image=image,
+        pool_size=0,
+        default_limits=parse_exec_limits(memory, cpus),
+        probe_libraries=False,
+        docker_host=docker_host,
+        ray_address=ray_address,
+        ray_allow_unauthenticated=ray_allow_unauthenticated,
+        engine_path=engine_path,
+        runtime=runtime or RUNC,
+    )
     code = read_program(file)
     try:
-        result = asyncio.run(
-            _run_once(
-                backend,
-                image,
-                code,
-                timeout,
-                limits,
-                runtime,
-                docker_host,
-                ray_address,
-                ray_allow_unauthenticated,
-                engine_path,
-            )
-        )
+        result = asyncio.run(_run_once(spec, code, timeout))
     except InvalidProgram as exc:
         raise UserError(f"{file}: {exc}") from None
     except SandboxError as exc:

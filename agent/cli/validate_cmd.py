@@ -17,7 +17,7 @@ from proctor.agent.cli import exit_codes
 from proctor.agent.cli.app import app
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import SandboxConfig
-from proctor.agent.run.progress import visible
+from proctor.agent.text.terminal import escape_for_terminal
 from proctor.agent.tracks.frontiermath.tasks import load_frontiermath_tasks
 from proctor.agent.tracks.frontiermath.validation import ReferenceCheck, check_references
 from proctor.sandbox import SandboxError, SandboxSpec, open_sandbox
@@ -66,11 +66,11 @@ def _print_table(checks: list[ReferenceCheck], described: dict[str, object]) -> 
         # Text: a task id (the task file's) and the failure (the sandbox's output) are data,
         # never rich markup ("[/x]" would raise MarkupError) nor terminal control.
         table.add_row(
-            Text(visible(check.task_id)),
+            Text(escape_for_terminal(check.task_id)),
             status,
             Text(f"{check.answer_kind} ({check.answer_kind_origin})"),
             f"{check.duration_s:.1f}",
-            Text(visible(detail[0] if detail else "")),
+            Text(escape_for_terminal(detail[0] if detail else "")),
         )
     console.print(table)
     failed = [c.task_id for c in checks if c.checked and not c.passed]

@@ -16,8 +16,8 @@ from pydantic import (
     model_validator,
 )
 
+from proctor.agent.inputs.efforts import check_reasoning_effort
 from proctor.agent.inputs.selection import normalise_limit
-from proctor.agent.model.efforts import check_reasoning_effort
 from proctor.sandbox import check_option_name, option_choices
 
 SANDBOX_CHOICES = option_choices()
@@ -35,7 +35,7 @@ class ModelConfig(BaseModel):
     # "auto": the Responses API for OpenAI's reasoning models on api.openai.com, Chat Completions
     # elsewhere (agent/model/api_choice.py); "chat" or "responses" forces one.
     api: Literal["auto", "chat", "responses"] = "auto"
-    # One of the API's values (agent/model/efforts.py); None sends none.
+    # One of the API's values (agent/inputs/efforts.py); None sends none.
     reasoning_effort: str | None = None
     # The range OpenAI's API accepts.
     temperature: float | None = Field(default=None, ge=0, le=2)

@@ -12,7 +12,7 @@ from rich.text import Text
 from proctor.agent.report.compare import Comparison, PairedComparison, fmt_ci, fmt_pct, fmt_signed
 from proctor.agent.report.page import asset, cell_text
 from proctor.agent.report.svg import LinearScale, nice_ticks, open_svg, text, text_width
-from proctor.agent.run.progress import visible
+from proctor.agent.text.terminal import escape_for_terminal
 
 
 def _arm_rows(comparison: Comparison) -> list[list[str]]:
@@ -120,9 +120,11 @@ def print_comparison(comparison: Comparison, console: Console | None = None) -> 
         # names are data (a task file or an edited run directory sets them), never rich markup
         # ("[/bold]" raised MarkupError) nor terminal control (an escape is shown spelled out).
         for header in headers:
-            table.add_column(Text(visible(header)), justify="left" if header in TEXT_COLUMNS else "right")
+            table.add_column(
+                Text(escape_for_terminal(header)), justify="left" if header in TEXT_COLUMNS else "right"
+            )
         for row in rows:
-            table.add_row(*(Text(visible(cell)) for cell in row))
+            table.add_row(*(Text(escape_for_terminal(cell)) for cell in row))
         console.print(table)
 
 

@@ -14,14 +14,12 @@ import contextlib
 import datetime as dt
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import RunConfig
-from proctor.agent.inputs.run_config_loader import check_run_dir
 from proctor.agent.model.base import ModelClient
 from proctor.agent.rescore.regrade import NotRescored, RegradeContext, Regrader, regrader_for
 from proctor.agent.rescore.settings import describe_changes, judge_endpoint
@@ -30,20 +28,20 @@ from proctor.agent.results.records import RERUN_ON_RESUME, Outcome, RescoreNote,
 from proctor.agent.results.store import (
     RunStore,
     SampleKey,
-    SampleWriter,
     checked_header,
     file_sha256,
     sample_key,
 )
 from proctor.agent.results.summary import prices_from_config, summarize
 from proctor.agent.run.clients import open_clients
+from proctor.agent.run.config_loader import check_run_dir
 from proctor.agent.run.failure_records import describe_exception, reference_or_none
-from proctor.agent.run.guard import RunGuard
 from proctor.agent.run.progress import RunProgress
 from proctor.agent.run.run_header import environment_info
 from proctor.agent.run.run_sandbox import sandbox_spec
 from proctor.agent.run.sample_plan import model_labels
-from proctor.agent.run.sample_workers import ShieldedWrites, drive_workers, final_status
+from proctor.agent.run.sample_workers import ShieldedWrites
+from proctor.agent.run.session import SampleSession, SessionPlan, plan_session
 from proctor.agent.tracks.registry import make_track
 from proctor.sandbox import Sandbox, execution_caller, open_sandbox
 
@@ -138,8 +136,12 @@ def plan_regrades(stored: StoredRun, regrader: Regrader, tasks: dict[str, Any]) 
     return planned
 
 
-class Rescorer:
-    """One invocation of `proctor rescore`: fresh or resumed, ends with a summary either way."""
+class Rescorer(SampleSession[PlannedRegrade]):
+    """One invocation of `proctor rescore`: fresh or resumed, ends with a summary either way.
+
+    The session's lifecycle (claim, header, workers, Ctrl-C, final status, summary) is
+    :class:`SampleSession`'s, shared with `proctor run`; this class says how a stored sample is
+    graded again. A judge that refuses the key or is out of quota stops it as it stops a run."""
 
     def __init__(
         self,
@@ -152,21 +154,19 @@ class Rescorer:
         config_file: Path | None = None,
         handle_signals: bool = True,
     ) -> None:
+        super().__init__(progress, max_concurrency=config.max_concurrency, handle_signals=handle_signals)
         self.stored = stored
         self.config = config
         self.out = out
         self._store: RunStore | None = None
         self.resume = resume
-        self.progress = progress
-        # Retries are counted per sample, and a judge that refuses the key or is out of quota
-        # stops the re-score at once, as it stops a run.
-        self.guard = RunGuard(on_any_retry=progress.model_retry)
         self.config_file = config_file
-        self.handle_signals = handle_signals
-        self.interrupted = False
-        self.harness_errors: list[str] = []
-        self._workers: list[asyncio.Task[None]] = []
         self.run_id = out.name
+        # Set once the re-score is planned and opened (_run(), open_resources()).
+        self._regrader: Regrader | None = None
+        self._context: RegradeContext | None = None
+        # Samples graded again by this session (the rest of what it wrote was carried over).
+        self.regraded = 0
 
     def _header(self, track_settings: dict[str, Any], tasks_sha256: str, selected: int) -> dict[str, Any]:
         stored, config = self.stored, self.config
@@ -258,84 +258,66 @@ class Rescorer:
             )
         check_run_dir(self.out, "--out")
         track = make_track(stored.track, config.track_options)
-        regrader = regrader_for(track)
+        regrader = self._regrader = regrader_for(track)
         tasks = {str(task.id): task for task in track.load_tasks(config.tasks)}
         planned = plan_regrades(stored, regrader, tasks)
         header = self._header(track.effective_settings(config), file_sha256(config.tasks), len(tasks))
         store, header = self._prepare_store(header)
         self.run_id = str(header["run_id"])
+        plan = plan_session(
+            store,
+            planned,
+            # An error outcome is graded again on resume; a carried-over record never is.
+            finished=lambda r: (
+                r.outcome not in RERUN_ON_RESUME or (r.rescore is not None and not r.rescore.rescored)
+            ),
+            resume=self.resume,
+        )
+        end = await self.run_session(store, header, plan)
+        return RescoreResult(
+            self.out, end.status, end.summary, len(planned), end.finished, self.regraded, self.harness_errors
+        )
 
-        loaded = store.load(repair=True)
-        done = {
-            sample_key(r)
-            for r in loaded.records
-            if r.outcome not in RERUN_ON_RESUME or (r.rescore is not None and not r.rescore.rescored)
-        }
-        planned_keys = {p.key for p in planned}
-        pending = [p for p in planned if p.key not in done]
-        already = [r for r in loaded.records if sample_key(r) in planned_keys and sample_key(r) in done]
-        session: dict[str, Any] = {
-            "started_at": utc_now(),
-            "ended_at": None,
-            "status": "running",
-            "resumed": bool(self.resume and loaded.records),
-            "planned_samples": len(planned),
-            "already_done": len(already),
-            "torn_bytes_removed": loaded.torn_bytes,
-        }
-        header["sessions"].append(session)
-        header.update(status="running", started_at=session["started_at"], ended_at=None)
-        header["samples_planned"] = len(planned)
+    # -- what the shared session asks of a re-score ---------------------------------------
+    async def open_resources(
+        self, stack: contextlib.AsyncExitStack, header: dict[str, Any], pending: list[PlannedRegrade]
+    ) -> None:
+        regrader = self._require_regrader()
         grading = [p for p in pending if not isinstance(p.answer, NotRescored)]
+        sandbox = await self._open_sandbox(regrader, grading, header, stack)
+        judge = await self._open_judge(regrader, grading, stack)
+        self._context = RegradeContext(judge, sandbox, self.config.sandbox, self.progress)
 
-        regraded = 0
-        header_written = False
-        failure: BaseException | None = None
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                sandbox = await self._open_sandbox(regrader, grading, header, stack)
-                judge = await self._open_judge(regrader, grading, stack)
-                store.claim()
-                store.write_header(header)
-                header_written = True
-                writer = store.open_writer()
-                stack.callback(store.close)
-                self.progress.begin(total=len(planned), already_done=already, run_dir=str(self.out))
-                stack.callback(self.progress.end)
-                context = RegradeContext(judge, sandbox, config.sandbox, self.progress)
-                regraded = await self._run_pending(regrader, pending, context, writer)
-        except BaseException as exc:  # finished samples still get their header and summary
-            if not header_written:
-                raise
-            failure = exc
-            if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
-                self.interrupted = True
-        stop = self.guard.stop
-        status = final_status(interrupted=self.interrupted, failure=failure, stop=stop)
-        records = [r for r in store.load(repair=False).records if sample_key(r) in planned_keys]
+    def begin_progress(self, header: dict[str, Any], plan: SessionPlan[PlannedRegrade]) -> None:
+        self.progress.begin(total=len(plan.planned), already_done=plan.already, run_dir=str(self.out))
+
+    async def finish_sample(self, item: PlannedRegrade) -> SampleRecord:
+        if self._context is None:
+            raise RuntimeError("the re-score's judge and sandbox are opened before any sample is graded")
+        return await self._regrade_one(self._require_regrader(), item, self._context)
+
+    async def keep(self, writes: ShieldedWrites, item: PlannedRegrade, record: SampleRecord) -> SampleRecord:
+        stored = await writes.write(record)
+        self.regraded += 1 if record.rescore is not None and record.rescore.rescored else 0
+        return stored
+
+    def close_header(self, header: dict[str, Any], records: list[SampleRecord]) -> None:
         header["rescore"]["rescored"] = sum(
             1 for r in records if r.rescore is not None and r.rescore.rescored
         )
         header["rescore"]["carried_over"] = sum(
             1 for r in records if r.rescore is not None and not r.rescore.rescored
         )
-        session.update(
-            ended_at=utc_now(), status=status, rescored=regraded, harness_errors=self.harness_errors[:50]
-        )
-        if failure is not None and not self.interrupted:
-            session["error"] = describe_exception(failure)
-        if stop is not None:
-            session["stopped"] = stop.as_json()
-        header.update(status=status, ended_at=session["ended_at"])
-        store.write_header(header)
-        prices = prices_from_config(zip(model_labels(config.models), config.models, strict=True))
-        summary = summarize(records, header=header, prices=prices, planned_samples=len(planned))
-        store.write_summary(summary)
-        if failure is not None and not isinstance(failure, asyncio.CancelledError | KeyboardInterrupt):
-            raise failure
-        return RescoreResult(
-            self.out, status, summary, len(planned), len(records), regraded, self.harness_errors
-        )
+        header["sessions"][-1]["rescored"] = self.regraded
+
+    def summarize(self, records: list[SampleRecord], header: dict[str, Any], planned: int) -> dict[str, Any]:
+        prices = prices_from_config(zip(model_labels(self.config.models), self.config.models, strict=True))
+        return summarize(records, header=header, prices=prices, planned_samples=planned)
+
+    def _require_regrader(self) -> Regrader:
+        if self._regrader is None:
+            raise RuntimeError("the regrader is chosen by _run() before any sample is graded")
+        return self._regrader
 
     async def _open_sandbox(
         self,
@@ -374,33 +356,6 @@ class Rescorer:
             return None
         _, judge = await open_clients(stack, [], self.config.judge, self.guard)
         return judge
-
-    async def _run_pending(
-        self, regrader: Regrader, pending: list[PlannedRegrade], context: RegradeContext, writer: SampleWriter
-    ) -> int:
-        queue: Iterator[PlannedRegrade] = iter(pending)
-        regraded = 0
-        writes = ShieldedWrites(writer)
-
-        async def worker() -> None:
-            nonlocal regraded
-            for item in queue:
-                if self.guard.stopped:
-                    return
-                self.progress.sample_started()
-                record = await self._regrade_one(regrader, item, context)
-                stored = await writes.write(record)
-                regraded += 1 if record.rescore is not None and record.rescore.rescored else 0
-                self.progress.sample_finished(stored)
-
-        self._workers = [
-            asyncio.create_task(worker())
-            for _ in range(min(self.config.max_concurrency, max(len(pending), 1)))
-        ]
-        await drive_workers(
-            self._workers, writes, handle_signals=self.handle_signals, on_signal=self._interrupt
-        )
-        return regraded
 
     async def _regrade_one(
         self, regrader: Regrader, item: PlannedRegrade, context: RegradeContext
@@ -441,9 +396,3 @@ class Rescorer:
                 "finished_at": utc_now(),
             }
         )
-
-    def _interrupt(self, signum: int) -> None:
-        self.interrupted = True
-        asyncio.get_running_loop().remove_signal_handler(signum)
-        for task in self._workers:
-            task.cancel()

@@ -22,9 +22,9 @@ from pydantic import ValidationError
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import ModelConfig, RunConfig
 from proctor.agent.inputs.input_files import check_data
-from proctor.agent.inputs.run_config_loader import format_validation_error, parse_size, read_config_file
 from proctor.agent.model.endpoint import DEFAULT_BASE_URL
 from proctor.agent.rescore.stored_run import StoredRun
+from proctor.agent.run.config_loader import format_validation_error, parse_size, read_config_file
 
 # The fields a --config file may change; the rest of such a file describes answering, not grading.
 GRADING_FIELDS = ("judge", "tasks", "track_options", "sandbox", "max_concurrency")

@@ -7,23 +7,22 @@ control characters are shown, never obeyed.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from rich.table import Table
 from rich.text import Text
 
 from proctor.agent.results.passk import shown_ks
+from proctor.agent.text.terminal import escape_for_terminal
 
 # The terminal shows at most this many grid rows; summary.json and the report hold them all.
 GRID_ROWS_SHOWN = 40
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 TRIAL_MARKS = {"correct": "✓", "error": "E", "other": "✗"}
 
 
 def _visible(text: object) -> Text:
-    return Text(_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text)))
+    return Text(escape_for_terminal(str(text)))
 
 
 def _pct(value: float | None) -> str:

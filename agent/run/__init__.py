@@ -1,1 +1,2 @@
-"""One run: plan, guard, sample workers, error policy, preflight, the runner, progress."""
+"""One run: its config (file and flags), plan, guard, session lifecycle shared with rescore,
+sample workers, error policy, preflight, the runner, progress."""

@@ -12,7 +12,6 @@ while samples run, saying how many and for how long.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections import deque
@@ -27,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from proctor.agent.results.records import ERROR_OUTCOMES, SampleRecord
+from proctor.agent.text.terminal import escape_for_terminal
 
 # Plain output: a running sample's progress line at most this often (printed when a turn ends).
 PLAIN_PROGRESS_INTERVAL_S = 30.0
@@ -232,7 +232,8 @@ class RunProgress:
         """The events view of one sample; its row lasts until ``sample_finished`` of its record."""
         key = (model, task_id, trial)
         now = self.clock()
-        self.active[key] = RunningSample(f"{visible(model)} {visible(task_id)}#{trial}", now, now)
+        label = f"{escape_for_terminal(model)} {escape_for_terminal(task_id)}#{trial}"
+        self.active[key] = RunningSample(label, now, now)
         return SampleProgress(self, key)
 
     def sample_waiting(self, key: SampleKey, turn: int) -> None:
@@ -298,8 +299,8 @@ class RunProgress:
         if not self.use_live:
             parts = [
                 f"[{self.done}/{self.total}]",
-                visible(record.model),
-                f"{visible(record.task_id)}#{record.trial}",
+                escape_for_terminal(record.model),
+                f"{escape_for_terminal(record.task_id)}#{record.trial}",
                 f"{record.outcome.value}",
                 f"tokens={record.total_tokens}",
                 f"{record.duration_s:.1f}s",
@@ -311,7 +312,7 @@ class RunProgress:
             if record.error:
                 # An error outcome has no result; any other outcome's text says why it scored so.
                 key = "error" if record.outcome in ERROR_OUTCOMES else "reason"
-                parts.append(f"{key}={visible(headline(record.error)[:120])}")
+                parts.append(f"{key}={escape_for_terminal(headline(record.error)[:120])}")
             parts.append(f"acc={self.accuracy_text()}")
             self._line(" ".join(parts))
 
@@ -405,7 +406,8 @@ class RunProgress:
         if self.pricing is None or not self.pricing.any_price:
             return None
         if self.unpriced:
-            return f"cost unknown (no prices for {', '.join(visible(name) for name in self.unpriced)})"
+            unpriced = ", ".join(escape_for_terminal(name) for name in self.unpriced)
+            return f"cost unknown (no prices for {unpriced})"
         return f"cost ${self.cost_usd:.4f}"
 
     @property
@@ -475,15 +477,6 @@ class RunProgress:
         return Group(*parts)
 
 
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def visible(text: str) -> str:
-    """``text`` safe to print on a terminal: control characters (ESC above all, which rich
-    passes through) are shown as ``\\xNN`` instead of being obeyed."""
-    return _CONTROL.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
-
-
 TRACEBACK_HEADER = "Traceback (most recent call last):"
 
 
@@ -504,16 +497,6 @@ def headline(text: str) -> str:
         if own:
             return own[0].strip()
     return lines[0].strip()
-
-
-def one_line(text: str) -> str:
-    """``text`` as one line safe to print: :func:`visible`, with newlines shown as ``\\n``.
-
-    For Proctor's own lines that quote what an endpoint or a file said (``proctor: error: ...``,
-    ``proctor: stopped: ...``): a message holding a newline and an escape could otherwise forge a
-    line of ours ("finished, all correct") or clear the screen. Files keep the text exactly.
-    """
-    return visible(text).replace("\n", "\\n")
 
 
 def _estimate_text(estimate: dict[str, Any] | None, *, scale: float = 1.0, digits: int = 3) -> str:
@@ -552,7 +535,7 @@ def summary_table(summary: dict[str, Any]) -> Table:
             error_text += f" ({details})"
         row: list[str | Text] = [
             # Text, not str: a subject or model name is data, never rich markup ("[/]" would raise).
-            Text(visible(name)),
+            Text(escape_for_terminal(name)),
             str(group.get("samples", 0)),
             _estimate_text(group.get("accuracy")),
             _estimate_text(group.get("accuracy_errors_as_failures")),
@@ -607,7 +590,7 @@ def print_final(console: Console, summary: dict[str, Any], run_dir: str) -> None
     # unrecognised refusal shows as a group of model errors: both named here, never silent.
     for line in [*reasoning_carry_lines(overall), *model_error_lines(overall)]:
         # The lines quote endpoints' own messages: shown, never obeyed by the terminal.
-        console.print(visible(line), markup=False, highlight=False, soft_wrap=True)
+        console.print(escape_for_terminal(line), markup=False, highlight=False, soft_wrap=True)
     console.print(outcome_line(summary), markup=False, highlight=False, soft_wrap=True)
     costs = cost_line(summary)
     if costs:

@@ -4,6 +4,7 @@ each of these recorded in run.json (and in the session that opened it)."""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -12,7 +13,7 @@ from rich.console import Console
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import RunConfig, SandboxConfig
-from proctor.agent.inputs.run_config_loader import parse_size
+from proctor.agent.run.config_loader import parse_size
 from proctor.agent.run.hardware import calibrate, hardware_record, host_memory_bytes, memory_check
 from proctor.sandbox import Limits, Sandbox, SandboxSpec, open_sandbox
 
@@ -103,20 +104,16 @@ def sandbox_limits(box: SandboxConfig) -> Limits:
 
 def sandbox_spec(box: SandboxConfig) -> SandboxSpec:
     """The one value run and rescore open their sandbox from, built once from the config's
-    ``sandbox`` section (flags already laid over it): every option, none retyped on the way."""
-    return SandboxSpec(
-        backend=box.backend,
-        image=box.image,
-        pool_size=box.pool_size,
-        default_limits=sandbox_limits(box),
-        max_concurrent_executions=box.max_concurrent_executions,
-        runtime=box.runtime,
-        docker_host=box.docker_host,
-        isolation=box.isolation,
-        engine_path=box.engine_path,
-        ray_address=box.ray_address,
-        ray_allow_unauthenticated=box.ray_allow_unauthenticated,
-    )
+    ``sandbox`` section (flags already laid over it). Every field the section shares with
+    :class:`SandboxSpec` passes through by name, unchanged: no option is retyped on the way, so
+    none can be dropped (tests/runner/test_sandbox_spec_from_config.py)."""
+    shared = {name: value for name, value in box.model_dump().items() if name in SPEC_OPTIONS}
+    return SandboxSpec(**shared, default_limits=sandbox_limits(box))
+
+
+# The spec's fields; the config section names every one but those set here or per call.
+SPEC_OPTIONS = frozenset(field.name for field in dataclasses.fields(SandboxSpec))
+NOT_IN_THE_CONFIG = frozenset({"default_limits", "probe_libraries"})
 
 
 async def audit_run_sandbox(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ from proctor.agent.inputs import selection
 from proctor.agent.inputs.config import PAPER_SOURCE, ModelConfig, RunConfig
 from proctor.agent.model.base import ModelClient, ModelError
 from proctor.agent.results.records import RERUN_ON_RESUME, SampleRecord, utc_now
-from proctor.agent.results.store import RunStore, sample_key
+from proctor.agent.results.store import RunStore, SampleKey
 from proctor.agent.results.summary import (
     judge_prices_from_config,
     prices_from_config,
@@ -34,7 +33,7 @@ from proctor.agent.run.failure_records import (
     harness_error_record,
     reference_or_none,
 )
-from proctor.agent.run.guard import RunGuard, StopReason
+from proctor.agent.run.guard import StopReason
 from proctor.agent.run.preflight import (
     EndpointUse,
     check_keys,
@@ -42,7 +41,7 @@ from proctor.agent.run.preflight import (
     require_judge,
     uses_of,
 )
-from proctor.agent.run.progress import Pricing, RunProgress, one_line
+from proctor.agent.run.progress import Pricing, RunProgress
 from proctor.agent.run.resume import pinned_to_recorded_endpoints, prepare_header
 from proctor.agent.run.run_header import base_header
 from proctor.agent.run.run_sandbox import SandboxOpener, open_run_sandbox
@@ -54,7 +53,9 @@ from proctor.agent.run.sample_plan import (
     plan_samples,
     select_tasks,
 )
-from proctor.agent.run.sample_workers import ShieldedWrites, drive_workers, final_status
+from proctor.agent.run.sample_workers import ShieldedWrites
+from proctor.agent.run.session import SampleSession, SessionPlan, plan_session
+from proctor.agent.text.terminal import one_line
 from proctor.agent.tracks.base import SampleContext, Track
 from proctor.agent.tracks.registry import make_track
 from proctor.sandbox import Sandbox, execution_caller
@@ -95,18 +96,30 @@ class RunOptions:
     allow_endpoint_change: bool = False
 
 
-class Runner:
-    """One invocation of `proctor run`: fresh or resumed, ends with a summary either way."""
+class Runner(SampleSession[PlannedSample]):
+    """One invocation of `proctor run`: fresh or resumed, ends with a summary either way.
+
+    The session's lifecycle (claim, header, workers, Ctrl-C, final status, summary) is
+    :class:`SampleSession`'s, shared with `proctor rescore`; this class says how a planned
+    sample becomes a record."""
 
     def __init__(self, config: RunConfig, options: RunOptions) -> None:
+        super().__init__(
+            options.progress, max_concurrency=config.max_concurrency, handle_signals=options.handle_signals
+        )
         self.config = config
         self.options = options
-        self.progress = options.progress
-        self.interrupted = False
-        self.harness_errors: list[str] = []
-        self._workers: list[asyncio.Task[None]] = []
-        self.guard = RunGuard(on_any_retry=options.progress.model_retry)
-        self._stop_announced = False
+        # Set once the run is planned and opened (run(), open_resources()).
+        self._track: Track | None = None
+        self._run_id = ""
+        self._labelled: list[tuple[str, ModelConfig]] = []
+        self._sandbox: Sandbox | None = None
+        self._clients: dict[str, ModelClient] = {}
+        self._judge: ModelClient | None = None
+        self._run_dir = Path()
+        # When each sample in flight started (wall clock, monotonic), for the harness-error
+        # record of a sample whose own record the store refused.
+        self._started: dict[SampleKey, tuple[str, float]] = {}
 
     # -- setup -------------------------------------------------------------------------
     def _say_paper_defaults(self, record: Any) -> None:
@@ -178,204 +191,121 @@ class Runner:
         header = prepare_header(
             config, store, header, allow_endpoint_change=self.options.allow_endpoint_change
         )
-        run_id = header["run_id"]
-
-        loaded = store.load(repair=True)
-        # An error outcome is not a result: --resume runs that sample again.
-        done_keys = {sample_key(r) for r in loaded.records if r.outcome not in RERUN_ON_RESUME}
-        planned = plan_samples(labels, config, tasks)
-        planned_keys = {p.key for p in planned}
-        pending = [p for p in planned if p.key not in done_keys]
-        already = [r for r in loaded.records if sample_key(r) in planned_keys and sample_key(r) in done_keys]
-
-        session: dict[str, Any] = {
-            "started_at": utc_now(),
-            "ended_at": None,
-            "status": "running",
-            "resumed": bool(config.resume and loaded.records),
-            "planned_samples": len(planned),
-            "already_done": len(already),
-            "torn_bytes_removed": loaded.torn_bytes,
-            # A resumed run may select other tasks; the summary covers this session's selection.
-            "selection": selection.describe_selection(
-                config.task_filter, config.task_ids, config.limit_tasks
-            ),
-        }
-        if pending:
+        self._track, self._run_id, self._labelled = track, header["run_id"], labelled
+        self._run_dir = run_dir
+        plan = plan_session(
+            store,
+            plan_samples(labels, config, tasks),
+            # An error outcome is not a result: --resume runs that sample again.
+            finished=lambda record: record.outcome not in RERUN_ON_RESUME,
+            resume=config.resume,
+        )
+        # A resumed run may select other tasks; the summary covers this session's selection.
+        plan.record["selection"] = selection.describe_selection(
+            config.task_filter, config.task_ids, config.limit_tasks
+        )
+        if plan.pending:
             # Before the sandbox, the store or any sample: a missing key or a dead endpoint
             # costs seconds and leaves nothing behind.
             check_keys(uses)
             if self.options.preflight:
-                session["preflight"] = [result.as_json() for result in await preflight(uses)]
-        header["sessions"].append(session)
-        header.update(
-            status="running", started_at=session["started_at"], ended_at=None, samples_planned=len(planned)
-        )
-
-        prices = prices_from_config(labelled)
-        ran_now = 0
-        header_written = False
-        failure: BaseException | None = None
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                sandbox = await open_run_sandbox(
-                    config,
-                    header,
-                    needed=track.needs_sandbox and bool(pending),
-                    opener=self.options.sandbox_opener,
-                    audit=self.options.audit,
-                    console=self.progress.console,
-                )
-                if sandbox is not None:
-                    stack.push_async_callback(sandbox.aclose)
-                # Clients first: a bad key or URL is a config error and should leave no run behind.
-                clients, judge = (
-                    await open_clients(stack, labelled, config.judge, self.guard) if pending else ({}, None)
-                )
-                store.claim()
-                store.write_header(header)
-                header_written = True
-                writer = store.open_writer()
-                stack.callback(store.close)
-                self._say_paper_defaults(header.get("paper_defaults"))
-                self.progress.begin(
-                    total=len(planned),
-                    already_done=already,
-                    run_dir=str(run_dir),
-                    pricing=Pricing(
-                        models=prices,
-                        labels=labels,
-                        judge=judge_prices_from_config(config.judge),
-                        judged=track.needs_judge and config.judge is not None,
-                    ),
-                )
-                stack.callback(self.progress.end)
-                ran_now = await self._run_pending(track, pending, run_id, sandbox, clients, judge, writer)
-        except BaseException as exc:  # finished samples still get their header and summary
-            if not header_written:
-                raise
-            failure = exc
-            if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
-                self.interrupted = True
-
-        stop = self.guard.stop
-        status = final_status(interrupted=self.interrupted, failure=failure, stop=stop)
-        records = [r for r in store.load(repair=False).records if sample_key(r) in planned_keys]
-        session.update(
-            ended_at=utc_now(), status=status, ran=ran_now, harness_errors=self.harness_errors[:50]
-        )
-        if failure is not None and not self.interrupted:
-            session["error"] = f"{type(failure).__name__}: {failure}"
-        if stop is not None:
-            session["stopped"] = stop.as_json()
-        header.update(status=status, ended_at=session["ended_at"], stopped=session.get("stopped"))
-        # Per model, the samples that went without the model's reasoning, and why (never silent).
-        header["reasoning_not_carried"] = reasoning_not_carried(records)
-        store.write_header(header)
-        summary = summarize(
-            records,
-            header=header,
-            prices=prices,
-            judge_prices=judge_prices_from_config(config.judge),
-            planned_samples=len(planned),
-        )
-        store.write_summary(summary)
-        if failure is not None and not isinstance(failure, asyncio.CancelledError):
-            raise failure
+                plan.record["preflight"] = [result.as_json() for result in await preflight(uses)]
+        end = await self.run_session(store, header, plan)
         return RunResult(
             run_dir=run_dir,
-            status=status,
-            summary=summary,
-            planned=len(planned),
-            finished=len(records),
-            ran_now=ran_now,
+            status=end.status,
+            summary=end.summary,
+            planned=len(plan.planned),
+            finished=end.finished,
+            ran_now=end.ran,
             harness_errors=self.harness_errors,
-            stop=stop,
+            stop=end.stop,
         )
 
-    async def _run_pending(
-        self,
-        track: Track,
-        pending: list[PlannedSample],
-        run_id: str,
-        sandbox: Sandbox | None,
-        clients: dict[str, ModelClient],
-        judge: ModelClient | None,
-        writer: Any,
-    ) -> int:
-        queue: Iterator[PlannedSample] = iter(pending)
-        finished = 0
-
-        writes = ShieldedWrites(writer)
-
-        async def worker() -> None:
-            nonlocal finished
-            # A refusal (credentials, quota) stops the run: no further sample starts; the ones
-            # in flight finish or end as errors and are kept.
-            while not self._stopping():
-                sample = next(queue, None)
-                if sample is None:
-                    return
-                started_at, started = utc_now(), time.monotonic()
-                record = await self._run_one(track, sample, run_id, sandbox, clients[sample.label], judge)
-                try:
-                    stored = await writes.write(record)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    # The record itself could not be stored: keep the sample as the harness
-                    # error it is (a bare record; it is the content that failed), with the
-                    # reference every record carries unless that is what the store refused.
-                    self._note_harness_error(sample, exc)
-                    failed = harness_error_record(sample, run_id, track.name, exc, started_at, started)
-                    try:
-                        referenced = failed.model_copy(
-                            update={"reference": reference_or_none(track, sample.task)}
-                        )
-                        stored = await writes.write(referenced)
-                    except asyncio.CancelledError:
-                        raise
-                    except Exception:
-                        stored = await writes.write(failed)
-                finished += 1
-                self.progress.sample_finished(stored)
-
-        self._workers = [
-            asyncio.create_task(worker())
-            for _ in range(min(self.config.max_concurrency, max(len(pending), 1)))
-        ]
-        await drive_workers(
-            self._workers, writes, handle_signals=self.options.handle_signals, on_signal=self._interrupt
+    # -- what the shared session asks of a run ----------------------------------------
+    async def open_resources(
+        self, stack: contextlib.AsyncExitStack, header: dict[str, Any], pending: list[PlannedSample]
+    ) -> None:
+        track = self._require_track()
+        self._sandbox = await open_run_sandbox(
+            self.config,
+            header,
+            needed=track.needs_sandbox and bool(pending),
+            opener=self.options.sandbox_opener,
+            audit=self.options.audit,
+            console=self.progress.console,
         )
-        return finished
-
-    def _stopping(self) -> bool:
-        stop = self.guard.stop
-        if stop is None:
-            return False
-        if not self._stop_announced:
-            self._stop_announced = True
-            self.progress.console.print(
-                # The endpoint's own message: one line, never a terminal control.
-                f"proctor: {stop.status}: {one_line(stop.describe())}; no further samples start",
-                markup=False,
-                highlight=False,
-                soft_wrap=True,
+        if self._sandbox is not None:
+            stack.push_async_callback(self._sandbox.aclose)
+        # Clients before the store: a bad key or URL is a config error and should leave no run behind.
+        if pending:
+            self._clients, self._judge = await open_clients(
+                stack, self._labelled, self.config.judge, self.guard
             )
-        return True
+
+    def begin_progress(self, header: dict[str, Any], plan: SessionPlan[PlannedSample]) -> None:
+        track = self._require_track()
+        self._say_paper_defaults(header.get("paper_defaults"))
+        self.progress.begin(
+            total=len(plan.planned),
+            already_done=plan.already,
+            run_dir=str(self._run_dir),
+            pricing=Pricing(
+                models=prices_from_config(self._labelled),
+                labels=[label for label, _ in self._labelled],
+                judge=judge_prices_from_config(self.config.judge),
+                judged=track.needs_judge and self.config.judge is not None,
+            ),
+        )
+
+    async def finish_sample(self, item: PlannedSample) -> SampleRecord:
+        self._started[item.key] = (utc_now(), time.monotonic())
+        return await self._run_one(
+            self._require_track(), item, self._run_id, self._sandbox, self._clients[item.label], self._judge
+        )
+
+    async def keep(self, writes: ShieldedWrites, item: PlannedSample, record: SampleRecord) -> SampleRecord:
+        started_at, started = self._started.pop(item.key, (utc_now(), time.monotonic()))
+        try:
+            return await writes.write(record)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            # The record itself could not be stored: keep the sample as the harness error it
+            # is (a bare record; it is the content that failed), with the reference every
+            # record carries unless that is what the store refused.
+            track = self._require_track()
+            self._note_harness_error(item, exc)
+            failed = harness_error_record(item, self._run_id, track.name, exc, started_at, started)
+            try:
+                referenced = failed.model_copy(update={"reference": reference_or_none(track, item.task)})
+                return await writes.write(referenced)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                return await writes.write(failed)
+
+    def close_header(self, header: dict[str, Any], records: list[SampleRecord]) -> None:
+        # Per model, the samples that went without the model's reasoning, and why (never silent).
+        header["reasoning_not_carried"] = reasoning_not_carried(records)
+
+    def summarize(self, records: list[SampleRecord], header: dict[str, Any], planned: int) -> dict[str, Any]:
+        return summarize(
+            records,
+            header=header,
+            prices=prices_from_config(self._labelled),
+            judge_prices=judge_prices_from_config(self.config.judge),
+            planned_samples=planned,
+        )
+
+    def _require_track(self) -> Track:
+        if self._track is None:
+            raise RuntimeError("the run's track is set by run() before any sample runs")
+        return self._track
 
     def _note_harness_error(self, sample: PlannedSample, error: BaseException) -> None:
         what = f"{sample.label} {sample.task.id}#{sample.trial}"
         self.harness_errors.append(f"{what}: {describe_exception(error)}")
-
-    def _interrupt(self, signum: int) -> None:
-        """First Ctrl-C: stop cleanly (cancel in-flight samples, keep finished ones)."""
-        self.interrupted = True
-        loop = asyncio.get_running_loop()
-        # A second Ctrl-C falls through to Python's default handler and aborts at once.
-        loop.remove_signal_handler(signum)
-        for task in self._workers:
-            task.cancel()
 
     async def _run_one(
         self,
@@ -399,7 +329,6 @@ class Runner:
             events=self.progress.for_sample(sample.label, str(sample.task.id), sample.trial),
         )
         started_at, started = utc_now(), time.monotonic()
-        self.progress.sample_started()
         with self.guard.sample() as tally:
             try:
                 # One fair turn per sample under the process's sandbox bound: a reply with sixty

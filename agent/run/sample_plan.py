@@ -1,7 +1,7 @@
 """Which samples a run holds: the model labels, the selected tasks, and every (model, task,
 trial) in the order the runner takes them; also the run directory's default name.
 
-`proctor run --dry-run` (agent/run/plan.py) plans with these same functions, so what it shows
+`proctor run --dry-run` (agent/run/dry_run.py) plans with these same functions, so what it shows
 is what the run does."""
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""Text helpers shared by tracks, judges, scoring and the store."""
+"""Text helpers shared by tracks, judges, scoring, the store and every terminal surface."""

@@ -16,11 +16,15 @@ import platform
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
-from proctor.sandbox.api import ExecResult, SandboxError
-from proctor.sandbox.docker_backend import DockerSandbox, open_docker_sandbox
+from proctor.sandbox.api import DOCKER_PATH, ExecResult, SandboxError
+from proctor.sandbox.docker_backend import DockerSandbox
 from proctor.sandbox.local_backend import LocalSandbox
+from proctor.sandbox.registry import opener_for
+from proctor.sandbox.spec import SandboxSpec
+
+BackendT = TypeVar("BackendT")
 
 PRINT_ONE = "print(1)"
 IMPORT_LIBS = "import galois, sympy"
@@ -96,16 +100,33 @@ def _sandbox_call(
     return call
 
 
+async def open_backend(spec: SandboxSpec, kind: type[BackendT]) -> BackendT:
+    """The backend ``spec`` names, opened by its registered opener like every sandbox, but without
+    open_sandbox's process-wide bound: a bench measures the backend itself."""
+    sandbox = await opener_for(spec.backend)(spec)
+    if not isinstance(sandbox, kind):
+        await sandbox.aclose()
+        raise TypeError(f"backend {spec.backend} opened a {type(sandbox).__name__}, not a {kind.__name__}")
+    return sandbox
+
+
+def docker_spec(image: str | None, pool_size: int, runtime: str = "runc") -> SandboxSpec:
+    """A docker sandbox on the engine's path (what the benches measure; never runc-direct)."""
+    return SandboxSpec(
+        backend="docker", image=image, pool_size=pool_size, runtime=runtime, engine_path=DOCKER_PATH
+    )
+
+
 async def run_benchmark(calls: int = 30, image: str | None = None) -> dict[str, Any]:
     """Measure every way; raises SandboxUnavailable when docker or the image is missing."""
     rows: dict[str, list[float]] = {}
     host_python = HOST_PYTHON
     rows["host python3 -c (floor)"] = await _time_calls(calls, lambda: _host_python_once(host_python))
 
-    local = LocalSandbox()
+    local = await open_backend(SandboxSpec(backend="local", probe_libraries=False), LocalSandbox)
     rows["local backend"] = await _time_calls(calls, _sandbox_call(local, PRINT_ONE, "1\n"))
 
-    per_call = await open_docker_sandbox(image=image, pool_size=0)
+    per_call = await open_backend(docker_spec(image, pool_size=0), DockerSandbox)
     try:
         rows["docker: new container per call"] = await _time_calls(
             calls, _sandbox_call(per_call, PRINT_ONE, "1\n"), before=per_call.settle
@@ -113,7 +134,7 @@ async def run_benchmark(calls: int = 30, image: str | None = None) -> dict[str, 
     finally:
         await per_call.aclose()
 
-    pooled = await open_docker_sandbox(image=image, pool_size=2)
+    pooled = await open_backend(docker_spec(image, pool_size=2), DockerSandbox)
     try:
         rows["docker: warm pool"] = await _time_calls(
             calls, _sandbox_call(pooled, PRINT_ONE, "1\n"), before=pooled.settle

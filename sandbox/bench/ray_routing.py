@@ -17,9 +17,17 @@ import time
 from typing import Any
 
 from proctor.sandbox.api import SandboxError
-from proctor.sandbox.bench.calls import PRINT_ONE, _checked, _time_calls, percentile
-from proctor.sandbox.docker_backend import open_docker_sandbox
-from proctor.sandbox.ray_backend import RaySandbox, open_ray_sandbox
+from proctor.sandbox.bench.calls import (
+    PRINT_ONE,
+    _checked,
+    _time_calls,
+    docker_spec,
+    open_backend,
+    percentile,
+)
+from proctor.sandbox.docker_backend import DockerSandbox
+from proctor.sandbox.ray_backend import RaySandbox
+from proctor.sandbox.spec import SandboxSpec
 
 BURST_PER_SLOT = 8
 
@@ -72,10 +80,10 @@ async def run_ray_benchmark(
     machine whose load drifts during the run weighs on both alike; the added cost is also
     given as the median of the per-pair differences.
     """
-    local = await open_docker_sandbox(image=image, pool_size=2)
+    local = await open_backend(docker_spec(image, pool_size=2), DockerSandbox)
     remote: RaySandbox | None = None
     try:
-        remote = await open_ray_sandbox(address=address, image=image)
+        remote = await open_backend(SandboxSpec(backend="ray", ray_address=address, image=image), RaySandbox)
         paired = _same_engine(remote)
 
         async def settle_both() -> None:

@@ -22,8 +22,8 @@ from typing import Any
 
 from proctor.sandbox import labels
 from proctor.sandbox.api import SandboxError
-from proctor.sandbox.bench.calls import IMPORT_GALOIS, PRINT_ONE, percentile
-from proctor.sandbox.docker_backend import DockerSandbox, open_docker_sandbox
+from proctor.sandbox.bench.calls import IMPORT_GALOIS, PRINT_ONE, docker_spec, open_backend, percentile
+from proctor.sandbox.docker_backend import DockerSandbox
 
 STAT_LOOP = (
     "import os, time\nt = time.perf_counter()\n"
@@ -90,8 +90,8 @@ async def run_runtime_comparison(
     samples: dict[tuple[str, str], list[float]] = {}
     try:
         for runtime in runtimes:
-            pooled[runtime] = await open_docker_sandbox(image=image, pool_size=2, runtime=runtime)
-            per_call[runtime] = await open_docker_sandbox(image=image, pool_size=0, runtime=runtime)
+            pooled[runtime] = await open_backend(docker_spec(image, 2, runtime), DockerSandbox)
+            per_call[runtime] = await open_backend(docker_spec(image, 0, runtime), DockerSandbox)
         for runtime in runtimes:  # warm-up: page cache, image layers, first connections
             await _latency(pooled[runtime], PRINT_ONE, "1\n", settle=True)
             await _latency(per_call[runtime], PRINT_ONE, "1\n", settle=True)

@@ -190,7 +190,7 @@ def test_dry_run_with_resume_counts_what_is_done_without_touching_the_run(tmp_pa
             ("comb-subset-sums-7", Outcome.MODEL_ERROR),
         )
     ]
-    from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
+    from proctor.agent.run.config_loader import RunFlags, load_run_config
     from proctor.agent.run.preflight import endpoint_uses
     from proctor.agent.run.run_header import base_header
     from proctor.agent.run.sample_plan import model_labels
@@ -255,7 +255,7 @@ def _main_error(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest
 def test_dry_run_refuses_what_the_run_would_refuse(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
+    from proctor.agent.run.config_loader import RunFlags, load_run_config
     from proctor.agent.run.preflight import endpoint_uses
     from proctor.agent.run.run_header import base_header
     from proctor.agent.run.sample_plan import model_labels

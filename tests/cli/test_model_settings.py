@@ -14,9 +14,9 @@ import pytest
 from openai.types.shared.reasoning_effort import ReasoningEffort
 
 from proctor.agent.errors import UserError
+from proctor.agent.inputs.efforts import REASONING_EFFORTS
 from proctor.agent.inputs.model_overrides import parse_model_settings
-from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
-from proctor.agent.model.efforts import REASONING_EFFORTS
+from proctor.agent.run.config_loader import RunFlags, load_run_config
 from tests.support.cli import proctor_in_process
 
 REPO = Path(__file__).resolve().parents[2]

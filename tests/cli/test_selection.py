@@ -15,8 +15,8 @@ from pydantic import ValidationError
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import RunConfig
-from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config, split_task_ids
 from proctor.agent.inputs.selection import limit_slice, normalise_limit, select, value_matches
+from proctor.agent.run.config_loader import RunFlags, load_run_config, split_task_ids
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack
 from proctor.agent.tracks.olympiad import OlympiadTrack
 

@@ -17,8 +17,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proctor.agent.errors import UserError
-from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
 from proctor.agent.results.records import Outcome
+from proctor.agent.run.config_loader import RunFlags, load_run_config
 from proctor.agent.tracks.frontiermath.profiles import INSPECT_EXAMPLE, PROFILES
 from proctor.agent.tracks.frontiermath.texts import budget_values, load_text, render
 from proctor.agent.tracks.frontiermath.track import FrontierMathTrack

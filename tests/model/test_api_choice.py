@@ -18,12 +18,12 @@ from hypothesis import strategies as st
 from proctor.agent.cli import commands_registry  # noqa: F401  (imports run_plan without a cycle)
 from proctor.agent.inputs.config import ModelConfig, RunConfig
 from proctor.agent.inputs.model_overrides import parse_model_settings
-from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
 from proctor.agent.model.api_choice import choose_api, is_openai_reasoning_model
 from proctor.agent.model.factory import make_client
 from proctor.agent.model.openai_client import OpenAIChatClient
 from proctor.agent.model.responses_client import OpenAIResponsesClient
-from proctor.agent.run.plan import build_plan, render_plan
+from proctor.agent.run.config_loader import RunFlags, load_run_config
+from proctor.agent.run.dry_run import build_plan, render_plan
 from proctor.agent.run.runner import execute_run
 from tests.runner.conftest import quiet_progress
 from tests.support.scripted_server import Reply, ScriptedServer

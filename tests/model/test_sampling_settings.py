@@ -9,9 +9,9 @@ import pytest
 from pydantic import ValidationError
 
 from proctor.agent.inputs.config import ModelConfig
-from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
 from proctor.agent.model.factory import make_client
 from proctor.agent.model.retry import RetryPolicy
+from proctor.agent.run.config_loader import RunFlags, load_run_config
 from tests.support.scripted_server import Reply, ScriptedServer
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ import pytest
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.input_files import MAX_NESTING
-from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
+from proctor.agent.run.config_loader import RunFlags, load_run_config
 from proctor.agent.tracks.science_tasks import load_science_tasks
 from tests.support.cli import proctor_in_process
 

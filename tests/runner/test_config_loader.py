@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import BudgetConfig, RunConfig, SandboxConfig
-from proctor.agent.inputs.run_config_loader import (
+from proctor.agent.run.config_loader import (
     MAX_LISTED_PROBLEMS,
     RunFlags,
     load_run_config,

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from proctor.agent.cli.flag_hints import hint_for
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.inspect_names import INSPECT_EQUIVALENTS
-from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
+from proctor.agent.run.config_loader import RunFlags, load_run_config
 from tests.support.cli import proctor_in_process
 
 LINE = re.compile(r"^(?P<file>[^:]+): line (?P<line>\d+): field '(?P<field>[^']+)': (?P<message>.*)$")

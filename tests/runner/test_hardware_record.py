@@ -12,10 +12,10 @@ import pytest
 
 from proctor.agent.bench.loop import open_double
 from proctor.agent.inputs.config import SandboxConfig
-from proctor.agent.inputs.run_config_loader import parse_size
 from proctor.agent.report.loader import load_run
 from proctor.agent.report.page import render_report
 from proctor.agent.run import hardware
+from proctor.agent.run.config_loader import parse_size
 from proctor.agent.run.hardware import (
     WORKLOAD_CHECKSUM,
     calibrate,

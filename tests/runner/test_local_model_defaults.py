@@ -17,8 +17,8 @@ from proctor.agent.inputs.config import (
     ModelConfig,
     RunConfig,
 )
-from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
 from proctor.agent.model.local_server import CONTEXT_TOKENS
+from proctor.agent.run.config_loader import RunFlags, load_run_config
 
 LOCAL = "local/gemma3-270m"
 

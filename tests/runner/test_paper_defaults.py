@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from proctor.agent.inputs.config import ModelConfig, RunConfig
-from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config, read_config_file
+from proctor.agent.run.config_loader import RunFlags, load_run_config, read_config_file
 from proctor.agent.run.runner import execute_run
 from proctor.agent.tracks.science_common import paper_protocol_settings
 from tests.runner.conftest import quiet_progress, read_lines

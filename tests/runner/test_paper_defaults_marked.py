@@ -21,7 +21,7 @@ from proctor.agent.cli import commands_registry  # noqa: F401  (imports run_plan
 from proctor.agent.errors import UserError
 from proctor.agent.inputs.config import ModelConfig, RunConfig
 from proctor.agent.report.page import _paper_defaults_text
-from proctor.agent.run.plan import build_plan, render_plan
+from proctor.agent.run.dry_run import build_plan, render_plan
 from proctor.agent.run.preflight import check_keys, preflight, uses_of
 from proctor.agent.run.progress import RunProgress
 from proctor.agent.run.runner import execute_run

@@ -9,7 +9,8 @@ from rich.console import Console
 
 from proctor.agent.results.records import Outcome, SampleRecord
 from proctor.agent.results.summary import summarize
-from proctor.agent.run.progress import RunProgress, print_final, visible
+from proctor.agent.run.progress import RunProgress, print_final
+from proctor.agent.text.terminal import escape_for_terminal as visible
 
 
 def record(task_id: str, subject: str, error: str) -> SampleRecord:

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from proctor.agent.inputs.config import RunConfig, SandboxConfig
-from proctor.agent.inputs.run_config_loader import parse_size
+from proctor.agent.run.config_loader import parse_size
 from proctor.agent.run.hardware import hardware_record, hardware_summary, host_memory_bytes, memory_check
 from proctor.agent.run.run_sandbox import check_memory
 from proctor.sandbox import Limits

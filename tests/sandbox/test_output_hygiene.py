@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from proctor.agent.cli.terminal_text import escape_for_terminal
 from proctor.agent.model.base import ToolCall
+from proctor.agent.text.terminal import escape_for_terminal
 from proctor.agent.tracks.frontiermath.tools import parse_tool_call
 from tests.support.cli import proctor_in_process
 

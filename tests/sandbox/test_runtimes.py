@@ -230,7 +230,7 @@ def test_run_with_runtime_runsc_records_runtime_engine_version_and_image(
 
 
 def test_run_flags_set_the_runtime_and_engine_of_the_run_config() -> None:
-    from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
+    from proctor.agent.run.config_loader import RunFlags, load_run_config
 
     tasks = REPO / "configs" / "tasks" / "frontiermath-samples.jsonl"
     flags = RunFlags(

@@ -162,7 +162,7 @@ def test_a_bound_below_one_is_refused() -> None:
 
 def test_the_bound_is_configured_by_file_and_flag_and_checked(tmp_path: Path) -> None:
     from proctor.agent.errors import UserError
-    from proctor.agent.inputs.run_config_loader import RunFlags, load_run_config
+    from proctor.agent.run.config_loader import RunFlags, load_run_config
 
     tasks = tmp_path / "tasks.jsonl"
     tasks.write_text('{"id": "t"}\n')

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from proctor.agent.cli.terminal_text import escape_for_terminal
 from proctor.agent.inputs.config import PAPER_SOURCE, ModelConfig, RunConfig
 from proctor.agent.inputs.selection import describe_selection
 from proctor.agent.model.api_choice import choose_api
@@ -23,8 +22,11 @@ from proctor.agent.results.store import RunStore, sample_key
 from proctor.agent.run.preflight import uses_of
 from proctor.agent.run.resume import prepare_header
 from proctor.agent.run.run_header import base_header
+from proctor.agent.run.run_sandbox import sandbox_spec
 from proctor.agent.run.sample_plan import default_run_dir, model_labels, plan_samples, select_tasks
+from proctor.agent.text.terminal import escape_for_terminal
 from proctor.agent.tracks.registry import make_track
+from proctor.sandbox import SandboxSpec
 
 # Ids listed in the plan; the rest are counted.
 SHOWN_IDS = 10
@@ -200,16 +202,14 @@ def build_plan(config: RunConfig) -> list[tuple[str, str]]:
         rows.append(("max cost", cost))
     box = config.sandbox
     if track.needs_sandbox:
-        calls = box.max_concurrent_executions or "the engine's CPUs"
+        # Described from the spec the run would open, the one value run.json would record.
+        spec = sandbox_spec(box)
+        calls = spec.max_concurrent_executions or "the engine's CPUs"
         sandbox = (
-            f"{box.backend} (image {box.image or 'pinned default'}), {box.cpus} CPU, {box.memory} memory, "
-            f"{box.timeout_s:g} s a call, pool {box.pool_size}, calls at once: {calls}, "
-            f"isolation {box.isolation}"
-            + (
-                f", engine path {_engine_path_text(box.engine_path)}"
-                if box.backend in ("auto", "docker")
-                else ""
-            )
+            f"{spec.backend} (image {spec.image or 'pinned default'}), {box.cpus} CPU, {box.memory} memory, "
+            f"{box.timeout_s:g} s a call, pool {spec.pool_size}, calls at once: {calls}, "
+            f"isolation {spec.isolation}"
+            + (f", engine path {_engine_path_text(spec)}" if spec.backend in ("auto", "docker") else "")
         )
     else:
         sandbox = "none (this track runs no code)"
@@ -237,6 +237,8 @@ def render_plan(rows: list[tuple[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _engine_path_text(engine_path: str) -> str:
+def _engine_path_text(spec: SandboxSpec) -> str:
     # auto is decided when the sandbox opens (it proves runc-direct can serve): say what it means.
-    return "auto (runc-direct where it can serve, else docker)" if engine_path == "auto" else engine_path
+    if spec.engine_path == "auto":
+        return "auto (runc-direct where it can serve, else docker)"
+    return spec.engine_path

@@ -28,6 +28,7 @@ from proctor.agent.inputs.config_problems import (
     place,
     problems_of,
 )
+from proctor.agent.inputs.efforts import check_reasoning_effort
 from proctor.agent.inputs.input_files import (
     MAX_CONFIG_BYTES,
     UniqueKeyLoader,
@@ -42,7 +43,6 @@ from proctor.agent.inputs.model_overrides import (
     merge_models,
     parse_model_settings,
 )
-from proctor.agent.model.efforts import check_reasoning_effort
 from proctor.agent.tracks.frontiermath.profiles import DEFAULT_PROTOCOL, PROFILES, unknown_protocol_message
 from proctor.agent.tracks.frontiermath.prompt import load_template
 
