@@ -34,6 +34,8 @@ SAMPLE_ID = "proctor-audit"
 # Past the timeout given to the provider: its own grace to kill the program (local: SIGTERM,
 # then SIGKILL 2 s later) fits in this; a call still running after it never returned.
 RETURN_GRACE_S = 8.0
+# The first call, which asks the provider's program who it is (a loaded machine starts slowly).
+IDENTITY_TIMEOUT_S = 30.0
 
 
 class ProviderDidNotReturn(RuntimeError):
@@ -181,7 +183,14 @@ class InspectSandbox:
         await self._learn_identity()
 
     async def _learn_identity(self) -> None:
-        result = await self.exec(PROBE_PRELUDE + _IDENTITY, stdin=str(os.getpid()), timeout=30)
+        try:
+            result = await self.exec(
+                PROBE_PRELUDE + _IDENTITY, stdin=str(os.getpid()), timeout=IDENTITY_TIMEOUT_S
+            )
+        except (NotRun, ProviderDidNotReturn) as exc:
+            # Unknown, so treated as elsewhere: the host-side rows are not applicable.
+            self.program = {"identity": f"not run: {exc}"}
+            return
         reply = probe_reply(result)
         if reply is None:
             self.program = {"identity": f"did not report: exit {result.exit_code} {result.stderr[-200:]!r}"}
