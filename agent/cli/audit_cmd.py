@@ -264,8 +264,9 @@ def audit_command(
         list[str] | None,
         typer.Option(
             "--compare",
-            help="Audit several sandboxes side by side: docker, runsc, local or a command (LABEL=COMMAND), "
-            "comma-separated (quote a command holding a comma); may be repeated. See docs/audit.md.",
+            help="Audit several sandboxes side by side: docker, runsc, local, an Inspect provider "
+            "(inspect:NAME[:CONFIG]) or a command (LABEL=COMMAND), comma-separated (quote a command "
+            "holding a comma); may be repeated. See docs/audit.md.",
         ),
     ] = None,
     inspect: Annotated[
