@@ -22,7 +22,17 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict
 
-from proctor.sandbox.api import FRESH, ISOLATIONS, PER_SAMPLE, RUNC, RUNSC, RUNTIMES, Limits
+from proctor.sandbox.api import (
+    AUTO_PATH,
+    ENGINE_PATH_CHOICES,
+    FRESH,
+    ISOLATIONS,
+    PER_SAMPLE,
+    RUNC,
+    RUNSC,
+    RUNTIMES,
+    Limits,
+)
 from proctor.sandbox.sizes import parse_size
 from proctor.sandbox.spec import SandboxSpec
 
@@ -44,7 +54,21 @@ _KNOWN_KEYS = (
     "file_size",
     "pool_size",
     "max_concurrent_executions",
+    "engine_path",
 )
+# A run config's sandbox keys that belong to Proctor's agent (timeouts of its own tools, the
+# calibration, ray): an Inspect task sets its own, so they are left out when a run config is read.
+_RUN_ONLY_KEYS = (
+    "timeout_s",
+    "answer_timeout_s",
+    "verify_timeout_s",
+    "tool_output_chars",
+    "calibrate",
+    "ray_address",
+    "ray_allow_unauthenticated",
+)
+# The backends a run config may name for the provider to read it: containers on an engine.
+_DOCKER_BACKENDS = ("auto", DOCKER_BACKEND)
 
 
 class ProctorSandboxConfig(BaseModel):
@@ -65,6 +89,7 @@ class ProctorSandboxConfig(BaseModel):
     file_size: str | int | None = None
     pool_size: int | None = None
     max_concurrent_executions: int | None = None
+    engine_path: str | None = None
 
 
 class ProviderConfigError(ValueError):
@@ -128,8 +153,20 @@ def _from_file(path: Path) -> ProviderConfig:
         raise ProviderConfigError(f"{path}: want a mapping of sandbox settings, not {type(data).__name__}")
     if "sandbox" in data and isinstance(data["sandbox"], Mapping):
         # A whole Proctor run config: its sandbox section is the part that applies.
-        return config_from_mapping(data["sandbox"], f"{path}: sandbox")
+        return _from_run_config(data["sandbox"], f"{path}: sandbox")
     return config_from_mapping(data, str(path))
+
+
+def _from_run_config(section: Mapping[Any, Any], where: str) -> ProviderConfig:
+    backend = section.get("backend", "auto")
+    if backend not in _DOCKER_BACKENDS:
+        raise ProviderConfigError(
+            f"{where}: field 'backend': {backend!r}: the Inspect provider runs on docker"
+        )
+    kept = {key: value for key, value in section.items() if key not in (*_RUN_ONLY_KEYS, "backend")}
+    # The sandbox that run would open: its isolation defaults to the run's own, fresh.
+    kept.setdefault("isolation", FRESH)
+    return config_from_mapping(kept, where)
 
 
 def config_from_mapping(data: Mapping[Any, Any], where: str) -> ProviderConfig:
@@ -167,6 +204,7 @@ def config_from_mapping(data: Mapping[Any, Any], where: str) -> ProviderConfig:
         "docker_host": _optional_text(where, "docker_host", data.get("docker_host")),
         "runtime": runtime,
         "isolation": isolation,
+        "engine_path": _choice(where, "engine_path", data.get("engine_path", AUTO_PATH), ENGINE_PATH_CHOICES),
         "default_limits": Limits(**limits),
         # Warm containers serve only isolation fresh; a per-sample container is made for its sample.
         "pool_size": _whole(where, "pool_size", data.get("pool_size", 2 if isolation == FRESH else 0)),

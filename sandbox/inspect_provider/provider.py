@@ -62,6 +62,10 @@ WRITE_TIMEOUT_S = 600
 FRESH_DEFAULT_TIMEOUT_S = 24 * 3600.0
 # GNU timeout's words when it could not start the program (the pinned wrapper runs it).
 _NOT_EXECUTABLE = re.compile(rb"timeout: failed to run command .*: Permission denied\n\Z")
+# The same from Proctor's launcher (127), or from /usr/bin/env when it set cwd or env (126).
+_FRESH_NOT_EXECUTABLE = re.compile(
+    r"(\Asandbox: cannot run '.*'|\A/usr/bin/env: '.*'): Permission denied\n\Z"
+)
 
 
 def _config(config: SandboxEnvironmentConfigType | None) -> ProviderConfig:
@@ -361,6 +365,8 @@ class FreshSandboxEnvironment(SandboxEnvironment):
             )
         if result.timed_out or result.exit_code is None:
             raise TimeoutError(f"Command timed out after {timeout} seconds")
+        if result.exit_code in (126, 127) and _FRESH_NOT_EXECUTABLE.search(result.stderr):
+            raise PermissionError(errno.EACCES, "Permission denied", cmd[0])
         return ExecResult(
             success=result.exit_code == 0,
             returncode=result.exit_code,
