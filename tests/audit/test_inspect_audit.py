@@ -314,3 +314,45 @@ def test_an_inspect_item_names_its_provider_config_and_label(
     spec = specs[1]
     assert (spec.backend, spec.provider, spec.config) == ("inspect", name, config)
     assert spec.label == (label or f"inspect:{name}")
+
+
+# -- Proctor's own provider: the same rows hold (docker) ----------------------------------------
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    from proctor.sandbox.image import image_tag
+
+    return image_tag()
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("isolation", ["per-sample", "fresh"])
+async def test_proctors_provider_holds_the_rows_inspect_local_breaks(
+    tmp_path: Path, image: str, isolation: str
+) -> None:
+    """The honest side: the rows Inspect's local provider breaks hold through Proctor's own
+    provider, so the grading above measures the sandbox, not the path through Inspect. Within
+    one sample, per-sample isolation keeps files between calls by design; fresh does not."""
+    import proctor.sandbox.inspect_provider.provider  # noqa: F401  (registers it, as the entry point does)
+
+    config = tmp_path / "proctor.yaml"
+    config.write_text(f"image: {image}\nisolation: {isolation}\n")
+    sandbox = await InspectSandbox.open("proctor", str(config))
+    try:
+        report = await audit_sandbox(
+            sandbox,
+            Limits(output_bytes=sandbox.output_cap),
+            only=[*sorted(LOCAL_BROKEN), "limits.wall_clock", "priv.non_root"],
+        )
+    finally:
+        await sandbox.aclose()
+    rows = {row.id: row for row in report.rows}
+    assert report.sandbox["shared_host"] is None, report.sandbox["program"]
+    for check_id in LOCAL_BROKEN - {"state.across_calls"} | {"limits.wall_clock", "priv.non_root"}:
+        assert rows[check_id].verdict is Verdict.HELD, rows[check_id]
+    across = rows["state.across_calls"].verdict
+    assert across is (Verdict.BROKEN if isolation == "per-sample" else Verdict.HELD), rows[
+        "state.across_calls"
+    ]
