@@ -44,6 +44,9 @@ def audit_targets(sandbox: Sandbox) -> list[AuditTarget]:
     if sandbox.backend == "command":
         # Whatever runs behind the command is not this process's host, as far as the audit knows.
         return [AuditTarget(sandbox, host_local=False)]
+    if sandbox.backend == "inspect":
+        # The provider's own identity probe said whether its programs run on this kernel.
+        return [AuditTarget(sandbox, host_local=bool(sandbox.describe().get("host_local")))]
     if sandbox.backend != "ray":
         return [AuditTarget(sandbox)]
     here = own_boot_id()
@@ -83,6 +86,7 @@ async def audit_sandbox(
         *("engine_path", "engine_path_reason"),
         *("runtime", "engine", "runtime_version"),
         *("command", "label", "program_via"),
+        *("provider", "inspect_config", "output_cap", "program", "host_local", "shared_host"),
     )
     report = AuditReport(
         backend=sandbox.backend,

@@ -22,7 +22,7 @@ from proctor.agent.audit import (
     verdict_path,
 )
 from proctor.agent.audit.command_sandbox import BACKEND as COMMAND
-from proctor.agent.audit.model import AuditContext, Check, Finding, Row, Verdict, escape_text
+from proctor.agent.audit.model import INSPECT, AuditContext, Check, Finding, NotRun, Row, Verdict, escape_text
 
 ALL_CHECKS: tuple[Check, ...] = (
     *limits.CHECKS,
@@ -128,6 +128,12 @@ async def run_check(check: Check, ctx: AuditContext) -> Row:
         finding = Finding(Verdict.SKIPPED, why)
     elif check.host_side and ctx.backend == COMMAND:
         finding = Finding(Verdict.SKIPPED, COMMAND_HOST_SIDE)
+    elif check.host_side and not ctx.host_local and ctx.backend == INSPECT:
+        finding = Finding(
+            Verdict.SKIPPED,
+            "not applicable: the provider's programs run on another kernel than this audit (their "
+            "boot ID differs), so what the check plants on or looks for here is not their host",
+        )
     elif check.host_side and not ctx.host_local:
         finding = Finding(
             Verdict.SKIPPED,
@@ -139,6 +145,8 @@ async def run_check(check: Check, ctx: AuditContext) -> Row:
             finding = await asyncio.wait_for(check.run(ctx), timeout=check.timeout_s)
         except TimeoutError:
             finding = Finding(Verdict.BROKEN, f"the check did not finish within {check.timeout_s:g} s")
+        except NotRun as exc:  # the sandbox refused a call: nothing was measured, nothing passes
+            finding = Finding(Verdict.SKIPPED, f"not run: {exc}")
         except Exception as exc:  # a failing check is a finding, never a crash of the audit
             finding = Finding(Verdict.BROKEN, "the check failed", escape_text(f"{type(exc).__name__}: {exc}"))
     return Row(

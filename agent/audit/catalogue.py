@@ -30,6 +30,7 @@ DEFAULTS = "tests/audit/test_command_audit.py::test_docker_defaults_through_comm
 ONE_WEAKNESS = "tests/audit/test_command_audit.py::test_one_weakness_breaks_its_own_row"
 NOT_THROUGH_COMMAND = "tests/audit/test_command_audit.py::test_rows_a_command_cannot_show_are_not_applicable"
 LARGE_PROGRAM = "tests/audit/test_command_audit.py::test_a_program_past_the_argument_limit_is_graded"
+INSPECT_LOCAL = "tests/audit/test_inspect_audit.py::test_inspect_local_is_graded_broken_where_unisolated"
 PAIRS_BARE = "tests/audit/test_pairs.py::test_two_bare_processes_share_every_closed_channel"
 PAIRS_LOCAL = "tests/audit/test_pairs.py::test_the_local_backend_holds_the_closed_channels"
 PAIRS_DOCKER = "tests/audit/test_pairs.py::test_the_default_docker_path_holds_the_closed_channels"
@@ -347,7 +348,7 @@ ENTRIES: dict[str, Entry] = {
         FILESYSTEM,
         "nothing one call leaves (files, /dev/shm, SysV IPC) is seen by the next",
         "held: nothing seen; broken: a trace seen",
-        (WEAKENED,),
+        (WEAKENED, INSPECT_LOCAL),
     ),
     **{
         f"state.{counter}": Entry(
@@ -376,7 +377,7 @@ ENTRIES: dict[str, Entry] = {
         DANGEROUS,
         "a per-uid kernel quota (inotify instances) used up by one call leaves another call's intact",
         "held: the other call kept its quota; weak: the calls did not overlap; broken: refused",
-        (FULL_DOCKER, DEFAULTS),
+        (FULL_DOCKER, DEFAULTS, INSPECT_LOCAL),
     ),
     "enforce.sigterm": Entry(
         DANGEROUS,
@@ -388,7 +389,7 @@ ENTRIES: dict[str, Entry] = {
         DANGEROUS,
         "no process outlives its call (host side: the audit looks on the host)",
         "held: none alive 3 s after; broken: a survivor, or gVisor's sandbox outlived the call",
-        (FULL_DOCKER, HOST_SIDE_SKIPS),
+        (FULL_DOCKER, HOST_SIDE_SKIPS, INSPECT_LOCAL),
     ),
     "enforce.fork_bomb": Entry(
         DANGEROUS,
@@ -406,13 +407,13 @@ ENTRIES: dict[str, Entry] = {
         DANGEROUS,
         "the program cannot SIGSTOP the launcher or init",
         "held: refused for all; broken: stopped one",
-        (FULL_DOCKER,),
+        (FULL_DOCKER, INSPECT_LOCAL),
     ),
     "enforce.read": Entry(
         SENSITIVE,
         "the memory, environment and stdin of processes it did not start are unreadable",
         "held: nothing readable; weak: only the program's own variables readable; broken: read",
-        (FULL_DOCKER, FULL_RUNSC),
+        (FULL_DOCKER, FULL_RUNSC, INSPECT_LOCAL),
     ),
     "enforce.controller_killed": Entry(
         DANGEROUS,
@@ -525,9 +526,14 @@ def render_table() -> str:
         if entry is None:
             lines.append(f"| `{check.id}` | NOT CATALOGUED | | {_cell(check.tried)} | | |")
             continue
-        where = [b for b in ("docker", "local", "ray", "command") if b not in check.backends]
+        where = [b for b in ("docker", "local", "ray", "command", "inspect") if b not in check.backends]
         scope = (" Not through " + ", ".join(f"`{b}`" for b in where) + ".") if where else ""
-        host = " Host side: not applicable through `--command`." if check.host_side else ""
+        host = (
+            " Host side: not applicable through `--command`, nor through `--inspect` where the "
+            "provider's programs run on another kernel."
+            if check.host_side
+            else ""
+        )
         tests = "<br>".join(f"`{test}`" for test in entry.tests)
         lines.append(
             f"| `{check.id}` | {entry.sandboxeval} | {_cell(entry.proves)}.{scope}{host} | "

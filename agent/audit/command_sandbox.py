@@ -70,7 +70,7 @@ class _Capped:
         return self.kept.decode("utf-8", errors="replace")
 
 
-def _stdin_prefix(data: str) -> str:
+def stdin_prefix(data: str) -> str:
     # With the program itself on stdin, the program's own input is handed over in its text.
     return f"import io as _pio, sys as _psys\n_psys.stdin = _pio.StringIO({data!r})\ndel _pio, _psys\n"
 
@@ -84,7 +84,7 @@ def _write_program(scratch: Path, program: str) -> Path:
     return path
 
 
-def _argv_program(argv: Sequence[str]) -> str:
+def argv_program(argv: Sequence[str]) -> str:
     return f"import os\nos.execvp({argv[0]!r}, {list(argv)!r})\n"
 
 
@@ -119,7 +119,7 @@ class CommandSandbox:
     ) -> ExecResult:
         if (code is None) == (argv is None):
             raise ValueError("give exactly one of code and argv")
-        program = code if code is not None else _argv_program(argv or ())
+        program = code if code is not None else argv_program(argv or ())
         data = stdin.decode("utf-8", errors="replace") if isinstance(stdin, bytes) else (stdin or "")
         cap = (limits or self.default_limits).output_bytes
         with tempfile.TemporaryDirectory(prefix="proctor-command-") as scratch:
@@ -129,7 +129,7 @@ class CommandSandbox:
                 feed = data.encode()
             else:
                 command = self.argv
-                feed = ((_stdin_prefix(data) if data else "") + program).encode()
+                feed = ((stdin_prefix(data) if data else "") + program).encode()
             return await self._run(command, feed, timeout, cap)
 
     async def _run(self, command: list[str], feed: bytes, timeout: float, cap: int) -> ExecResult:

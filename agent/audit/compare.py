@@ -2,10 +2,12 @@
 
 A spec list is split at commas outside quotes (``shlex`` rules), so a command holding a comma
 is written in quotes inside the list. Each item is one of Proctor's own sandboxes by name
-(``docker``/``runc``, ``runsc``, ``local``) or a command, optionally labelled ``label=command``::
+(``docker``/``runc``, ``runsc``, ``local``), an Inspect AI provider (``inspect:NAME``, or
+``inspect:NAME:CONFIG`` with its config file) or a command, optionally labelled ``label=command``::
 
     --compare "docker,runsc,local,defaults=docker run --rm -i IMAGE python3 -"
     --compare docker --compare "'mounted=docker run -v /a,b:/x --rm -i IMAGE python3 -'"
+    --compare "runsc,inspect:local,inspect:proctor:proctor.yaml"
 
 ``--compare`` may be given several times; the lists are joined in order.
 """
@@ -39,6 +41,11 @@ PROCTOR_SANDBOXES: dict[str, tuple[str, str | None]] = {
     "runsc": ("docker", "runsc"),
     "local": ("local", None),
 }
+# Said beside every Inspect column: how its calls were made, the pair rows' in particular.
+INSPECT_NOTE = (
+    "every call through the provider's exec in one sample environment; pair rows as two "
+    "concurrent exec calls on it"
+)
 _LABEL = re.compile(r"^([A-Za-z][A-Za-z0-9_.-]{0,39})=(\S.*)$", re.DOTALL)
 
 
@@ -48,6 +55,17 @@ class Spec:
     backend: str
     runtime: str | None = None
     command: tuple[str, ...] = ()
+    # An Inspect AI provider (backend "inspect"): its registered name and its config, if any.
+    provider: str | None = None
+    config: str | None = None
+
+    def describe(self) -> str:
+        """What the column is, in words."""
+        if self.command:
+            return shlex.join(self.command)
+        if self.provider is not None:
+            return f"Inspect provider {self.provider}" + (f" with {self.config}" if self.config else "")
+        return f"Proctor's {self.backend} backend" + (f" (runtime {self.runtime})" if self.runtime else "")
 
 
 def split_list(value: str) -> list[str]:
@@ -62,6 +80,17 @@ def split_list(value: str) -> list[str]:
         raise UserError(f"--compare: cannot split {value!r}: {exc}") from None
 
 
+INSPECT_PREFIX = "inspect:"
+
+
+def _inspect_spec(label: str | None, text: str) -> Spec:
+    """``inspect:NAME`` or ``inspect:NAME:CONFIG``; the provider is looked up before any audit."""
+    name, _, config = text[len(INSPECT_PREFIX) :].partition(":")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise UserError(f"--compare: {text!r}: name an Inspect provider inspect:NAME or inspect:NAME:CONFIG")
+    return Spec(label or f"{INSPECT_PREFIX}{name}", "inspect", provider=name, config=config or None)
+
+
 def parse_specs(values: list[str]) -> list[Spec]:
     specs: list[Spec] = []
     for value in values:
@@ -74,6 +103,9 @@ def parse_specs(values: list[str]) -> list[Spec]:
             label, text = (labelled.group(1), labelled.group(2)) if labelled else (item, item)
             if label in PROCTOR_SANDBOXES and labelled:
                 raise UserError(f"--compare: label {label!r} is the name of one of Proctor's sandboxes")
+            if text.startswith(INSPECT_PREFIX):
+                specs.append(_inspect_spec(label if labelled else None, text))
+                continue
             argv = parse_command(text, "--compare")
             specs.append(Spec(label, "command", None, tuple(argv)))
     if len(specs) < 2:
@@ -109,6 +141,8 @@ class Comparison:
                     "backend": spec.backend,
                     "runtime": spec.runtime,
                     "command": shlex.join(spec.command) if spec.command else None,
+                    "inspect_provider": spec.provider,
+                    "inspect_config": spec.config,
                     "counts": report.counts(),
                     "duration_s": round(report.duration_s, 2),
                 }
@@ -158,12 +192,12 @@ def print_comparison(comparison: Comparison, console: Console) -> None:
     console.print(table)
     for spec, report in zip(comparison.specs, comparison.reports, strict=True):
         counts = report.counts()
-        what = shlex.join(spec.command) if spec.command else f"Proctor {spec.backend} {spec.runtime or ''}"
         console.print(
             Text(
-                f"{spec.label}: {what.strip()}: "
+                f"{spec.label}: {spec.describe()}: "
                 + ", ".join(f"{counts[v.value]} {v.value}" for v in Verdict)
                 + f"; {report.duration_s:.1f} s"
+                + (f"; {INSPECT_NOTE}" if spec.provider is not None else "")
             )
         )
 
@@ -206,12 +240,12 @@ def render_html(comparison: Comparison) -> str:
         )
     legend = "".join(
         f"<li><b>{esc(spec.label)}</b>: "
-        + esc(shlex.join(spec.command) if spec.command else f"Proctor's {spec.backend} backend")
-        + esc(f" (runtime {spec.runtime})" if spec.runtime else "")
+        + esc(spec.describe())
         + esc(
             "; "
             + ", ".join(f"{count} {verdict}" for verdict, count in report.counts().items())
             + f"; {report.duration_s:.1f} s"
+            + (f"; {INSPECT_NOTE}" if spec.provider is not None else "")
         )
         + "</li>"
         for spec, report in zip(comparison.specs, comparison.reports, strict=True)

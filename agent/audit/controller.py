@@ -218,6 +218,8 @@ CHECKS = [
             # Killing a node's worker mid-call would take a serving node out of the cluster; its
             # loss is the node-loss case tests/ray/test_ray_cluster.py kills a raylet for.
             "ray": "a ray call's controller is its node's worker actor, which the audit does not kill",
+            "inspect": "kills Proctor's own controller process; an Inspect provider's controller is "
+            "this audit, and its cleanup of a killed eval is the provider's cli_cleanup",
         },
     ),
 ]

@@ -16,15 +16,19 @@ from pathlib import Path
 from proctor.agent.audit.model import (
     COMMAND_OWN_TIMEOUT,
     COMMAND_TRACEME,
+    INSPECT,
+    INSPECT_TRACEME,
     PROCTOR_BACKENDS,
     AuditContext,
     Check,
     Finding,
+    NotRun,
     Verdict,
     describe_exec,
     escape_text,
     no_reply,
     run_probe,
+    shared_host,
 )
 
 KLASS = "enforcement"
@@ -96,7 +100,17 @@ report(spawned=2)
 
 async def escaped_children(ctx: AuditContext) -> Finding:
     marker = f"proctor-audit-escape-{secrets.token_hex(8)}"
-    result, reply = await run_probe(ctx, _ESCAPE, stdin=marker, timeout=10)
+    try:
+        result, reply = await run_probe(ctx, _ESCAPE, stdin=marker, timeout=10)
+    except NotRun:
+        raise
+    except Exception as exc:  # a call that never came back while its children held its pipes
+        survivors = await _survivors(marker, grace_s=0.0)
+        return Finding(
+            Verdict.BROKEN,
+            "the call did not come back while the children it left ran",
+            escape_text(f"{type(exc).__name__}: {exc}; alive on the host then: {survivors or 'none'}"),
+        )
     if reply is None:
         return no_reply(result)
     survivors = await _survivors(marker, grace_s=3.0)
@@ -248,7 +262,23 @@ async def _fight(ctx: AuditContext) -> tuple[Finding | None, dict[str, dict[str,
     return None, reply["processes"]
 
 
+def _shared_host_evidence(host: dict[str, object]) -> str:
+    return escape_text(
+        f"program uid {host.get('uid')} in {host.get('pid_ns')} (this audit's own PID namespace); "
+        f"signal 0 to this audit's pid {host.get('audit_pid')}: {host.get('signal')}; "
+        f"its /proc/PID/environ: {host.get('environ')}"
+    )
+
+
 async def stop_enforcer(ctx: AuditContext) -> Finding:
+    if (host := shared_host(ctx)) is not None:
+        # Proven without the attack: SIGSTOP of every process would stop this machine's own.
+        return Finding(
+            Verdict.BROKEN,
+            "signalled this audit's own process from the sandbox; SIGSTOP of the others not attempted "
+            "(they are this machine's processes)",
+            _shared_host_evidence(host),
+        )
     failed, processes = await _fight(ctx)
     if failed is not None:
         return failed
@@ -270,6 +300,19 @@ async def stop_enforcer(ctx: AuditContext) -> Finding:
 
 
 async def read_enforcer(ctx: AuditContext) -> Finding:
+    if (host := shared_host(ctx)) is not None:
+        if host.get("environ") == "READ":
+            return Finding(
+                Verdict.BROKEN,
+                "read this audit's own /proc/PID/environ from the sandbox; the others not attempted",
+                _shared_host_evidence(host),
+            )
+        return Finding(
+            Verdict.SKIPPED,
+            "not run: the program shares this machine's processes (the probe would stop them), and "
+            "this audit's own environment was not readable",
+            _shared_host_evidence(host),
+        )
     failed, processes = await _fight(ctx)
     if failed is not None:
         return failed
@@ -401,7 +444,7 @@ CHECKS = [
         "killed anyway",
         sigterm_ignored,
         quick=True,
-        backends=PROCTOR_BACKENDS,
+        backends=(*PROCTOR_BACKENDS, INSPECT),
         not_applicable={"command": COMMAND_OWN_TIMEOUT},
     ),
     Check(
@@ -451,7 +494,7 @@ CHECKS = [
         traced_supervisor,
         quick=True,
         backends=PROCTOR_BACKENDS,
-        not_applicable={"command": COMMAND_TRACEME},
+        not_applicable={"command": COMMAND_TRACEME, INSPECT: INSPECT_TRACEME},
     ),
     Check(
         "enforce.leftover_processes",
@@ -465,6 +508,8 @@ CHECKS = [
             "local": "no container: the call's own cgroups are emptied and removed with it "
             "(enforce.escaped_children)",
             "ray": "the call's container lives on a worker's host: audit that host with --backend docker",
+            INSPECT: "reads Proctor's own container IDs from a call; an Inspect provider names none "
+            "(enforce.escaped_children looks for survivors on this host instead)",
         },
         host_side=True,
     ),

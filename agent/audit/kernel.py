@@ -14,6 +14,8 @@ import platform
 
 from proctor.agent.audit.model import (
     COMMAND_TRACEME,
+    INSPECT,
+    INSPECT_TRACEME,
     PROCTOR_BACKENDS,
     AuditContext,
     Check,
@@ -338,6 +340,6 @@ CHECKS += [
         ptrace_traceme,
         quick=True,
         backends=PROCTOR_BACKENDS,
-        not_applicable={"command": COMMAND_TRACEME},
+        not_applicable={"command": COMMAND_TRACEME, INSPECT: INSPECT_TRACEME},
     ),
 ]

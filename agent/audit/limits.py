@@ -14,6 +14,7 @@ from typing import Any
 from proctor.agent.audit.model import (
     COMMAND_OWN_CAP,
     COMMAND_OWN_TIMEOUT,
+    INSPECT,
     PROCTOR_BACKENDS,
     AuditContext,
     Check,
@@ -532,7 +533,7 @@ CHECKS = [
         output_cap,
         quick=True,
         timeout_s=35,
-        backends=PROCTOR_BACKENDS,
+        backends=(*PROCTOR_BACKENDS, INSPECT),
         not_applicable={"command": COMMAND_OWN_CAP},
     ),
     Check(
@@ -542,7 +543,7 @@ CHECKS = [
         "timed out soon after 1.5 s",
         wall_clock,
         quick=True,
-        backends=PROCTOR_BACKENDS,
+        backends=(*PROCTOR_BACKENDS, INSPECT),
         not_applicable={"command": COMMAND_OWN_TIMEOUT},
     ),
     Check(

@@ -22,6 +22,11 @@ class Verdict(enum.StrEnum):
     SKIPPED = "skipped"
 
 
+class NotRun(Exception):
+    """The sandbox refused to run a row's program (an Inspect provider's exec raised): the row
+    is graded "skipped" with this reason, never held, since nothing was measured."""
+
+
 @dataclass(frozen=True)
 class Finding:
     verdict: Verdict
@@ -54,6 +59,9 @@ CheckFunc = Callable[[AuditContext], Awaitable[Finding]]
 
 # Proctor's own backends: a check that measures what only they do leaves out "command".
 PROCTOR_BACKENDS = ("docker", "local", "ray")
+# An Inspect AI sandbox provider, reached through --inspect (inspect_sandbox.py). Unlike a
+# command, the provider itself enforces each call's timeout and output cap, so those rows grade it.
+INSPECT = "inspect"
 # Through --command the audit itself kills the command's process group at the timeout and caps
 # what it reads: a row about either would grade the audit's adapter, not the sandbox.
 # A foreign sandbox may run the program as PID 1 (`docker run` without --init): its
@@ -63,6 +71,10 @@ PROCTOR_BACKENDS = ("docker", "local", "ray")
 COMMAND_TRACEME = (
     "not applicable through --command: PTRACE_TRACEME from a PID 1 makes the engine's shim its "
     "tracer, and the process outlives its container (the rows attack Proctor's own supervisor)"
+)
+INSPECT_TRACEME = (
+    "not applicable through --inspect: PTRACE_TRACEME makes the provider's own process the "
+    "program's tracer (this audit itself, for local); the rows attack Proctor's own supervisor"
 )
 COMMAND_OWN_TIMEOUT = (
     "not applicable through --command: the audit enforces the timeout itself (it kills the "
@@ -85,8 +97,9 @@ class Check:
     run: CheckFunc
     quick: bool = False
     timeout_s: float = 20.0
-    # "command": a sandbox Proctor did not build, reached through --command (command_sandbox.py).
-    backends: tuple[str, ...] = ("docker", "local", "ray", "command")
+    # "command": a sandbox Proctor did not build, reached through --command (command_sandbox.py);
+    # "inspect": an Inspect AI provider's exec, reached through --inspect (inspect_sandbox.py).
+    backends: tuple[str, ...] = ("docker", "local", "ray", "command", INSPECT)
     # Why the check cannot apply to a backend it leaves out, in one line (shown on its row).
     not_applicable: Mapping[str, str] = field(default_factory=dict)
     # The check plants something on the audit's own host, or looks there (a file, a process,
@@ -188,6 +201,15 @@ async def run_probe(
     """Run one probe program through ``Sandbox.exec``, exactly as an eval's tool call would."""
     result = await ctx.sandbox.exec(PROBE_PRELUDE + body, timeout=timeout, stdin=stdin, limits=limits)
     return result, probe_reply(result)
+
+
+def shared_host(ctx: AuditContext) -> dict[str, Any] | None:
+    """What the sandbox found when its programs run in this audit's own PID namespace and can
+    signal the audit's process (an Inspect provider with no isolation, such as ``local``);
+    None otherwise. Rows that attack other processes, or use up a per-uid kernel quota, are then
+    graded on that evidence and not attempted: they would stop or starve the machine itself."""
+    found = ctx.sandbox.describe().get("shared_host")
+    return found if isinstance(found, dict) else None
 
 
 def no_reply(result: ExecResult) -> Finding:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from proctor.agent.audit.model import (
     COMMAND_OWN_CAP,
+    INSPECT,
     PROCTOR_BACKENDS,
     AuditContext,
     Check,
@@ -123,7 +124,7 @@ CHECKS = [
         flood,
         quick=True,
         timeout_s=70,
-        backends=PROCTOR_BACKENDS,
+        backends=(*PROCTOR_BACKENDS, INSPECT),
         not_applicable={"command": COMMAND_OWN_CAP},
     ),
     Check(

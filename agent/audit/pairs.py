@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from proctor.agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text, run_probe
+from proctor.agent.audit.model import INSPECT, AuditContext, Check, Finding, Verdict, escape_text, run_probe
 
 KLASS = "pairs"
 BITS = 48
@@ -365,6 +365,10 @@ async def measure(ctx: AuditContext, channel: Channel) -> Finding:
         said = "the two calls never ran at once (one started after the other's window)"
         if ctx.backend == "command":
             return Finding(Verdict.SKIPPED, f"not applicable: the command runs one program at a time: {said}")
+        if ctx.backend == INSPECT:
+            return Finding(
+                Verdict.SKIPPED, f"not run: the provider ran two exec calls one after the other: {said}"
+            )
         return Finding(Verdict.BROKEN, f"nothing was measured: {said}", escape_text(run.evidence))
     samples = [float(value) for value in run.listener.get("samples") or []]
     measured = decode(run.bits, samples, channel.cumulative, channel.slot_s)
@@ -377,6 +381,8 @@ async def measure(ctx: AuditContext, channel: Channel) -> Finding:
         f"{measured.carried_bits:.1f} of {measured.bits} bits crossed in {measured.seconds:.2f} s "
         f"({measured.bps:.1f} bit/s; bound {channel.bound_bps:g})"
     )
+    if ctx.backend == INSPECT:
+        observed += "; two concurrent exec calls on one sample environment"
     evidence = f"correct {measured.correct}, wrong {measured.wrong}, undecided {measured.undecided}" + (
         f"; {absent}" if absent else ""
     )

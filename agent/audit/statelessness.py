@@ -19,6 +19,7 @@ from proctor.agent.audit.model import (
     escape_text,
     no_reply,
     run_probe,
+    shared_host,
 )
 
 KLASS = "statelessness"
@@ -216,6 +217,17 @@ report(tries=tries, refused=sorted(set(refused)), began=began, ended=time.monoto
 async def per_uid_quota(ctx: AuditContext) -> Finding:
     # Kernel quotas counted per host uid (inotify instances, message-queue bytes, queued signals)
     # couple every call that runs as the same uid: one call may exhaust them for the others.
+    if (host := shared_host(ctx)) is not None:
+        # Run as this audit's own uid, the hog would starve every process of that uid here.
+        evidence = escape_text(f"program uid {host.get('uid')}, user namespace {host.get('user_ns')}")
+        if host.get("same_uid"):
+            return Finding(
+                Verdict.BROKEN,
+                "the calls run as this audit's own uid in its user namespace: the kernel counts "
+                "their inotify instances together (not attempted: it would starve this machine)",
+                evidence,
+            )
+        return Finding(Verdict.SKIPPED, "not run: the calls share this machine's processes", evidence)
     (hog, held), (victim, tried) = await asyncio.gather(
         run_probe(ctx, _QUOTA_HOG, timeout=30), run_probe(ctx, _QUOTA_VICTIM, timeout=30)
     )

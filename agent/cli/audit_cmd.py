@@ -177,6 +177,22 @@ async def _audit_command(argv: list[str], limits: Limits, quick: bool, only: lis
         await sandbox.aclose()
 
 
+async def _audit_inspect(
+    provider: str, config: str | None, limits: Limits, quick: bool, only: list[str] | None
+) -> AuditReport:
+    """An Inspect AI provider, driven through its sample lifecycle (agent/audit/inspect_sandbox.py).
+    Its output rows are graded against the cap Inspect documents for exec, not Proctor's."""
+    from proctor.agent.audit import audit_sandbox
+    from proctor.agent.audit.inspect_sandbox import InspectSandbox
+
+    sandbox = await InspectSandbox.open(provider, config)
+    try:
+        graded = limits.replace(output_bytes=sandbox.output_cap)
+        return await audit_sandbox(sandbox, graded, quick=quick, only=only, on_row=_progress)
+    finally:
+        await sandbox.aclose()
+
+
 async def _compare(
     specs: list[Spec], image: str | None, pool_size: int, limits: Limits, quick: bool, only: list[str] | None
 ) -> Comparison:
@@ -186,9 +202,21 @@ async def _compare(
         print(f"-- {spec.label}", file=sys.stderr, flush=True)
         if spec.backend == "command":
             return await _audit_command(list(spec.command), limits, quick, only)
+        if spec.provider is not None:
+            return await _audit_inspect(spec.provider, spec.config, limits, quick, only)
         return await _audit(spec.backend, image, pool_size, limits, quick, spec.runtime, only)
 
     return await run_comparison(specs, audit_one)
+
+
+def _find_inspect_providers(specs: list[Spec]) -> None:
+    """Every Inspect provider a comparison names exists, and its config file too, before any audit."""
+    from proctor.agent.audit.inspect_sandbox import find_provider, resolve_config
+
+    for spec in specs:
+        if spec.provider is not None:
+            find_provider(spec.provider)
+            resolve_config(spec.config)
 
 
 def _refuse_beside_command(flag: str, **given: object) -> None:
@@ -236,9 +264,22 @@ def audit_command(
         list[str] | None,
         typer.Option(
             "--compare",
-            help="Audit several sandboxes side by side: docker, runsc, local or a command (LABEL=COMMAND), "
-            "comma-separated (quote a command holding a comma); may be repeated. See docs/audit.md.",
+            help="Audit several sandboxes side by side: docker, runsc, local, an Inspect provider "
+            "(inspect:NAME[:CONFIG]) or a command (LABEL=COMMAND), comma-separated (quote a command "
+            "holding a comma); may be repeated. See docs/audit.md.",
         ),
+    ] = None,
+    inspect: Annotated[
+        str | None,
+        typer.Option(
+            "--inspect",
+            help="Audit an installed Inspect AI sandbox provider (local, docker, proctor, ...) through its "
+            "exec, in one sample environment. See docs/audit.md.",
+        ),
+    ] = None,
+    inspect_config: Annotated[
+        str | None,
+        typer.Option("--inspect-config", help="The Inspect provider's config file (default: none)."),
     ] = None,
     quick: Annotated[bool, typer.Option("--quick", help="A subset that runs in under 20 s.")] = False,
     only: Annotated[
@@ -268,6 +309,24 @@ def audit_command(
     # chooses its sandboxes itself.
     if command is not None and compare:
         raise UserError("--command: cannot be combined with --compare (name the command in the list)")
+    if inspect is not None and (command is not None or compare):
+        raise UserError(
+            "--inspect: cannot be combined with --command or --compare (name inspect:NAME in the list)"
+        )
+    if inspect_config is not None and inspect is None:
+        raise UserError("--inspect-config: applies to --inspect only (in --compare: inspect:NAME:CONFIG)")
+    if inspect is not None:
+        _refuse_beside_command(
+            "--inspect",
+            backend=backend,
+            runtime=runtime,
+            docker_host=docker_host,
+            ray_address=ray_address,
+            image=image,
+            ray_allow_unauthenticated=ray_allow_unauthenticated,
+            isolation=isolation,
+            engine_path=engine_path,
+        )
     if compare:
         _refuse_beside_command(
             "--compare", backend=backend, runtime=runtime, docker_host=docker_host, ray_address=ray_address
@@ -305,6 +364,7 @@ def audit_command(
     console = Console() if sys.stdout.isatty() else Console(width=200)
     if compare:
         specs = parse_specs(compare)
+        _find_inspect_providers(specs)
         comparison = asyncio.run(_compare(specs, image, pool_size, limits, quick, only))
         print_comparison(comparison, console)
         if json_file is not None:
@@ -313,7 +373,12 @@ def audit_command(
             write_comparison_html(comparison, html_file)
         # A comparison reports other people's sandboxes: finishing is success, whatever it found.
         return
-    if command is not None:
+    if inspect is not None:
+        from proctor.agent.audit.inspect_sandbox import find_provider
+
+        find_provider(inspect)
+        report = asyncio.run(_audit_inspect(inspect, inspect_config, limits, quick, only))
+    elif command is not None:
         report = asyncio.run(_audit_command(parse_command(command), limits, quick, only))
     else:
         report = asyncio.run(

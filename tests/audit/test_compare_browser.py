@@ -1,5 +1,6 @@
-"""`proctor sandbox audit --compare` over Proctor's docker, runsc and local sandboxes and two
-`--command` sandboxes: one table as text, JSON and an offline page, opened in headless Chromium.
+"""`proctor sandbox audit --compare` over Proctor's docker, runsc and local sandboxes, Inspect's
+local provider and two `--command` sandboxes: one table as text, JSON and an offline page,
+opened in headless Chromium.
 
 One of the commands carries markup in a docker label: the page must show it as text and run
 nothing. Screenshots land in artifacts/ (gitignored).
@@ -60,14 +61,14 @@ def test_the_comparison_page_in_chromium(tmp_path: Path) -> None:
         ]
     )
     report, page = tmp_path / "compare.json", tmp_path / "compare.html"
-    args = ["sandbox", "audit", "--compare", "docker,runsc,local"]
+    args = ["sandbox", "audit", "--compare", "docker,runsc,local,inspect:local"]
     args += ["--compare", f"defaults={defaults}", "--compare", shlex.quote(f"hardened={hardened}")]
     args += ["--json", str(report), "--html", str(page)]
     for row in ROWS:
         args += ["--only", row]
     result = proctor(*args, timeout=800)
     assert result.returncode == 0, result.stderr[-3000:]
-    labels = ["docker", "runsc", "local", "defaults", "hardened"]
+    labels = ["docker", "runsc", "local", "inspect:local", "defaults", "hardened"]
     data = json.loads(report.read_text())
     assert [s["label"] for s in data["sandboxes"]] == labels
     assert [row["id"] for row in data["rows"]] == [check.id for check in ALL_CHECKS if check.id in ROWS]
@@ -77,12 +78,13 @@ def test_the_comparison_page_in_chromium(tmp_path: Path) -> None:
         "docker": "held",
         "runsc": "held",
         "local": "held",
+        "inspect:local": "broken",  # Inspect's local provider: a plain process of this machine
         "defaults": "broken",
         "hardened": "held",
     }
     assert verdicts["limits.read_only_root"]["defaults"] == "broken"
     assert verdicts["limits.read_only_root"]["hardened"] == "held"
-    assert data["sandboxes"][3]["command"] == defaults
+    assert data["sandboxes"][4]["command"] == defaults
     for label in labels:
         assert label in result.stdout
 
