@@ -18,6 +18,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonDict
 
 from proctor.agent.inputs.efforts import check_reasoning_effort
 from proctor.agent.inputs.selection import normalise_limit
@@ -93,10 +94,12 @@ def _spec_option_fields() -> dict[str, Any]:
     for option in dataclasses.fields(SandboxSpec):
         if option.name in NOT_IN_THE_CONFIG:
             continue
-        enum = {"enum": list(choices[option.name])} if option.name in choices else None
+        enum: JsonDict | None = {"enum": list(choices[option.name])} if option.name in choices else None
+        # Every option of the spec has a default (a spec of no arguments is the default sandbox).
+        default: Any = option.default
         found[option.name] = (
             hints[option.name],
-            Field(default=option.default, json_schema_extra=enum, **option.metadata),
+            Field(default=default, json_schema_extra=enum, **option.metadata),
         )
     return found
 

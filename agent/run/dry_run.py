@@ -27,6 +27,7 @@ from proctor.agent.run.sample_plan import default_run_dir, model_labels, plan_sa
 from proctor.agent.text.terminal import escape_for_terminal
 from proctor.agent.tracks.registry import make_track
 from proctor.sandbox import SandboxSpec
+from proctor.sandbox.api import AUTO_PATH
 
 # Ids listed in the plan; the rest are counted.
 SHOWN_IDS = 10
@@ -209,7 +210,7 @@ def build_plan(config: RunConfig) -> list[tuple[str, str]]:
             f"{spec.backend} (image {spec.image or 'pinned default'}), {box.cpus} CPU, {box.memory} memory, "
             f"{box.timeout_s:g} s a call, pool {spec.pool_size}, calls at once: {calls}, "
             f"isolation {spec.isolation}"
-            + (f", engine path {_engine_path_text(spec)}" if spec.backend in ("auto", "docker") else "")
+            + (f", engine path {_path_choice_text(spec)}" if spec.backend in ("auto", "docker") else "")
         )
     else:
         sandbox = "none (this track runs no code)"
@@ -237,8 +238,8 @@ def render_plan(rows: list[tuple[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _engine_path_text(spec: SandboxSpec) -> str:
+def _path_choice_text(spec: SandboxSpec) -> str:
     # auto is decided when the sandbox opens (it proves runc-direct can serve): say what it means.
-    if spec.engine_path == "auto":
+    if spec.engine_path == AUTO_PATH:
         return "auto (runc-direct where it can serve, else docker)"
     return spec.engine_path

@@ -56,8 +56,8 @@ async def open_run_sandbox(
     header["sessions"][-1].update(
         sandbox_backend=sandbox.backend,
         sandbox_image_id=described.get("image_id"),
-        # The engine path taken (describe()'s record; the spec's auto may choose differently on
-        # the machine a run resumes on).
+        # describe()'s record of the engine path taken: the spec's auto may choose differently
+        # on the machine a run resumes on.
         **({"sandbox_engine_path": described["engine_path"]} if "engine_path" in described else {}),
     )
     check_memory(config, described, memory, header)
