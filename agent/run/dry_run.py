@@ -27,7 +27,6 @@ from proctor.agent.run.sample_plan import default_run_dir, model_labels, plan_sa
 from proctor.agent.text.terminal import escape_for_terminal
 from proctor.agent.tracks.registry import make_track
 from proctor.sandbox import SandboxSpec
-from proctor.sandbox.api import AUTO_PATH
 
 # Ids listed in the plan; the rest are counted.
 SHOWN_IDS = 10
@@ -240,6 +239,6 @@ def render_plan(rows: list[tuple[str, Any]]) -> str:
 
 def _path_choice_text(spec: SandboxSpec) -> str:
     # auto is decided when the sandbox opens (it proves runc-direct can serve): say what it means.
-    if spec.engine_path == AUTO_PATH:
+    if spec.engine_path == "auto":
         return "auto (runc-direct where it can serve, else docker)"
     return spec.engine_path
