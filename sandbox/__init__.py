@@ -17,7 +17,7 @@ from proctor.sandbox.api import ExecResult, InvalidProgram, Limits, Sandbox, San
 from proctor.sandbox.factory import open_sandbox
 from proctor.sandbox.program import check_program_text
 from proctor.sandbox.slots import execution_caller
-from proctor.sandbox.spec import SandboxSpec, check_option_name, option_choices
+from proctor.sandbox.spec import SandboxSpec, check_option_name, docker_only_problem, option_choices
 
 __all__ = [
     "ExecResult",
@@ -29,6 +29,7 @@ __all__ = [
     "SandboxUnavailable",
     "check_option_name",
     "check_program_text",
+    "docker_only_problem",
     "execution_caller",
     "open_sandbox",
     "option_choices",

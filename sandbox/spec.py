@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 # Only api: naming the options (and the registry listing backends) imports no docker SDK.
@@ -54,29 +54,40 @@ class SandboxSpec:
     """What to open. The defaults are a fresh-container docker sandbox under runc, or
     ``auto``'s one-line error naming the fix when docker cannot serve (sandbox/factory.py)."""
 
-    # auto (docker, or a one-line error), or a registered backend's name.
+    # Where model code runs: docker, local (cgroups), ray, or auto (docker when an engine
+    # answers, else a one-line error naming the fix); the registry lists the backends.
     backend: str = AUTO_BACKEND
     # Sandbox image; None: the pinned image `proctor image build` makes.
     image: str | None = None
     # Containers kept warm, ready for the next call (docker).
-    pool_size: int = 2
+    pool_size: int = field(default=2, metadata={"ge": 0})
     # Limits of a call that names none; None: Limits()'s defaults.
     default_limits: Limits | None = None
-    # Calls running at once in the whole process; None: the CPUs the backend can use.
-    max_concurrent_executions: int | None = None
+    # Sandbox calls running at once in the whole process (queued fairly between samples);
+    # None: as many as the CPUs the backend can use (the engine's for docker).
+    max_concurrent_executions: int | None = field(default=None, metadata={"ge": 1})
     # The local backend's import probe (seconds); off for one-off execs that never read it.
     probe_libraries: bool = True
-    # Container runtime (docker only): runc or gVisor's runsc (sandbox/runtimes.py).
+    # Container runtime of the docker backend: runc (default) or gVisor's runsc (docs/sandbox.md,
+    # "Runtimes"); docker_host names the engine (default: the environment's, or for runsc the
+    # engine .ci/setup-gvisor.sh starts when the default one lacks it).
     runtime: str = RUNC
-    # The docker engine's socket; None: the environment's (DOCKER_HOST or the default).
+    # The docker engine's socket (unix:///...); None: the environment's (DOCKER_HOST or default).
     docker_host: str | None = None
-    # sandbox/api.py ISOLATIONS: fresh (a new container per call) or per-sample (docker only).
+    # How long a container lives (docs/sandbox.md, "Isolation: fresh or per-sample"): fresh, a
+    # new container for every call (the protocol's promise and the default), or per-sample, where
+    # one sample's calls reuse a container the launcher emptied and re-checked, leaving counters
+    # a reset cannot undo (next PID, inode and IPC numbers) to that sample's next call.
     isolation: str = FRESH
-    # sandbox/api.py ENGINE_PATH_CHOICES: auto, docker, or runc-direct (sandbox/oci_direct.py).
+    # How the docker backend starts a container (docs/sandbox.md, "Engine paths"): through the
+    # engine (docker), with the OCI runtime directly from the spec the engine generated
+    # (runc-direct; needs root and runc on the engine's host), or auto: runc-direct where it can
+    # serve, else docker. run.json records the path taken and why (sandbox.engine_path_reason).
     engine_path: str = AUTO_PATH
-    # The Ray cluster (ray only); None: RAY_ADDRESS or a local one.
+    # The Ray cluster for backend ray (host:port of its head); None: RAY_ADDRESS or a local one.
     ray_address: str | None = None
-    # Use a Ray cluster that serves clients holding no token (sandbox/ray_auth.py).
+    # Use a Ray cluster that serves clients holding no token (sandbox/ray_auth.py): off, so an
+    # open cluster is refused in one line; recorded in run.json as sandbox.ray_auth.
     ray_allow_unauthenticated: bool = False
 
     def __post_init__(self) -> None:
@@ -134,6 +145,18 @@ class SandboxSpec:
             return cls(**values)
         except (TypeError, ValueError) as exc:
             raise ValueError(str(exc)) from None
+
+
+def docker_only_problem(spec: SandboxSpec) -> str | None:
+    """One line naming the first option that only the docker backend has, when ``spec`` names
+    another backend; None when it asks nothing of the kind (or opens docker, or auto)."""
+    if spec.backend in (AUTO_BACKEND, "docker"):
+        return None
+    for option in fields(spec):
+        value = getattr(spec, option.name)
+        if option.name != "backend" and SandboxSpec(**{option.name: value}).chooses_docker_options():
+            return f"{option.name} {value} needs the docker backend (backend is {spec.backend})"
+    return None
 
 
 # What each recorded field may hold (JSON has no tuples or sets; int is not bool here).

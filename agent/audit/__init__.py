@@ -83,6 +83,7 @@ async def audit_sandbox(
     targets = audit_targets(sandbox)
     kept = (
         *("backend", "image", "image_id", "user", "isolation", "call_isolation"),
+        # describe()'s record of the engine path the sandbox took, and why.
         *("engine_path", "engine_path_reason"),
         *("runtime", "engine", "runtime_version"),
         *("command", "label", "program_via"),

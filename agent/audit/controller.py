@@ -1,11 +1,12 @@
 """SIGKILL of the controlling process, then the deadline sweep (docker backend only).
 
 The audit starts this module as a separate controller process: it opens its own docker
-sandbox on the audited image, runtime, engine and engine path, says its run ID, and starts one
-long call. The audit SIGKILLs it mid-call and then watches the container with that run ID, by ID:
-it must stop (or be gone) within the call's deadline plus the launcher's backstop grace, with
-nobody cleaning up. Under the engine's path the engine knows the container by its labels; under
-runc-direct, Proctor's runc root knows it by its name (owner pid and run ID).
+sandbox from the spec it is given as one record (the audited image, runtime, engine and engine
+path), says its run ID, and starts one long call. The audit SIGKILLs it mid-call and then
+watches the container with that run ID, by ID: it must stop (or be gone) within the call's
+deadline plus the launcher's backstop grace, with nobody cleaning up. Under the engine's path
+the engine knows the container by its labels; under runc-direct, Proctor's runc root knows it
+by its name (owner pid and run ID).
 """
 
 from __future__ import annotations
@@ -20,9 +21,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from proctor.agent.audit.model import AuditContext, Check, Finding, Verdict, escape_text
+
+if TYPE_CHECKING:
+    from proctor.sandbox import SandboxSpec
 
 KLASS = "enforcement"
 DEADLINE_S = 3.0
@@ -34,19 +38,9 @@ OWNER_PID_LABEL = "proctor.owner_pid"
 OWNER_HOST_LABEL = "proctor.owner_host"
 
 
-async def _controller(
-    image: str | None, deadline: float, runtime: str, engine: str | None, engine_path: str
-) -> None:
-    from proctor.sandbox import SandboxSpec, open_sandbox
+async def _controller(spec: SandboxSpec, deadline: float) -> None:
+    from proctor.sandbox import open_sandbox
 
-    spec = SandboxSpec(
-        backend="docker",
-        image=image,
-        pool_size=0,
-        runtime=runtime,
-        docker_host=engine,
-        engine_path=engine_path,
-    )
     sandbox = await open_sandbox(spec)
     print(json.dumps({"run_id": sandbox.describe().get("run_id"), "pid": os.getpid()}), flush=True)
     await sandbox.exec("import time\nwhile True:\n    time.sleep(0.05)\n", timeout=deadline)
@@ -128,11 +122,15 @@ class _DirectContainers:
             oci_direct.release_directory(oci_direct.STATE_ROOT / f"{pid}-{run_id}")
 
 
-def _sweep_check(image: str | None, runtime: str, engine: str | None, engine_path: str) -> Finding:
+def _sweep_check(spec: SandboxSpec) -> Finding:
+    """Start the controller on ``spec`` (passed whole, as its record), SIGKILL it mid-call, and
+    watch its container where ``spec.engine_path`` puts it."""
     from proctor.sandbox.api import RUNC_DIRECT
 
     containers: _EngineContainers | _DirectContainers = (
-        _DirectContainers() if engine_path == RUNC_DIRECT else _EngineContainers(runtime, engine)
+        _DirectContainers()
+        if spec.engine_path == RUNC_DIRECT
+        else _EngineContainers(spec.runtime, spec.docker_host)
     )
     package_root = str(Path(__file__).resolve().parents[2])
     env = {**os.environ, "PYTHONPATH": package_root + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -140,11 +138,8 @@ def _sweep_check(image: str | None, runtime: str, engine: str | None, engine_pat
         sys.executable,
         "-m",
         "proctor.agent.audit.controller",
-        image or "",
+        json.dumps(spec.record()),
         str(DEADLINE_S),
-        runtime,
-        engine or "",
-        engine_path,
     ]
     process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     container_id = None
@@ -199,9 +194,21 @@ def _sweep_check(image: str | None, runtime: str, engine: str | None, engine_pat
 
 
 async def controller_sweep(ctx: AuditContext) -> Finding:
-    # The path the audited sandbox took (sandbox.engine_path auto may have chosen either).
-    engine_path = str(ctx.sandbox.describe().get("engine_path") or "docker")
-    return await asyncio.to_thread(_sweep_check, ctx.image, ctx.runtime or "runc", ctx.engine, engine_path)
+    from proctor.sandbox import SandboxSpec
+    from proctor.sandbox.api import DOCKER_PATH, RUNC
+
+    # The controller opens the audited sandbox's image on its runtime and engine, by the engine
+    # path the audited sandbox took (describe()'s record: the spec's auto may have chosen either).
+    path_taken = str(ctx.sandbox.describe().get("engine_path") or DOCKER_PATH)
+    spec = SandboxSpec(
+        backend="docker",
+        image=ctx.image,
+        pool_size=0,
+        runtime=ctx.runtime or RUNC,
+        docker_host=ctx.engine,
+        engine_path=path_taken,
+    )
+    return await asyncio.to_thread(_sweep_check, spec)
 
 
 CHECKS = [
@@ -226,6 +233,6 @@ CHECKS = [
 
 
 if __name__ == "__main__":
-    asyncio.run(
-        _controller(sys.argv[1] or None, float(sys.argv[2]), sys.argv[3], sys.argv[4] or None, sys.argv[5])
-    )
+    from proctor.sandbox import SandboxSpec as _Spec
+
+    asyncio.run(_controller(_Spec.from_record(json.loads(sys.argv[1])), float(sys.argv[2])))

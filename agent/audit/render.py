@@ -23,9 +23,11 @@ def headline(report: AuditReport) -> str:
     counts = report.counts()
     parts = ", ".join(f"{counts[v.value]} {v.value}" for v in Verdict)
     runtime = f", runtime {report.runtime}" if report.runtime else ""
-    # Which path started the audited containers: auto may have chosen either.
-    if report.sandbox.get("engine_path"):
-        runtime += f", engine path {report.sandbox['engine_path']}"
+    # describe()'s record of the path that started the audited containers: the spec's auto may
+    # have chosen either.
+    path_taken = report.sandbox.get("engine_path")
+    if path_taken:
+        runtime += f", engine path {path_taken}"
     nodes = report.sandbox.get("nodes")
     on = f" on {len(nodes)} node(s)" if isinstance(nodes, list) else ""
     return (

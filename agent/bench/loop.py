@@ -319,7 +319,7 @@ async def run_scenario(
             max_concurrency=concurrency,
             out=workdir / f"{name}-run",
             budget=budget,
-            sandbox=SandboxConfig(backend="local", pool_size=0),
+            sandbox=SandboxConfig.model_validate({"backend": "local", "pool_size": 0}),
             track_options={"max_turns": turns},
         )
         progress = RunProgress(Console(file=io.StringIO()), live=False)

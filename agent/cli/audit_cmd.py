@@ -13,10 +13,10 @@ from rich.console import Console
 
 from proctor.agent.cli import exit_codes
 from proctor.agent.cli.app import sandbox_app
+from proctor.agent.cli.sandbox_flags import given_sandbox_flags, refuse_sandbox_flags, spec_with_flags
 from proctor.agent.errors import UserError
 from proctor.sandbox import Limits, Sandbox, SandboxSpec, SandboxUnavailable, open_sandbox, option_choices
-from proctor.sandbox.api import AUTO_PATH, ENGINE_PATH_CHOICES, FRESH, ISOLATIONS, RUNC_DIRECT
-from proctor.sandbox.runtimes import RUNTIMES
+from proctor.sandbox.api import RUNC
 
 if TYPE_CHECKING:
     from proctor.agent.audit import AuditReport
@@ -55,70 +55,9 @@ def limits_from_config(path: Path) -> tuple[SandboxConfig, Limits]:
     return config, Limits(memory_bytes=memory, cpus=config.cpus)
 
 
-def check_runtime(
-    runtime: str | None, backend: str, docker_host: str | None = None, ray_address: str | None = None
-) -> None:
-    """Refuse, in one line, a runtime this Proctor does not know or a backend that has none.
-
-    Whether an engine offers it is settled when the sandbox opens (one line too). A ray worker
-    uses its own node's engine and runtime, so ray refuses both flags as local does.
-    """
-    if runtime is not None and runtime not in RUNTIMES:
-        raise UserError(f"--runtime: {runtime!r} is not one of {', '.join(RUNTIMES)}")
-    if backend in ("local", "ray") and (runtime is not None or docker_host is not None):
-        flag = "--runtime" if runtime is not None else "--docker-host"
-        raise UserError(f"{flag}: applies to the docker backend only")
-    if ray_address is not None and backend != "ray":
-        raise UserError("--ray-address: applies to the ray backend only")
-
-
-def _docker_options(backend: str, isolation: str | None, engine_path: str | None) -> dict[str, str]:
-    """The docker backend's isolation and engine path when they are not the defaults."""
-    options: dict[str, str] = {}
-    if isolation not in (None, FRESH):
-        if isolation not in ISOLATIONS:
-            raise UserError(f"--isolation: {isolation!r} is not one of {', '.join(ISOLATIONS)}")
-        options["isolation"] = isolation
-    if engine_path not in (None, AUTO_PATH):
-        if engine_path not in ENGINE_PATH_CHOICES:
-            raise UserError(f"--engine-path: {engine_path!r} is not one of {', '.join(ENGINE_PATH_CHOICES)}")
-        # Passed even when it names the engine's path: auto, the default, might not take it.
-        options["engine_path"] = engine_path
-    # Only what the other backends cannot honour is refused: they take auto and docker as given.
-    docker_only = [key for key, value in options.items() if key != "engine_path" or value == RUNC_DIRECT]
-    if docker_only and backend not in ("auto", "docker"):
-        raise UserError(f"--{docker_only[0].replace('_', '-')}: applies to the docker backend only")
-    return options
-
-
-async def open_audited_sandbox(
-    backend: str,
-    image: str | None,
-    pool_size: int,
-    limits: Limits,
-    runtime: str | None = None,
-    docker_host: str | None = None,
-    ray_address: str | None = None,
-    ray_allow_unauthenticated: bool = False,
-    docker_options: dict[str, str] | None = None,
-) -> Sandbox:
-    """The sandbox under audit, opened as an eval opens it. Tests swap this for weakened ones.
-    ``docker_options``: the docker backend's isolation and engine_path, when not the defaults.
-    No check reads ``describe()["libraries"]``, so the local backend's import probe (galois
-    compiles with numba: half a minute on a loaded machine) is skipped."""
-    spec = SandboxSpec(
-        backend=backend,
-        image=image,
-        pool_size=pool_size,
-        default_limits=limits,
-        probe_libraries=False,
-        ray_address=ray_address,
-        ray_allow_unauthenticated=ray_allow_unauthenticated,
-    )
-    if not ray_allow_unauthenticated:
-        spec = spec.replace(
-            docker_host=docker_host, **(docker_options or {}), **({"runtime": runtime} if runtime else {})
-        )
+async def open_audited_sandbox(spec: SandboxSpec) -> Sandbox:
+    """The sandbox under audit, opened from the spec as an eval opens it. Tests swap this for
+    weakened ones."""
     return await open_sandbox(spec)
 
 
@@ -127,40 +66,19 @@ def _progress(row: Row) -> None:
     print(f"  {row.verdict.value:>7}  {row.id}{where}", file=sys.stderr, flush=True)
 
 
-async def _audit(
-    backend: str,
-    image: str | None,
-    pool_size: int,
-    limits: Limits,
-    quick: bool,
-    runtime: str | None,
-    only: list[str] | None,
-    docker_host: str | None = None,
-    ray_address: str | None = None,
-    ray_allow_unauthenticated: bool = False,
-    docker_options: dict[str, str] | None = None,
-) -> AuditReport:
+async def _audit(spec: SandboxSpec, quick: bool, only: list[str] | None) -> AuditReport:
     from proctor.agent.audit import audit_sandbox
 
     try:
-        if docker_options:
-            sandbox = await open_audited_sandbox(
-                backend, image, pool_size, limits, runtime, docker_host, docker_options=docker_options
-            )
-        elif ray_allow_unauthenticated:
-            sandbox = await open_audited_sandbox(
-                backend, image, pool_size, limits, ray_address=ray_address, ray_allow_unauthenticated=True
-            )
-        elif ray_address:
-            sandbox = await open_audited_sandbox(backend, image, pool_size, limits, ray_address=ray_address)
-        elif runtime or docker_host:
-            sandbox = await open_audited_sandbox(backend, image, pool_size, limits, runtime, docker_host)
-        else:
-            sandbox = await open_audited_sandbox(backend, image, pool_size, limits)
+        sandbox = await open_audited_sandbox(spec)
     except SandboxUnavailable as exc:
-        raise UserError(f"--{'runtime' if runtime else 'backend'} {runtime or backend}: {exc}") from None
+        chosen = f"--runtime {spec.runtime}" if spec.runtime != RUNC else f"--backend {spec.backend}"
+        raise UserError(f"{chosen}: {exc}") from None
+    limits = spec.default_limits or Limits()
     try:
-        return await audit_sandbox(sandbox, limits, quick=quick, runtime=runtime, only=only, on_row=_progress)
+        return await audit_sandbox(
+            sandbox, limits, quick=quick, runtime=spec.runtime, only=only, on_row=_progress
+        )
     finally:
         await sandbox.aclose()
 
@@ -193,18 +111,20 @@ async def _audit_inspect(
         await sandbox.aclose()
 
 
-async def _compare(
-    specs: list[Spec], image: str | None, pool_size: int, limits: Limits, quick: bool, only: list[str] | None
-) -> Comparison:
+async def _compare(specs: list[Spec], base: SandboxSpec, quick: bool, only: list[str] | None) -> Comparison:
+    """Each column's sandbox: a Proctor backend is ``base`` (the image, pool and limits every
+    column shares) opened on that column's backend and runtime."""
     from proctor.agent.audit.compare import run_comparison
 
-    async def audit_one(spec: Spec) -> AuditReport:
-        print(f"-- {spec.label}", file=sys.stderr, flush=True)
-        if spec.backend == "command":
-            return await _audit_command(list(spec.command), limits, quick, only)
-        if spec.provider is not None:
-            return await _audit_inspect(spec.provider, spec.config, limits, quick, only)
-        return await _audit(spec.backend, image, pool_size, limits, quick, spec.runtime, only)
+    limits = base.default_limits or Limits()
+
+    async def audit_one(column: Spec) -> AuditReport:
+        print(f"-- {column.label}", file=sys.stderr, flush=True)
+        if column.backend == "command":
+            return await _audit_command(list(column.command), limits, quick, only)
+        if column.provider is not None:
+            return await _audit_inspect(column.provider, column.config, limits, quick, only)
+        return await _audit(base.replace(backend=column.backend, runtime=column.runtime or RUNC), quick, only)
 
     return await run_comparison(specs, audit_one)
 
@@ -217,12 +137,6 @@ def _find_inspect_providers(specs: list[Spec]) -> None:
         if spec.provider is not None:
             find_provider(spec.provider)
             resolve_config(spec.config)
-
-
-def _refuse_beside_command(flag: str, **given: object) -> None:
-    for name, value in given.items():
-        if value not in (None, False, "auto"):
-            raise UserError(f"{flag}: cannot be combined with --{name.replace('_', '-')}")
 
 
 @sandbox_app.command("audit")
@@ -303,8 +217,9 @@ def audit_command(
     from proctor.agent.audit.compare import write_json as write_comparison_json
     from proctor.agent.audit.render import print_table, write_html, write_json
 
-    if backend not in AUDIT_BACKENDS:
-        raise UserError(f"--backend: {backend!r} is not one of {', '.join(AUDIT_BACKENDS)}")
+    # The flags that open a sandbox are named after the spec's options: gathered here in one
+    # mapping, laid over one spec below.
+    given = given_sandbox_flags(locals())
     # The user's own flags (before --limits-from fills any in): a command or a comparison
     # chooses its sandboxes itself.
     if command is not None and compare:
@@ -316,47 +231,22 @@ def audit_command(
     if inspect_config is not None and inspect is None:
         raise UserError("--inspect-config: applies to --inspect only (in --compare: inspect:NAME:CONFIG)")
     if inspect is not None:
-        _refuse_beside_command(
-            "--inspect",
-            backend=backend,
-            runtime=runtime,
-            docker_host=docker_host,
-            ray_address=ray_address,
-            image=image,
-            ray_allow_unauthenticated=ray_allow_unauthenticated,
-            isolation=isolation,
-            engine_path=engine_path,
-        )
+        refuse_sandbox_flags("--inspect", given)
     if compare:
-        _refuse_beside_command(
-            "--compare", backend=backend, runtime=runtime, docker_host=docker_host, ray_address=ray_address
-        )
+        # The columns share the image (and --limits-from's limits); each names its own backend.
+        refuse_sandbox_flags("--compare", given, allowed=frozenset({"image"}))
     if command is not None:
-        _refuse_beside_command(
-            "--command",
-            backend=backend,
-            runtime=runtime,
-            docker_host=docker_host,
-            ray_address=ray_address,
-            image=image,
-            ray_allow_unauthenticated=ray_allow_unauthenticated,
-        )
-    pool_size = 2
-    limits = Limits()
+        refuse_sandbox_flags("--command", given)
+    # No check reads describe()["libraries"], so the local backend's import probe (galois
+    # compiles with numba: half a minute on a loaded machine) is skipped.
+    base = SandboxSpec(probe_libraries=False)
     if limits_from is not None:
         config, limits = limits_from_config(limits_from)
-        image = image or config.image
-        pool_size = config.pool_size or 2
-        if config.runtime != "runc" and runtime is None:
-            runtime = config.runtime
-        docker_host = docker_host or config.docker_host
-        isolation = isolation or config.isolation
-        engine_path = engine_path or config.engine_path
-        if backend == "ray":
-            ray_address = ray_address or config.ray_address
-            ray_allow_unauthenticated = ray_allow_unauthenticated or config.ray_allow_unauthenticated
-    check_runtime(runtime, backend, docker_host, ray_address)
-    docker_options = _docker_options(backend, isolation, engine_path)
+        # The config's sandbox as an eval with it opens one; a pool of none still audits with two.
+        base = config.spec.replace(probe_libraries=False, pool_size=config.spec.pool_size or base.pool_size)
+    else:
+        limits = Limits()
+    spec = spec_with_flags(base.replace(default_limits=limits), given)
     for flag, path in (("--json", json_file), ("--html", html_file)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{flag}: {path.parent} is not a directory")
@@ -365,7 +255,7 @@ def audit_command(
     if compare:
         specs = parse_specs(compare)
         _find_inspect_providers(specs)
-        comparison = asyncio.run(_compare(specs, image, pool_size, limits, quick, only))
+        comparison = asyncio.run(_compare(specs, spec, quick, only))
         print_comparison(comparison, console)
         if json_file is not None:
             write_comparison_json(comparison, json_file)
@@ -381,21 +271,7 @@ def audit_command(
     elif command is not None:
         report = asyncio.run(_audit_command(parse_command(command), limits, quick, only))
     else:
-        report = asyncio.run(
-            _audit(
-                backend,
-                image,
-                pool_size,
-                limits,
-                quick,
-                runtime,
-                only,
-                docker_host,
-                ray_address,
-                ray_allow_unauthenticated,
-                docker_options,
-            )
-        )
+        report = asyncio.run(_audit(spec, quick, only))
     print_table(report, console)
     if json_file is not None:
         write_json(report, json_file)

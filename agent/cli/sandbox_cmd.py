@@ -13,6 +13,7 @@ import typer
 
 from proctor.agent.cli import exit_codes
 from proctor.agent.cli.app import SWEEP_JOIN_S, bench_app, sandbox_app
+from proctor.agent.cli.sandbox_flags import given_sandbox_flags, spec_with_flags
 from proctor.agent.errors import UserError
 from proctor.agent.text.terminal import escape_for_terminal
 from proctor.sandbox import (
@@ -26,9 +27,8 @@ from proctor.sandbox import (
     check_program_text,
     open_sandbox,
 )
-from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, ENGINE_PATH_CHOICES, ENGINE_PATHS, RUNC_DIRECT
-from proctor.sandbox.factory import BACKENDS
-from proctor.sandbox.runtimes import RUNC, RUNTIMES
+from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, ENGINE_PATHS
+from proctor.sandbox.runtimes import RUNTIMES
 from proctor.sandbox.sizes import parse_size
 
 
@@ -90,15 +90,6 @@ def _read_file(file: str) -> str:
         raise UserError(f"{file}: not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise UserError(f"{file}: cannot read ({exc.strerror})") from None
-
-
-def check_runtime_flags(backend: str, runtime: str | None, docker_host: str | None) -> None:
-    """One line for a runtime we do not know, or runtime flags given to the local or ray backend."""
-    if runtime is not None and runtime not in RUNTIMES:
-        raise UserError(f"--runtime: {runtime!r} is not one of {', '.join(RUNTIMES)}")
-    if backend in ("local", "ray") and (runtime is not None or docker_host is not None):
-        flag = "--runtime" if runtime is not None else "--docker-host"
-        raise UserError(f"{flag}: applies to the docker backend only")
 
 
 async def _run_once(spec: SandboxSpec, code: str, timeout: float) -> ExecResult:
@@ -215,30 +206,16 @@ def exec_program(
     when the sandbox itself failed, 2 when a flag or the file was refused before anything ran,
     130 on Ctrl-C. --json prints the whole result and exits the same way.
     """
-    if backend not in BACKENDS:
-        raise UserError(f"--backend: {backend!r} is not one of {', '.join(BACKENDS)}")
+    # The flags that open a sandbox are named after the spec's options: gathered in one mapping
+    # and laid over one spec, the value open_sandbox takes.
+    given = given_sandbox_flags(locals())
     timeout = parse_number("--timeout", timeout_text)
     if not 0 < timeout <= 24 * 3600:
         raise UserError(f"--timeout: {timeout} must be a positive number of seconds (at most a day)")
-    check_runtime_flags(backend, runtime, docker_host)
-    if engine_path not in ENGINE_PATH_CHOICES:
-        raise UserError(f"--engine-path: {engine_path!r} is not one of {', '.join(ENGINE_PATH_CHOICES)}")
-    if engine_path == RUNC_DIRECT and backend not in ("auto", "docker"):
-        raise UserError("--engine-path: applies to the docker backend only")
-    # The flags as one spec, the value open_sandbox takes. One call: a warm pool would only start
-    # containers nobody uses.
-    spec = SandboxSpec(
-        backend=backend,
-        image=image,
-        pool_size=0,
-        default_limits=parse_exec_limits(memory, cpus),
-        probe_libraries=False,
-        docker_host=docker_host,
-        ray_address=ray_address,
-        ray_allow_unauthenticated=ray_allow_unauthenticated,
-        engine_path=engine_path,
-        runtime=runtime or RUNC,
-    )
+    # One call: a warm pool would only start containers nobody uses, and nothing reads the
+    # local backend's import probe.
+    base = SandboxSpec(pool_size=0, probe_libraries=False, default_limits=parse_exec_limits(memory, cpus))
+    spec = spec_with_flags(base, given)
     code = read_program(file)
     try:
         result = asyncio.run(_run_once(spec, code, timeout))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import typing
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -12,15 +14,15 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationInfo,
+    create_model,
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonDict
 
 from proctor.agent.inputs.efforts import check_reasoning_effort
 from proctor.agent.inputs.selection import normalise_limit
-from proctor.sandbox import check_option_name, option_choices
-
-SANDBOX_CHOICES = option_choices()
+from proctor.sandbox import SandboxSpec, check_option_name, docker_only_problem, option_choices
 
 
 class ModelConfig(BaseModel):
@@ -74,36 +76,51 @@ class BudgetConfig(BaseModel):
     max_output_tokens: int | None = Field(default=None, gt=0)
 
 
-class SandboxConfig(BaseModel):
+# The spec's options a config never sets: the run derives the limits from memory and cpus, and
+# the import probe is for one-off execs.
+NOT_IN_THE_CONFIG = frozenset({"default_limits", "probe_libraries"})
+# Every other option of the spec is a field of the config's sandbox section, by the same name.
+SPEC_CONFIG_OPTIONS = tuple(
+    option.name for option in dataclasses.fields(SandboxSpec) if option.name not in NOT_IN_THE_CONFIG
+)
+
+
+def _spec_option_fields() -> dict[str, Any]:
+    """The sandbox section's share of the spec: each option's type, default and bounds as
+    sandbox/spec.py declares them, and a named option's choices as its schema's enum."""
+    hints = typing.get_type_hints(SandboxSpec)
+    choices = option_choices()
+    found: dict[str, Any] = {}
+    for option in dataclasses.fields(SandboxSpec):
+        if option.name in NOT_IN_THE_CONFIG:
+            continue
+        enum: JsonDict | None = {"enum": list(choices[option.name])} if option.name in choices else None
+        # Every option of the spec has a default (a spec of no arguments is the default sandbox).
+        default: Any = option.default
+        found[option.name] = (
+            hints[option.name],
+            Field(default=default, json_schema_extra=enum, **option.metadata),
+        )
+    return found
+
+
+if TYPE_CHECKING:
+    # Typed code reads these options through the spec (SandboxConfig.spec), never one by one.
+    _SpecOptions = BaseModel
+else:
+    _SpecOptions = create_model(
+        "SandboxSpecOptions",
+        __config__=ConfigDict(extra="forbid", allow_inf_nan=False),
+        **_spec_option_fields(),
+    )
+
+
+class SandboxConfig(_SpecOptions):
+    """The run config's ``sandbox`` section: every option of :class:`SandboxSpec` (derived from
+    it, so none is declared twice), then how a run uses the sandbox it opens."""
+
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    # Where model code runs: docker, local (cgroups), ray, or auto (docker when an engine answers).
-    backend: str = Field(default="auto", json_schema_extra={"enum": list(SANDBOX_CHOICES["backend"])})
-    # The Ray cluster for backend ray (host:port of its head); None: RAY_ADDRESS or a local one.
-    ray_address: str | None = None
-    # Use a Ray cluster that serves clients holding no token (sandbox/ray_auth.py): off, so an
-    # open cluster is refused in one line; recorded in run.json as sandbox.ray_auth.
-    ray_allow_unauthenticated: bool = False
-    # Container runtime of the docker backend: runc (default) or gVisor's runsc (docs/sandbox.md,
-    # "Runtimes"); docker_host names the engine (default: the environment's, or for runsc the
-    # engine .ci/setup-gvisor.sh starts when the default one lacks it).
-    runtime: str = Field(default="runc", json_schema_extra={"enum": list(SANDBOX_CHOICES["runtime"])})
-    # The docker engine's socket (unix:///...); None: the environment's (DOCKER_HOST or default).
-    docker_host: str | None = None
-    # How long a container lives (docs/sandbox.md, "Isolation: fresh or per-sample"): fresh, a
-    # new container for every call (the protocol's promise and the default), or per-sample, where
-    # one sample's calls reuse a container the launcher emptied and re-checked, leaving counters
-    # a reset cannot undo (next PID, inode and IPC numbers) to that sample's next call.
-    isolation: str = Field(default="fresh", json_schema_extra={"enum": list(SANDBOX_CHOICES["isolation"])})
-    # How the docker backend starts a container (docs/sandbox.md, "Engine paths"): through the
-    # engine (docker), with the OCI runtime directly from the spec the engine generated
-    # (runc-direct; needs root and runc on the engine's host), or auto: runc-direct where it can
-    # serve, else docker. run.json records the path taken and why (sandbox.engine_path_reason).
-    engine_path: str = Field(default="auto", json_schema_extra={"enum": list(SANDBOX_CHOICES["engine_path"])})
-    # Sandbox image; None: the pinned image `proctor image build` makes.
-    image: str | None = None
-    # Containers kept warm, ready for the next call.
-    pool_size: int = Field(default=2, ge=0)
     # Wall-clock seconds one tool call may run.
     timeout_s: float = Field(default=30.0, gt=0)
     # Seconds a submitted answer() may run.
@@ -115,16 +132,19 @@ class SandboxConfig(BaseModel):
     memory: str = "4g"
     # CPUs one sandbox call may use.
     cpus: float = Field(default=1.0, gt=0)
-    # Sandbox calls running at once in the whole process (queued fairly between samples);
-    # None: as many as the CPUs the backend can use (the engine's for docker).
-    max_concurrent_executions: int | None = Field(default=None, ge=1)
     # What the model sees of one tool result, in characters; truncation is stated.
     tool_output_chars: int = Field(default=20_000, gt=0)
     # Time a fixed pure-Python workload in the sandbox at the start of a run (~0.3 s) and
     # record it in run.json (agent/run/hardware.py), so runs on different machines compare.
     calibrate: bool = True
 
-    @field_validator("backend", "runtime", "isolation", "engine_path")
+    @property
+    def spec(self) -> SandboxSpec:
+        """The section's sandbox options as the one value a sandbox opens from (its call limits
+        are the run's: agent/run/run_sandbox.py sets them from memory and cpus)."""
+        return SandboxSpec(**{name: getattr(self, name) for name in SPEC_CONFIG_OPTIONS})
+
+    @field_validator(*option_choices())
     @classmethod
     def _the_sandboxs_names(cls, value: str, info: ValidationInfo) -> str:
         # The sandbox owns these names (sandbox/spec.py; backends from its registry).
@@ -139,13 +159,12 @@ class SandboxConfig(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _runtime_needs_docker(self) -> SandboxConfig:
-        if self.backend == "local" and (self.runtime != "runc" or self.docker_host is not None):
-            raise ValueError("runtime and docker_host apply to the docker backend only (backend is local)")
-        if self.backend in ("local", "ray") and self.isolation != "fresh":
-            raise ValueError(f"isolation per-sample needs the docker backend (backend is {self.backend})")
-        if self.backend in ("local", "ray") and self.engine_path == "runc-direct":
-            raise ValueError(f"engine_path applies to the docker backend only (backend is {self.backend})")
+    def _docker_options_need_docker(self) -> SandboxConfig:
+        # The spec names what only docker has (and a ray opener refuses it too): said here, at
+        # the config, naming the field.
+        problem = docker_only_problem(self.spec)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

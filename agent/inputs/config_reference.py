@@ -20,6 +20,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from proctor.agent.inputs.config import BudgetConfig, ModelConfig, RunConfig, SandboxConfig
+from proctor.sandbox import SandboxSpec
 
 # Sections in reading order: the run, then the mappings its fields hold.
 SECTIONS: tuple[tuple[str, type[BaseModel]], ...] = (
@@ -72,8 +73,14 @@ def _limits(info: FieldInfo) -> str:
     return ", ".join(found)
 
 
-def _comments(model: type[BaseModel]) -> dict[str, str]:
-    """Each field's explaining comment: the ``#`` lines right above it in the class body."""
+def _comments(model: type) -> dict[str, str]:
+    """Each field's explaining comment: the ``#`` lines right above it in the class body; a
+    field the model derives from the sandbox's spec is explained where the spec declares it."""
+    derived = _comments(SandboxSpec) if model is SandboxConfig else {}
+    return {**derived, **_own_comments(model)}
+
+
+def _own_comments(model: type) -> dict[str, str]:
     lines, _ = inspect.getsourcelines(model)
     tree = ast.parse("".join(lines))  # a top-level class: its source parses as it is
     found: dict[str, str] = {}

@@ -202,11 +202,11 @@ def _header(run: RunData) -> str:
     if backend:
         # sandbox.isolation as the backend honoured it; runs recorded before it had none: fresh.
         sandbox_text += f" · isolation {sandbox.get('call_isolation') or 'fresh'}"
-        if sandbox.get("engine_path"):
-            sandbox_text += f" · engine path {sandbox['engine_path']}"
-            if sandbox.get("engine_path_reason"):
-                # Chosen by sandbox.engine_path auto, or asked for: the report says which and why.
-                sandbox_text += f" ({sandbox['engine_path_reason']})"
+        # describe()'s record of the engine path the sandbox took, not the spec's option: the
+        # spec's auto chooses when it opens, and the report says which path and why.
+        path_taken, why_taken = sandbox.get("engine_path"), sandbox.get("engine_path_reason")
+        if path_taken:
+            sandbox_text += f" · engine path {path_taken}" + (f" ({why_taken})" if why_taken else "")
     versions = run.header.get("versions")
     version_text = ", ".join(f"{k} {v}" for k, v in versions.items()) if isinstance(versions, dict) else "—"
     force_at, cap = run.budget

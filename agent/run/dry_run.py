@@ -209,7 +209,7 @@ def build_plan(config: RunConfig) -> list[tuple[str, str]]:
             f"{spec.backend} (image {spec.image or 'pinned default'}), {box.cpus} CPU, {box.memory} memory, "
             f"{box.timeout_s:g} s a call, pool {spec.pool_size}, calls at once: {calls}, "
             f"isolation {spec.isolation}"
-            + (f", engine path {_engine_path_text(spec)}" if spec.backend in ("auto", "docker") else "")
+            + (f", engine path {_path_choice_text(spec)}" if spec.backend in ("auto", "docker") else "")
         )
     else:
         sandbox = "none (this track runs no code)"
@@ -237,7 +237,7 @@ def render_plan(rows: list[tuple[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _engine_path_text(spec: SandboxSpec) -> str:
+def _path_choice_text(spec: SandboxSpec) -> str:
     # auto is decided when the sandbox opens (it proves runc-direct can serve): say what it means.
     if spec.engine_path == "auto":
         return "auto (runc-direct where it can serve, else docker)"

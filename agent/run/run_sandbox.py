@@ -4,7 +4,6 @@ each of these recorded in run.json (and in the session that opened it)."""
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -57,7 +56,8 @@ async def open_run_sandbox(
     header["sessions"][-1].update(
         sandbox_backend=sandbox.backend,
         sandbox_image_id=described.get("image_id"),
-        # engine_path auto may choose differently on the machine a run resumes on.
+        # describe()'s record of the engine path taken: the spec's auto may choose differently
+        # on the machine a run resumes on.
         **({"sandbox_engine_path": described["engine_path"]} if "engine_path" in described else {}),
     )
     check_memory(config, described, memory, header)
@@ -82,7 +82,7 @@ def check_memory(config: RunConfig, described: dict[str, Any], memory: int, head
         samples_in_flight=config.max_concurrency,
         execution_slots=slots if isinstance(slots, int) and not isinstance(slots, bool) else None,
         host_bytes=host_memory_bytes(),
-        backend=str(described.get("backend") or config.sandbox.backend),
+        backend=str(described.get("backend") or config.sandbox.spec.backend),
     )
     header["sandbox_memory_check"] = check
     header["sessions"][-1]["sandbox_memory_check"] = check
@@ -104,16 +104,10 @@ def sandbox_limits(box: SandboxConfig) -> Limits:
 
 def sandbox_spec(box: SandboxConfig) -> SandboxSpec:
     """The one value run and rescore open their sandbox from, built once from the config's
-    ``sandbox`` section (flags already laid over it). Every field the section shares with
-    :class:`SandboxSpec` passes through by name, unchanged: no option is retyped on the way, so
-    none can be dropped (tests/runner/test_sandbox_spec_from_config.py)."""
-    shared = {name: value for name, value in box.model_dump().items() if name in SPEC_OPTIONS}
-    return SandboxSpec(**shared, default_limits=sandbox_limits(box))
-
-
-# The spec's fields; the config section names every one but those set here or per call.
-SPEC_OPTIONS = frozenset(field.name for field in dataclasses.fields(SandboxSpec))
-NOT_IN_THE_CONFIG = frozenset({"default_limits", "probe_libraries"})
+    ``sandbox`` section (flags already laid over it). The section's options are the spec's own
+    fields (agent/inputs/config.py derives them), so none is retyped on the way or dropped
+    (tests/runner/test_sandbox_spec_from_config.py); the call limits come from memory and cpus."""
+    return box.spec.replace(default_limits=sandbox_limits(box))
 
 
 async def audit_run_sandbox(

@@ -53,11 +53,11 @@ def audit_in_process(
     the weakened one of that name (tests/audit/weakened.py)."""
     if weaken is not None:
         from proctor.agent.cli import audit_cmd
-        from proctor.sandbox import Sandbox
+        from proctor.sandbox import Sandbox, SandboxSpec
         from tests.audit.weakened import open_weakened
 
-        async def opener(backend: str, image: str | None, pool_size: int, limits: Limits) -> Sandbox:
-            return await open_weakened(weaken, limits, pool_size)
+        async def opener(spec: SandboxSpec) -> Sandbox:
+            return await open_weakened(weaken, spec.default_limits or Limits(), spec.pool_size)
 
         assert monkeypatch is not None
         monkeypatch.setattr(audit_cmd, "open_audited_sandbox", opener)

@@ -110,7 +110,8 @@ def test_only_an_explicit_flag_changes_the_recorded_spec(tmp_path: Path) -> None
     assert sandbox_spec(again.sandbox) == sandbox_spec(box).replace(backend="docker")
     # A backend that cannot honour the recorded runtime is refused in one line, never a downgrade.
     with pytest.raises(
-        UserError, match=r"^command line: field 'sandbox': runtime and docker_host"
+        UserError,
+        match=r"^command line: field 'sandbox': runtime runsc needs the docker backend \(backend is local\)$",
     ) as refused:
         rescore_config(stored_run(tmp_path, config), None, RescoreFlags(backend="local"))
     assert "\n" not in str(refused.value)

@@ -15,8 +15,8 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proctor.agent.inputs.config import SandboxConfig
-from proctor.agent.run.run_sandbox import NOT_IN_THE_CONFIG, sandbox_spec
+from proctor.agent.inputs.config import NOT_IN_THE_CONFIG, SandboxConfig
+from proctor.agent.run.run_sandbox import sandbox_spec
 from proctor.sandbox import Limits, SandboxSpec, option_choices
 
 SPEC_FIELDS = {field.name for field in dataclasses.fields(SandboxSpec)}

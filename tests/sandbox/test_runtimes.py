@@ -66,7 +66,7 @@ def test_runsc_bounds_the_program_inside_gvisor_by_pids_and_memory(
 
 
 def test_config_refuses_a_runtime_for_the_local_backend() -> None:
-    with pytest.raises(ValidationError, match="docker backend only"):
+    with pytest.raises(ValidationError, match="runtime runsc needs the docker backend"):
         SandboxConfig(backend="local", runtime="runsc")
     with pytest.raises(ValidationError):
         SandboxConfig(runtime="kata")  # type: ignore[arg-type]
