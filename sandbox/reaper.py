@@ -1,5 +1,5 @@
 """How a supervisor inside the sandbox waits for the program: source text shared by the docker
-launcher (sandbox/containers.py) and the local backend's init (sandbox/bwrap.py), and how each
+launcher (sandbox/docker/containers.py) and the local backend's init (sandbox/local/bwrap.py), and how each
 starts the program's signals (:data:`DEFAULT_SIGNALS_SOURCE`).
 
 Both supervisors are Python run with ``-c``, so this is source, not an import: each embeds

@@ -66,17 +66,17 @@ class SandboxSpec:
     max_concurrent_executions: int | None = None
     # The local backend's import probe (seconds); off for one-off execs that never read it.
     probe_libraries: bool = True
-    # Container runtime (docker only): runc or gVisor's runsc (sandbox/runtimes.py).
+    # Container runtime (docker only): runc or gVisor's runsc (sandbox/docker/runtimes.py).
     runtime: str = RUNC
     # The docker engine's socket; None: the environment's (DOCKER_HOST or the default).
     docker_host: str | None = None
     # sandbox/api.py ISOLATIONS: fresh (a new container per call) or per-sample (docker only).
     isolation: str = FRESH
-    # sandbox/api.py ENGINE_PATH_CHOICES: auto, docker, or runc-direct (sandbox/oci_direct.py).
+    # sandbox/api.py ENGINE_PATH_CHOICES: auto, docker, or runc-direct (sandbox/docker/oci_direct.py).
     engine_path: str = AUTO_PATH
     # The Ray cluster (ray only); None: RAY_ADDRESS or a local one.
     ray_address: str | None = None
-    # Use a Ray cluster that serves clients holding no token (sandbox/ray_auth.py).
+    # Use a Ray cluster that serves clients holding no token (sandbox/ray/auth.py).
     ray_allow_unauthenticated: bool = False
 
     def __post_init__(self) -> None:

@@ -48,16 +48,17 @@ def test_the_eval_path_uses_only_the_sandbox_packages_public_names() -> None:
     assert offenders == []
 
 
-def test_backends_are_registered_by_name_one_module_each() -> None:
-    """Each module of sandbox/backends/ registers the backend its file names; nothing else does."""
+def test_backends_are_registered_by_name_one_folder_each() -> None:
+    """Each sandbox/NAME/opener.py registers the backend its folder names; nothing else does."""
     from proctor.sandbox import factory, registry
 
-    modules = sorted(path.stem for path in (REPO / "sandbox" / "backends").glob("[!_]*.py"))
-    assert registry.backend_names() == tuple(modules)
-    assert set(modules) >= {"docker", "local", "ray"}
-    for name in modules:
-        assert registry.opener_for(name).__module__ == f"proctor.sandbox.backends.{name}"
-    assert ("auto", *modules) == factory.BACKENDS
+    folders = sorted(path.parent.name for path in (REPO / "sandbox").glob("*/opener.py"))
+    assert registry.backend_packages() == folders
+    assert registry.backend_names() == tuple(folders)
+    assert set(folders) >= {"docker", "local", "ray"}
+    for name in folders:
+        assert registry.opener_for(name).__module__ == f"proctor.sandbox.{name}.opener"
+    assert ("auto", *folders) == factory.BACKENDS
 
 
 def test_the_factory_names_no_backend_module() -> None:

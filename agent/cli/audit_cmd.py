@@ -16,7 +16,7 @@ from proctor.agent.cli.app import sandbox_app
 from proctor.agent.errors import UserError
 from proctor.sandbox import Limits, Sandbox, SandboxSpec, SandboxUnavailable, open_sandbox, option_choices
 from proctor.sandbox.api import AUTO_PATH, ENGINE_PATH_CHOICES, FRESH, ISOLATIONS, RUNC_DIRECT
-from proctor.sandbox.runtimes import RUNTIMES
+from proctor.sandbox.docker.runtimes import RUNTIMES
 
 if TYPE_CHECKING:
     from proctor.agent.audit import AuditReport
@@ -301,7 +301,7 @@ def audit_command(
     for flag, path in (("--json", json_file), ("--html", html_file)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{flag}: {path.parent} is not a directory")
-    logging.getLogger("proctor.sandbox.backends.local").setLevel(logging.ERROR)
+    logging.getLogger("proctor.sandbox.local.opener").setLevel(logging.ERROR)
     console = Console() if sys.stdout.isatty() else Console(width=200)
     if compare:
         specs = parse_specs(compare)

@@ -48,7 +48,7 @@ def _backends() -> list[str]:
 
 
 def _runtimes() -> list[str]:
-    from proctor.sandbox.runtimes import RUNTIMES
+    from proctor.sandbox.docker.runtimes import RUNTIMES
 
     return list(RUNTIMES)
 

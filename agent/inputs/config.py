@@ -81,7 +81,7 @@ class SandboxConfig(BaseModel):
     backend: str = Field(default="auto", json_schema_extra={"enum": list(SANDBOX_CHOICES["backend"])})
     # The Ray cluster for backend ray (host:port of its head); None: RAY_ADDRESS or a local one.
     ray_address: str | None = None
-    # Use a Ray cluster that serves clients holding no token (sandbox/ray_auth.py): off, so an
+    # Use a Ray cluster that serves clients holding no token (sandbox/ray/auth.py): off, so an
     # open cluster is refused in one line; recorded in run.json as sandbox.ray_auth.
     ray_allow_unauthenticated: bool = False
     # Container runtime of the docker backend: runc (default) or gVisor's runsc (docs/sandbox.md,

@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from proctor.sandbox.api import ExecResult, SandboxError
-from proctor.sandbox.docker_backend import DockerSandbox, open_docker_sandbox
-from proctor.sandbox.local_backend import LocalSandbox
+from proctor.sandbox.docker.backend import DockerSandbox, open_docker_sandbox
+from proctor.sandbox.local.backend import LocalSandbox
 
 PRINT_ONE = "print(1)"
 IMPORT_LIBS = "import galois, sympy"

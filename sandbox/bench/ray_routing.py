@@ -18,8 +18,8 @@ from typing import Any
 
 from proctor.sandbox.api import SandboxError
 from proctor.sandbox.bench.calls import PRINT_ONE, _checked, _time_calls, percentile
-from proctor.sandbox.docker_backend import open_docker_sandbox
-from proctor.sandbox.ray_backend import RaySandbox, open_ray_sandbox
+from proctor.sandbox.docker.backend import open_docker_sandbox
+from proctor.sandbox.ray.backend import RaySandbox, open_ray_sandbox
 
 BURST_PER_SLOT = 8
 

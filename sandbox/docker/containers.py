@@ -31,14 +31,20 @@ import requests
 from docker.errors import APIError, DockerException, NotFound
 from docker.types import Ulimit
 
-from proctor.sandbox import host_counters, oci_direct, socket_memory
 from proctor.sandbox.api import OPEN_FILES, Limits, SandboxError
-from proctor.sandbox.labels import RUN_ID as RUN_ID_LABEL
+from proctor.sandbox.docker import host_counters, oci_direct, socket_memory
+from proctor.sandbox.docker.labels import RUN_ID as RUN_ID_LABEL
+from proctor.sandbox.docker.runtimes import (
+    RUNC,
+    RUNSC,
+    host_pids_limit,
+    program_process_limit,
+    security_options,
+)
+from proctor.sandbox.docker.seccomp import filters_by_machine
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.program import SOURCE_FD
 from proctor.sandbox.reaper import BACKSTOP_GRACE_S, DEFAULT_SIGNALS_SOURCE, WAIT_SOURCE
-from proctor.sandbox.runtimes import RUNC, RUNSC, host_pids_limit, program_process_limit, security_options
-from proctor.sandbox.seccomp import filters_by_machine
 
 WORKDIR = "/work"
 NO_PTYS = "ro,nosuid,nodev,noexec,size=4k,nr_inodes=1,mode=0755"
@@ -81,7 +87,7 @@ HEADER_DIGITS = 10  # the launcher below reads take(10): keep them equal
 # Before announcing itself ready the first time, the launcher runs the image's entrypoint once as
 # the sandbox user (``ENTRYPOINT true``): the pinned image's sandbox-init prepares the numba cache
 # on the tmpfs, which must belong to the program, not to root. Where the entrypoint's tree was
-# recorded once per template (runc-direct, sandbox/prepare_once.py), a child demoted the same way
+# recorded once per template (runc-direct, sandbox/docker/prepare_once.py), a child demoted the same way
 # rebuilds that tree instead, at the start and after a reset's wipe.
 LAUNCHER = (
     """\
@@ -181,7 +187,7 @@ def spawn(argv, stdin=None, before_exec=None, source=None):
                 os._exit(127)
     return pid
 # What the image's entrypoint leaves in the writable places, recorded once per template
-# (sandbox/prepare_once.py): [path, kind, mode, data], paths and data hex, parents first.
+# (sandbox/docker/prepare_once.py): [path, kind, mode, data], paths and data hex, parents first.
 REPLAY = config.get('replay')
 def rebuild():
     directories = []
@@ -402,7 +408,7 @@ def recorded(path, found):
             raise ValueError('%s is not a directory, a regular file or a symbolic link' % what)
     return found
 def probe():
-    # Run the entrypoint once and report what it left, for sandbox/prepare_once.py; any effect
+    # Run the entrypoint once and report what it left, for sandbox/docker/prepare_once.py; any effect
     # beyond the writable trees (a changed root, IPC object, socket, process) refuses a replay.
     before = state()
     try:
@@ -531,7 +537,7 @@ _READY_TIMEOUT_S = 60.0
 # call running beside it (measured: a call holding 128 inotify instances left another
 # container's inotify_init() failing with EMFILE), or signal through them. So each container's
 # program runs as a host uid of its own, in a range no account or the local backend uses
-# (sandbox/bwrap.py takes 0x70000000 + [0, 2^24)); its group stays the image user's.
+# (sandbox/local/bwrap.py takes 0x70000000 + [0, 2^24)); its group stays the image user's.
 CONTAINER_UID_BASE = 0x60000000
 CONTAINER_UID_SPAN = 1 << 24
 
@@ -644,8 +650,8 @@ def container_settings(
     counters: Path | None = None,
 ) -> dict[str, Any]:
     """Every setting of one sandbox container: ``create_container``'s arguments but the image.
-    The runc-direct path (sandbox/oci_direct.py) has the engine turn exactly these into a spec.
-    ``counters``: the directory of the container's own host-counter files (sandbox/host_counters.py),
+    The runc-direct path (sandbox/docker/oci_direct.py) has the engine turn exactly these into a spec.
+    ``counters``: the directory of the container's own host-counter files (sandbox/docker/host_counters.py),
     bound over the host's; None leaves the host's."""
     memory = limits.memory_bytes
     image_uid, _, gid = user.partition(":")
@@ -653,7 +659,7 @@ def container_settings(
         raise ValueError(f"the sandbox user must be a numeric, non-root uid[:gid], not {user!r}")
     gid = gid or image_uid
     uid = str(program_uid)
-    # Under runsc the program's processes are bounded inside gVisor's kernel (sandbox/runtimes.py).
+    # Under runsc the program's processes are bounded inside gVisor's kernel (sandbox/docker/runtimes.py).
     nproc = program_process_limit(runtime, limits) or 0
     launcher_config = json.dumps(
         {
@@ -662,7 +668,7 @@ def container_settings(
             "prepare": prepare or [],
             "nproc": nproc,
             "source_fd": SOURCE_FD,
-            # The program's own seccomp filter (sandbox/seccomp.py), one per architecture: the
+            # The program's own seccomp filter (sandbox/docker/seccomp.py), one per architecture: the
             # launcher installs its machine's in every process it demotes, and refuses to start
             # on a machine without one.
             "seccomp": filters_by_machine(),
@@ -685,7 +691,7 @@ def container_settings(
         network_mode="none",
         read_only=True,
         # The container's own /proc/meminfo, /proc/stat, CPU list... over the host's
-        # (sandbox/host_counters.py): no call reads another's memory use there.
+        # (sandbox/docker/host_counters.py): no call reads another's memory use there.
         binds=host_counters.binds(counters) if counters is not None else None,
         tmpfs={
             "/tmp": f"{tmpfs_opts},size={limits.tmpfs_bytes}",
@@ -818,7 +824,7 @@ def create_started_container(
 
 
 def own_counters(api: docker.APIClient, limits: Limits, runtime: str, run_id: str) -> Path | None:
-    """A new directory of one container's host-counter files (sandbox/host_counters.py), or None
+    """A new directory of one container's host-counter files (sandbox/docker/host_counters.py), or None
     where none is bound: under runsc (gVisor answers /proc itself) and for an engine on another
     machine (it cannot bind this host's files)."""
     if runtime != RUNC or not host_counters.engine_is_local(api):
@@ -837,7 +843,7 @@ def create_started_direct(
     on_created: Callable[[str], None] | None = None,
 ) -> StartedContainer:
     """The runc-direct twin of :func:`create_started_container`: one fresh container started by
-    the OCI runtime from the engine's spec (sandbox/oci_direct.py); returned once its launcher
+    the OCI runtime from the engine's spec (sandbox/docker/oci_direct.py); returned once its launcher
     waits, its socket buffers bounded (cgroup v1) before any program runs."""
     name, host = oci_direct.start(template, run_id, container_uid())
     if on_created is not None:
@@ -861,7 +867,7 @@ def create_started_direct(
 
 def _bound_socket_buffers(api: docker.APIClient, container_id: str) -> None:
     """Make the container's memory group count (and bound) its sockets' buffers; see
-    sandbox/socket_memory.py. Possible only for an engine on this host under cgroup v1; a
+    sandbox/docker/socket_memory.py. Possible only for an engine on this host under cgroup v1; a
     group that refuses the limit fails the container."""
     pid = int(api.inspect_container(container_id).get("State", {}).get("Pid") or 0)
     try:
@@ -903,7 +909,7 @@ class RemovalUnconfirmed(DockerException):
     The engine may still be removing the container (a forced removal under gVisor's ptrace
     platform, killing many processes on a loaded host, has taken over a minute). It is a
     ``DockerException`` so that every caller that tolerates a failed removal tolerates this
-    one too; whatever is left is removed by the sweep (sandbox/cleanup.py).
+    one too; whatever is left is removed by the sweep (sandbox/docker/cleanup.py).
     """
 
 
