@@ -5,6 +5,9 @@ the eval path of `agent/` reaches the sandbox only through the package's public 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,3 +80,50 @@ def test_a_backend_registered_twice_is_refused() -> None:
         registry.register("local")(registry.opener_for("docker"))
     with pytest.raises(ValueError, match="unknown sandbox backend 'nope': choose one of docker"):
         registry.opener_for("nope")
+
+
+# The modules sandbox/'s top level may hold (issue 37): the interface (api, spec), the registry,
+# the factory and the package itself, and only what every backend shares. Each backend's own
+# modules live in its folder (sandbox/docker/, sandbox/local/, sandbox/ray/).
+TOP_LEVEL_LIMIT = 10
+
+
+def top_level_modules(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.glob("*.py"))
+
+
+def test_the_sandbox_top_level_holds_at_most_ten_modules() -> None:
+    modules = top_level_modules(REPO / "sandbox")
+    assert len(modules) <= TOP_LEVEL_LIMIT, f"move backend-specific modules into its folder: {modules}"
+    assert {"__init__.py", "api.py", "spec.py", "registry.py", "factory.py"} <= set(modules)
+
+
+def test_the_top_level_count_sees_an_eleventh_module(tmp_path: Path) -> None:
+    for index in range(TOP_LEVEL_LIMIT + 1):
+        (tmp_path / f"m{index}.py").write_text("")
+    (tmp_path / "docker").mkdir()
+    (tmp_path / "docker" / "inside.py").write_text("")  # a backend's folder does not count
+    assert len(top_level_modules(tmp_path)) == TOP_LEVEL_LIMIT + 1
+
+
+# In a fresh interpreter: the package, its public names and the list of backends load neither
+# the docker SDK nor ray (nor inspect_ai): each backend's implementation loads when it is opened.
+_LAZY_PROBE = """
+import json, sys
+import proctor.sandbox
+from proctor.sandbox import Limits, SandboxSpec, open_sandbox, registry
+names = registry.backend_names()
+SandboxSpec(backend="docker")
+print(json.dumps({"names": names, "loaded": sorted(
+    name for name in ("docker", "requests", "ray", "inspect_ai") if name in sys.modules)}))
+"""
+
+
+def test_importing_the_sandbox_and_listing_its_backends_loads_no_backend_library() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _LAZY_PROBE], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["loaded"] == []
+    assert set(found["names"]) >= {"docker", "local", "ray"}
