@@ -1,7 +1,7 @@
 """A hostile program against what enforces its limits (docker backend, real engine).
 
 The program knows our source: the launcher is its parent, docker-init is PID 1, the exit
-report's format is in sandbox/docker/containers.py. It tries to stop, kill, trace and read them,
+report's format is in sandbox/docker/launcher.py. It tries to stop, kill, trace and read them,
 forge the report, and outlive the call, both with its controller alive (the result must be
 the truth) and with its controller SIGKILLed (the container must still stop by its deadline
 plus the launcher's grace, with no cleanup run, and the next proctor command removes it).
