@@ -93,7 +93,7 @@ gdocker info --format '{{json .Runtimes}}' | grep -q '"runsc"' \
   || { echo "setup-gvisor.sh: the gVisor engine does not list runsc; see $dockerd_log" >&2; exit 1; }
 
 # The sandbox image: copied from the main engine only when its ID differs (about 12 s).
-tag=$(cd "$repo" && python3 -c 'from proctor.sandbox.image import image_tag; print(image_tag())')
+tag=$(cd "$repo" && python3 -c 'from proctor.sandbox.docker.image import image_tag; print(image_tag())')
 main_id=$(docker image inspect --format '{{.Id}}' "$tag" 2>/dev/null) \
   || { echo "setup-gvisor.sh: $tag is not in the main engine: run \`proctor image build\` first" >&2; exit 1; }
 gvisor_id=$(gdocker image inspect --format '{{.Id}}' "$tag" 2>/dev/null || true)

@@ -24,7 +24,7 @@ if ! python3 -c 'import ray' >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore -e ".[ray]"
 fi
 
-tag=$(python3 -c 'from proctor.sandbox.image import image_tag; print(image_tag())')
+tag=$(python3 -c 'from proctor.sandbox.docker.image import image_tag; print(image_tag())')
 want_id=$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)
 [ -n "$want_id" ] || { echo "setup-ray.sh: $tag is not built in the main engine; run .ci/setup.sh first" >&2; exit 1; }
 

@@ -16,13 +16,6 @@ code; never imports ``proctor.agent``) are the two parts. Names are loaded on fi
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
-import sys
-from collections.abc import Sequence
-from pathlib import Path
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -51,38 +44,6 @@ _EXPORTS = {
     "SandboxError": "proctor.sandbox",
     "open_sandbox": "proctor.sandbox",
 }
-
-_PARTS = ("agent", "sandbox")
-
-
-class _CheckoutParts(importlib.abc.MetaPathFinder):
-    """In a checkout, ``proctor.agent`` is ``<root>/agent`` and ``proctor.sandbox`` ``<root>/sandbox``.
-
-    A wheel lays the two parts out inside proctor/ (setup.py's package_dir), so this finder is
-    installed only when they are not there. It answers for exactly the two part names, always
-    from the checkout this ``proctor`` came from, so the editable install of another checkout
-    cannot mix trees; their submodules are then found through the parts' own ``__path__``.
-    The parts refuse to load under any other name (agent/__init__.py): one path per module.
-    """
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        prefix, _, part = fullname.partition(".")
-        if prefix != __name__ or part not in _PARTS:
-            return None
-        folder = self.root / part
-        return importlib.util.spec_from_file_location(
-            fullname, folder / "__init__.py", submodule_search_locations=[str(folder)]
-        )
-
-
-_HERE = Path(__file__).resolve().parent
-if not (_HERE / "agent").is_dir() and (_HERE.parent / "agent" / "__init__.py").is_file():
-    sys.meta_path.insert(0, _CheckoutParts(_HERE.parent))
 
 
 def _installed_version() -> str:

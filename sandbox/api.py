@@ -25,7 +25,7 @@ FRESH = "fresh"
 PER_SAMPLE = "per-sample"
 ISOLATIONS: tuple[str, ...] = (FRESH, PER_SAMPLE)
 # How the docker backend starts a container (``sandbox.engine_path``): through the engine, or
-# with the OCI runtime directly from the spec the engine generated (sandbox/oci_direct.py).
+# with the OCI runtime directly from the spec the engine generated (sandbox/docker/oci_direct.py).
 # ``auto`` (the default) is runc-direct wherever it can serve (root, runc, a local engine whose
 # spec and image layers it can take) and the engine's path otherwise; describe() records the
 # path taken and why (``engine_path``, ``engine_path_reason``).
@@ -34,7 +34,7 @@ RUNC_DIRECT = "runc-direct"
 AUTO_PATH = "auto"
 ENGINE_PATHS: tuple[str, ...] = (DOCKER_PATH, RUNC_DIRECT)
 ENGINE_PATH_CHOICES: tuple[str, ...] = (AUTO_PATH, *ENGINE_PATHS)
-# The docker backend's container runtimes: runc, or gVisor's runsc (sandbox/runtimes.py). Here,
+# The docker backend's container runtimes: runc, or gVisor's runsc (sandbox/docker/runtimes.py). Here,
 # not there, so naming them (sandbox/spec.py, the registry) imports no docker SDK.
 RUNC = "runc"
 RUNSC = "runsc"

@@ -13,7 +13,7 @@ from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, RUNC, Sandbox, SandboxUn
 from proctor.sandbox.registry import opener_for
 from proctor.sandbox.spec import AUTO_BACKEND, SandboxSpec, backend_choices
 
-# Backends register themselves by name (sandbox/registry.py, sandbox/backends/); auto is docker.
+# Backends register themselves by name (sandbox/registry.py, each sandbox/NAME/opener.py); auto is docker.
 BACKENDS: tuple[str, ...] = backend_choices()
 LOCAL_FIX = "or pass --backend local to accept weaker isolation (host kernel, host Python)"
 
@@ -29,7 +29,7 @@ async def open_sandbox(spec: SandboxSpec | str = AUTO_BACKEND, **options: Any) -
     ``max_concurrent_executions`` defaults to the CPUs the backend can use (sandbox/slots.py);
     ``runtime``, ``docker_host``, ``isolation`` and ``engine_path`` are the docker backend's,
     and the local and ray backends refuse them (a ray worker uses its own node's engine);
-    ``ray_address`` and ``ray_allow_unauthenticated`` are ray's (sandbox/ray_auth.py).
+    ``ray_address`` and ``ray_allow_unauthenticated`` are ray's (sandbox/ray/auth.py).
     An unknown name or field is a ``ValueError`` (or ``TypeError``) naming it.
     """
     from proctor.sandbox.slots import limit_sandbox

@@ -1,10 +1,12 @@
 """How a supervisor inside the sandbox waits for the program: source text shared by the docker
-launcher (sandbox/containers.py) and the local backend's init (sandbox/bwrap.py), and how each
-starts the program's signals (:data:`DEFAULT_SIGNALS_SOURCE`).
+launcher (sandbox/docker/launcher.py) and the local backend's init (sandbox/local/bwrap.py), and
+how each starts the program's signals (:data:`DEFAULT_SIGNALS_SOURCE`).
 
-Both supervisors are Python run with ``-c``, so this is source, not an import: each embeds
-:data:`WAIT_SOURCE` verbatim. It defines ``wait(pid)``, ``reap()`` and ``untrace(tid, status)``
-and needs ``ctypes``, ``errno``, ``os`` and a ``libc`` (``ctypes.CDLL(None, use_errno=True)``).
+Both supervisors are Python run with ``-c``, so this is source, not an import: the init embeds
+:data:`WAIT_SOURCE` verbatim, and the launcher, a module of its own whose text is what runs,
+holds the same text as code (tests/sandbox/test_launcher_module.py keeps the two equal). It
+defines ``wait(pid)``, ``reap()`` and ``untrace(tid, status)`` and needs ``ctypes``,
+``errno``, ``os`` and a ``libc`` (``ctypes.CDLL(None, use_errno=True)``).
 
 The invariant: ``wait(pid)`` returns only the program's own end (its exit status, or 128 + the
 signal that killed it), whatever any process in the sandbox does, and never raises.
@@ -50,7 +52,7 @@ BACKSTOP_GRACE_S = 5.0
 # Each supervisor's child calls ``default_signals()`` just before it execs the program. It needs
 # a ``signal`` module (``signal`` or ``_signal``).
 DEFAULT_SIGNALS_SOURCE = """\
-def default_signals():
+def default_signals() -> None:
     for sig in signal.valid_signals():
         if sig != signal.SIGKILL and sig != signal.SIGSTOP:
             try:
@@ -63,7 +65,9 @@ def default_signals():
 WAIT_SOURCE = """\
 PTRACE_DETACH, PTRACE_GETSIGINFO, WALL = 17, 0x4202, 0x40000000
 libc.ptrace.restype = ctypes.c_long
-def untrace(tid, status):
+
+
+def untrace(tid: int, status: int) -> None:
     sig = os.WSTOPSIG(status)
     if status >> 16 or sig == 0x85:
         sig = 0
@@ -75,7 +79,9 @@ def untrace(tid, status):
                 os.kill(tid, 9)
             except OSError:
                 pass
-def reap():
+
+
+def reap() -> None:
     while True:
         try:
             got, status = os.waitpid(-1, os.WNOHANG | WALL)
@@ -85,7 +91,9 @@ def reap():
             return
         if os.WIFSTOPPED(status):
             untrace(got, status)
-def wait(pid):
+
+
+def wait(pid: int) -> int:
     while True:
         try:
             got, status = os.waitpid(-1, WALL)

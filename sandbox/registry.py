@@ -1,16 +1,18 @@
 """Sandbox backends by name: each backend adds its opener here, and ``open_sandbox`` looks it up.
 
-A backend is one module in ``proctor.sandbox.backends`` that decorates its opener with
-``@register("name")``. Adding a backend adds that module and touches no existing file; the
-opener modules are small and import their backend's implementation only when it is opened, so
-listing the names costs no docker or ray import.
+A backend is one subpackage of ``proctor.sandbox`` (``sandbox/docker/``, ``sandbox/local/``,
+``sandbox/ray/``) whose ``opener`` module decorates its opener with ``@register("name")``.
+Adding a backend adds that folder and touches no existing file. Only the ``opener`` modules are
+imported to list the names: they are small and import their backend's implementation only when
+it is opened, and the packages' ``__init__`` import nothing, so listing costs no docker or ray
+import. A subpackage without an ``opener.py`` (``sandbox/bench/``) is no backend.
 """
 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from proctor.sandbox.api import Sandbox
 from proctor.sandbox.spec import SandboxSpec
@@ -33,11 +35,26 @@ def register(name: str) -> Callable[[Opener], Opener]:
     return add
 
 
-def _load_backends() -> None:
-    from proctor.sandbox import backends
+OPENER_MODULE = "opener"
+# This module's own folder is proctor.sandbox's, in a checkout (sandbox/) and a wheel alike.
+_SANDBOX = Path(__file__).resolve().parent
 
-    for module in pkgutil.iter_modules(backends.__path__, backends.__name__ + "."):
-        importlib.import_module(module.name)
+
+def backend_packages() -> list[str]:
+    """The folders of ``sandbox/`` that hold a backend (an ``opener.py``), by name, sorted.
+
+    Found on disk, not by import: importing every subpackage to ask would load what they
+    import (a provider package may pull in a whole framework)."""
+    return sorted(
+        opener.parent.name
+        for opener in _SANDBOX.glob(f"*/{OPENER_MODULE}.py")
+        if opener.parent.name.isidentifier()
+    )
+
+
+def _load_backends() -> None:
+    for package in backend_packages():
+        importlib.import_module(f"proctor.sandbox.{package}.{OPENER_MODULE}")
 
 
 def backend_names() -> tuple[str, ...]:

@@ -86,7 +86,7 @@ class SandboxSpec:
     engine_path: str = AUTO_PATH
     # The Ray cluster for backend ray (host:port of its head); None: RAY_ADDRESS or a local one.
     ray_address: str | None = None
-    # Use a Ray cluster that serves clients holding no token (sandbox/ray_auth.py): off, so an
+    # Use a Ray cluster that serves clients holding no token (sandbox/ray/auth.py): off, so an
     # open cluster is refused in one line; recorded in run.json as sandbox.ray_auth.
     ray_allow_unauthenticated: bool = False
 

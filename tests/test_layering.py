@@ -5,7 +5,10 @@ the eval path of `agent/` reaches the sandbox only through the package's public 
 from __future__ import annotations
 
 import ast
+import json
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,16 +55,17 @@ def test_the_eval_path_uses_only_the_sandbox_packages_public_names() -> None:
     assert offenders == []
 
 
-def test_backends_are_registered_by_name_one_module_each() -> None:
-    """Each module of sandbox/backends/ registers the backend its file names; nothing else does."""
+def test_backends_are_registered_by_name_one_folder_each() -> None:
+    """Each sandbox/NAME/opener.py registers the backend its folder names; nothing else does."""
     from proctor.sandbox import factory, registry
 
-    modules = sorted(path.stem for path in (REPO / "sandbox" / "backends").glob("[!_]*.py"))
-    assert registry.backend_names() == tuple(modules)
-    assert set(modules) >= {"docker", "local", "ray"}
-    for name in modules:
-        assert registry.opener_for(name).__module__ == f"proctor.sandbox.backends.{name}"
-    assert ("auto", *modules) == factory.BACKENDS
+    folders = sorted(path.parent.name for path in (REPO / "sandbox").glob("*/opener.py"))
+    assert registry.backend_packages() == folders
+    assert registry.backend_names() == tuple(folders)
+    assert set(folders) >= {"docker", "local", "ray"}
+    for name in folders:
+        assert registry.opener_for(name).__module__ == f"proctor.sandbox.{name}.opener"
+    assert ("auto", *folders) == factory.BACKENDS
 
 
 def test_the_factory_names_no_backend_module() -> None:
@@ -260,3 +264,50 @@ def test_the_cycle_check_accepts_a_layered_tree_and_imports_inside_one_package(t
     assert package_cycles(graph) == []
     assert graph["inputs"] == {"text": ["agent/inputs/config.py:1"], "errors": ["agent/inputs/config.py:2"]}
     assert set(graph["cli"]) == {"run"} and set(graph["api"]) == {"run"}
+
+
+# The modules sandbox/'s top level may hold (issue 37): the interface (api, spec), the registry,
+# the factory and the package itself, and only what every backend shares. Each backend's own
+# modules live in its folder (sandbox/docker/, sandbox/local/, sandbox/ray/).
+TOP_LEVEL_LIMIT = 10
+
+
+def top_level_modules(folder: Path) -> list[str]:
+    return sorted(path.name for path in folder.glob("*.py"))
+
+
+def test_the_sandbox_top_level_holds_at_most_ten_modules() -> None:
+    modules = top_level_modules(REPO / "sandbox")
+    assert len(modules) <= TOP_LEVEL_LIMIT, f"move backend-specific modules into its folder: {modules}"
+    assert {"__init__.py", "api.py", "spec.py", "registry.py", "factory.py"} <= set(modules)
+
+
+def test_the_top_level_count_sees_an_eleventh_module(tmp_path: Path) -> None:
+    for index in range(TOP_LEVEL_LIMIT + 1):
+        (tmp_path / f"m{index}.py").write_text("")
+    (tmp_path / "docker").mkdir()
+    (tmp_path / "docker" / "inside.py").write_text("")  # a backend's folder does not count
+    assert len(top_level_modules(tmp_path)) == TOP_LEVEL_LIMIT + 1
+
+
+# In a fresh interpreter: the package, its public names and the list of backends load neither
+# the docker SDK nor ray (nor inspect_ai): each backend's implementation loads when it is opened.
+_LAZY_PROBE = """
+import json, sys
+import proctor.sandbox
+from proctor.sandbox import Limits, SandboxSpec, open_sandbox, registry
+names = registry.backend_names()
+SandboxSpec(backend="docker")
+print(json.dumps({"names": names, "loaded": sorted(
+    name for name in ("docker", "requests", "ray", "inspect_ai") if name in sys.modules)}))
+"""
+
+
+def test_importing_the_sandbox_and_listing_its_backends_loads_no_backend_library() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _LAZY_PROBE], capture_output=True, text=True, cwd=REPO, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["loaded"] == []
+    assert set(found["names"]) >= {"docker", "local", "ray"}

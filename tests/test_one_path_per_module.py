@@ -1,9 +1,11 @@
 """One path per module (issue 26): every source file imports under exactly one name, the docs'
-layout names only modules that exist, and no symlink stands in for a package."""
+layout names only modules that exist, and the package tree is plain folders under proctor/ whose
+two parts are links to agent/ and sandbox/ (issue 37), so no import hook is needed."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -70,12 +72,44 @@ def test_every_module_imports_under_exactly_one_name() -> None:
         assert every <= loaded, sorted(every - loaded)[:5]
 
 
-def test_no_symlink_is_tracked_in_the_repository() -> None:
+def test_the_only_tracked_symlinks_are_the_two_parts_under_proctor() -> None:
+    """proctor/agent -> ../agent and proctor/sandbox -> ../sandbox (docs/architecture.md, "Import
+    names and folders"): the package tree is plain folders, so every tool maps an import to its
+    file; nothing else is a link."""
     listing = subprocess.run(
         ["git", "-C", str(REPO), "ls-files", "-s"], capture_output=True, text=True, check=True
     ).stdout
-    assert [line for line in listing.splitlines() if line.startswith("120000")] == []
-    assert not (REPO / "proctor" / "agent").exists() and not (REPO / "proctor" / "sandbox").exists()
+    links = sorted(line.split("\t", 1)[1] for line in listing.splitlines() if line.startswith("120000"))
+    assert links == ["proctor/agent", "proctor/sandbox"]
+    for part in ("agent", "sandbox"):
+        link = REPO / "proctor" / part
+        assert link.is_symlink() and os.readlink(link) == f"../{part}"
+        assert link.resolve() == (REPO / part).resolve()
+
+
+def test_the_package_needs_no_import_hook() -> None:
+    """A plain path entry finds every module: the checkout's root alone, no finder of ours."""
+    code = (
+        "import importlib.util, json, sys\n"
+        "hooks = [type(f).__module__ for f in sys.meta_path]\n"
+        "import proctor.agent.api, proctor.sandbox.docker.launcher\n"
+        "print(json.dumps({'hooks': [type(f).__module__ for f in sys.meta_path if "
+        "type(f).__module__ not in hooks], 'files': [proctor.agent.api.__file__, "
+        "proctor.sandbox.docker.launcher.__file__]}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(REPO)!r})\n{code}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = json.loads(done.stdout.splitlines()[-1])
+    assert found["hooks"] == []
+    assert found["files"] == [
+        str(REPO / "proctor" / "agent" / "api.py"),
+        str(REPO / "proctor" / "sandbox" / "docker" / "launcher.py"),
+    ]
 
 
 DOCS = [REPO / "README.md", REPO / "docs" / "architecture.md"]

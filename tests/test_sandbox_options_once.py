@@ -34,7 +34,7 @@ ALLOWED = {
     ("agent/cli/run_cmd.py", "RunFlags"),
     ("agent/cli/run_cmd.py", "run_command"),
     # `proctor sandbox worker` starts a node's Ray worker through its own API
-    # (sandbox/ray_worker.py start_worker): the worker serves the specs callers send it.
+    # (sandbox/ray/worker.py start_worker): the worker serves the specs callers send it.
     ("agent/cli/sandbox_cmd.py", "worker"),
     ("agent/cli/sandbox_cmd.py", "start_worker"),
     # `proctor bench sandbox`: --runtime and --ray-address are axes of the benchmark, which

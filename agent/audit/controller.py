@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 KLASS = "enforcement"
 DEADLINE_S = 3.0
-# The launcher's own alarm fires this long after the deadline (proctor.sandbox.containers.BACKSTOP_GRACE_S);
+# The launcher's own alarm fires this long after the deadline (proctor.sandbox.reaper.BACKSTOP_GRACE_S);
 # a few seconds more for the engine to notice on a loaded machine.
 SWEEP_GRACE_S = 5.0 + 6.0
 RUN_ID_LABEL = "proctor.run_id"
@@ -69,7 +69,7 @@ class _EngineContainers:
     """The controller's container as the engine knows it: by its labels, then by its ID."""
 
     def __init__(self, runtime: str, engine: str | None) -> None:
-        from proctor.sandbox.runtimes import connect_engine_for
+        from proctor.sandbox.docker.runtimes import connect_engine_for
 
         self.client = connect_engine_for(runtime, engine).client
 
@@ -80,7 +80,7 @@ class _EngineContainers:
         return _container_state(self.client, container_id)
 
     def remove(self, container_id: str) -> None:
-        from proctor.sandbox.containers import remove_container
+        from proctor.sandbox.docker.containers import remove_container
 
         remove_container(self.client.api, container_id)
 
@@ -95,7 +95,7 @@ class _DirectContainers:
         self.owner: tuple[int, str] | None = None
 
     def find(self, run_id: str | None, pid: int) -> str | None:
-        from proctor.sandbox import oci_direct
+        from proctor.sandbox.docker import oci_direct
 
         if not run_id:
             return None
@@ -104,17 +104,17 @@ class _DirectContainers:
         return found[0].name if found else None
 
     def state(self, container_id: str) -> str:
-        from proctor.sandbox import oci_direct
+        from proctor.sandbox.docker import oci_direct
 
         return oci_direct.state(container_id) or "gone"
 
     def remove(self, container_id: str) -> None:
-        from proctor.sandbox import oci_direct
+        from proctor.sandbox.docker import oci_direct
 
         oci_direct.remove(container_id)
 
     def close(self) -> None:
-        from proctor.sandbox import oci_direct
+        from proctor.sandbox.docker import oci_direct
 
         if self.owner is not None:
             # The dead controller's image mount and bundles: what the next command's sweep removes.

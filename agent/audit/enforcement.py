@@ -392,8 +392,8 @@ CGROUP_ROOT = Path("/sys/fs/cgroup")
 
 def container_cgroup_processes(container_id: str) -> list[int]:
     """Host PIDs in a container's cgroups: the engine's (cgroup v1 ``*/docker/<id>``, or v2 under
-    systemd) or runc-direct's (``proctor-oci/<name>`` in every hierarchy, sandbox/oci_direct.py)."""
-    from proctor.sandbox import oci_direct
+    systemd) or runc-direct's (``proctor-oci/<name>`` in every hierarchy, sandbox/docker/oci_direct.py)."""
+    from proctor.sandbox.docker import oci_direct
 
     root = CGROUP_ROOT
     found: set[int] = set()

@@ -388,7 +388,7 @@ async def environment(ctx: AuditContext) -> Finding:
 # Counters the kernel keeps for the whole host. A call that reads them sees what concurrent
 # calls, in other samples, do: one that holds and releases memory in time slots moves every
 # other call's MemAvailable (about 2 bits a minute measured). Each container gets its own meminfo,
-# stat, uptime and CPU list, rendered from its limits (sandbox/host_counters.py); the files below
+# stat, uptime and CPU list, rendered from its limits (sandbox/docker/host_counters.py); the files below
 # have no per-container view.
 HOST_COUNTER_FILES = (
     "/proc/vmstat",

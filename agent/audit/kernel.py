@@ -1,4 +1,4 @@
-"""Isolation: kernel interfaces a namespace does not fence (sandbox/seccomp.py is the fix).
+"""Isolation: kernel interfaces a namespace does not fence (sandbox/docker/seccomp.py is the fix).
 
 Two rows share one probe. ``net.unfenced_families`` opens (never connects) sockets of address
 families a network namespace does not confine: ``AF_VSOCK`` talks to the hypervisor of a VM host
@@ -166,7 +166,7 @@ CHECKS = [
 
 # -- The system-call allowlist and the kernel classes it leaves out (issue 28) -------------------
 #
-# Under docker every process runs under Proctor's own allowlist (sandbox/seccomp_profile.json),
+# Under docker every process runs under Proctor's own allowlist (sandbox/docker/seccomp_profile.json),
 # not the engine's default; the launcher's denylist refuses the same classes on every backend.
 # The probe asks for each class once, as a hostile program would, and keeps nothing it gets:
 # memfd_secret's descriptor is closed unmapped (no page leaves the host's direct map), the child

@@ -142,7 +142,7 @@ report(done=True)
 def _call_containers(described: dict[str, object]) -> set[str]:
     import docker
 
-    from proctor.sandbox import labels
+    from proctor.sandbox.docker import labels
 
     client = docker.DockerClient(base_url=str(described.get("engine")), timeout=10)
     run = f"{labels.RUN_ID}={described.get('run_id')}"

@@ -28,7 +28,7 @@ from proctor.agent.audit.model import (
 KLASS = "isolation: network"
 
 # The network namespace's interfaces, from /proc/net/dev: socket.if_nameindex() asks netlink,
-# which the sandbox's seccomp filter refuses (sandbox/seccomp.py).
+# which the sandbox's seccomp filter refuses (sandbox/docker/seccomp.py).
 _INTERFACES = "sorted(line.split(':')[0].strip() for line in open('/proc/net/dev').read().splitlines()[2:])"
 _GATE = (
     "import socket, time, errno\n"

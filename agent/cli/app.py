@@ -48,8 +48,8 @@ def sweep_leftovers(
     ] = False,
 ) -> None:
     """Every command first removes, in the background, sandbox containers that stopped after
-    their controlling process was killed (sandbox/cleanup.py: never a live run's)."""
-    from proctor.sandbox.cleanup import start_background_sweep
+    their controlling process was killed (sandbox/docker/cleanup.py: never a live run's)."""
+    from proctor.sandbox.docker.cleanup import start_background_sweep
 
     atexit.register(start_background_sweep().join, SWEEP_JOIN_S)
 

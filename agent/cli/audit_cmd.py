@@ -250,7 +250,7 @@ def audit_command(
     for flag, path in (("--json", json_file), ("--html", html_file)):
         if path is not None and not path.parent.is_dir():
             raise UserError(f"{flag}: {path.parent} is not a directory")
-    logging.getLogger("proctor.sandbox.backends.local").setLevel(logging.ERROR)
+    logging.getLogger("proctor.sandbox.local.opener").setLevel(logging.ERROR)
     console = Console() if sys.stdout.isatty() else Console(width=200)
     if compare:
         specs = parse_specs(compare)

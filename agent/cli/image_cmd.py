@@ -12,7 +12,7 @@ import typer
 from proctor.agent.cli.app import image_app
 from proctor.agent.errors import UserError
 from proctor.sandbox import SandboxError, SandboxUnavailable
-from proctor.sandbox.image import DEFAULT_BASE_IMAGE, build_image
+from proctor.sandbox.docker.image import DEFAULT_BASE_IMAGE, build_image
 
 
 @image_app.command("build")

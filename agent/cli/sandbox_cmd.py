@@ -28,7 +28,7 @@ from proctor.sandbox import (
     open_sandbox,
 )
 from proctor.sandbox.api import AUTO_PATH, DOCKER_PATH, ENGINE_PATHS
-from proctor.sandbox.runtimes import RUNTIMES
+from proctor.sandbox.docker.runtimes import RUNTIMES
 from proctor.sandbox.sizes import parse_size
 
 
@@ -245,14 +245,14 @@ def cleanup(
     as_json: Annotated[bool, typer.Option("--json", help="Print the outcome as one JSON object.")] = False,
 ) -> None:
     """Remove sandbox containers (and local-backend cgroups) left behind by crashed runs."""
-    from proctor.sandbox.cleanup import (
+    from proctor.sandbox.docker.backend import connect_engine
+    from proctor.sandbox.docker.cleanup import (
         background_sweep_result,
         cleanup_containers,
         cleanup_direct,
         cleanup_local_cgroups,
         cleanup_other_engines,
     )
-    from proctor.sandbox.docker_backend import connect_engine
 
     # The sweep every command starts may have removed some of the same leftovers: count them.
     swept = background_sweep_result(SWEEP_JOIN_S)
@@ -269,7 +269,7 @@ def cleanup(
             report.failed += extra.failed
         removed = swept + [cid for cid in report.removed if cid not in swept]
         outcome.update(removed=removed, kept_live=report.kept_live, failed=report.failed)
-    # Containers runc-direct started itself (sandbox/oci_direct.py): no engine lists them.
+    # Containers runc-direct started itself (sandbox/docker/oci_direct.py): no engine lists them.
     direct = cleanup_direct(everything=everything)
     outcome["removed"] = outcome.get("removed", []) + direct.removed
     outcome["kept_live"] = outcome.get("kept_live", []) + direct.kept_live
@@ -316,9 +316,9 @@ def worker(
     (ray start --address ADDR --resources '{"proctor_sandbox": N}'). The worker outlives this
     command; --stop removes every worker's containers and ends them.
     """
-    from proctor.sandbox.ray_auth import TOKEN_HINT, require_token_auth
-    from proctor.sandbox.ray_backend import _one_line
-    from proctor.sandbox.ray_worker import NAMESPACE, import_ray, probe_address, start_worker, stop_workers
+    from proctor.sandbox.ray.auth import TOKEN_HINT, require_token_auth
+    from proctor.sandbox.ray.backend import _one_line
+    from proctor.sandbox.ray.worker import NAMESPACE, import_ray, probe_address, start_worker, stop_workers
 
     pool_size = parse_number("--pool-size", pool_size_text)
     if pool_size != int(pool_size) or not 0 <= pool_size <= 64:

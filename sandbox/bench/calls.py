@@ -19,8 +19,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from proctor.sandbox.api import DOCKER_PATH, ExecResult, SandboxError
-from proctor.sandbox.docker_backend import DockerSandbox
-from proctor.sandbox.local_backend import LocalSandbox
+from proctor.sandbox.docker.backend import DockerSandbox
+from proctor.sandbox.local.backend import LocalSandbox
 from proctor.sandbox.registry import opener_for
 from proctor.sandbox.spec import SandboxSpec
 

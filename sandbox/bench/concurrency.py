@@ -11,7 +11,7 @@ machine it includes others' work, so compare ways within one run only.
   container per call, the process-wide execution slots), every caller its own
   :func:`execution_caller`; stateless.
 - pool (runc-direct): the same, each container started by runc from the engine's own spec
-  (sandbox/oci_direct.py); stateless. Measured only where it can run (root, runc).
+  (sandbox/docker/oci_direct.py); stateless. Measured only where it can run (root, runc).
 - per-sample: the docker pool with ``isolation: per-sample``: each caller reuses its own reset
   container (residual counters, docs/sandbox.md).
 - engine floor: a bare docker-SDK client, create, start, wait, logs, remove per call, with the

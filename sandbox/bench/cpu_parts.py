@@ -16,7 +16,7 @@ not. Each is the kernel's own accounting of one part, read before and after a ro
   containers: ``runc run`` (and ``runc delete`` where still needed); on the docker paths runc is
   the shim's child, inside ``engine``;
 - ``container``: every process of each container, from its own cgroup when the launcher's report
-  arrives, split by the launcher's own accounting (sandbox/containers.py, ``RawRun.cpu_us``) into
+  arrives, split by the launcher's own accounting (sandbox/docker/containers.py, ``RawRun.cpu_us``) into
   ``init`` (runc init and docker-init, what the container's cgroup counted beyond the parts
   below), ``launcher``, ``prepare`` (the image's entrypoint) and ``program`` (the program and
   every descendant it waited for); a fresh docker container's group may be gone before its report
@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from proctor.sandbox.containers import container_cpu_us
+from proctor.sandbox.docker.containers import container_cpu_us
 
 PARTS = ("controller", "client", "engine", "runtime", "init", "launcher", "prepare", "program", "kernel")
 # Container parts the launcher reports (RawRun.cpu_us); ``container`` is their cgroup's total.

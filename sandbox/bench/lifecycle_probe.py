@@ -26,16 +26,16 @@ from typing import Any
 
 import docker
 
-from proctor.sandbox import labels
 from proctor.sandbox.api import Limits
-from proctor.sandbox.containers import (
+from proctor.sandbox.docker import labels
+from proctor.sandbox.docker.backend import connect_engine, image_entrypoint, resolve_image, sandbox_user
+from proctor.sandbox.docker.containers import (
     StartedContainer,
     create_started_container,
     recycle_container,
     remove_container,
     run_program,
 )
-from proctor.sandbox.docker_backend import connect_engine, image_entrypoint, resolve_image, sandbox_user
 from proctor.sandbox.program import python_argv
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")

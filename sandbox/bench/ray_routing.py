@@ -25,8 +25,8 @@ from proctor.sandbox.bench.calls import (
     open_backend,
     percentile,
 )
-from proctor.sandbox.docker_backend import DockerSandbox
-from proctor.sandbox.ray_backend import RaySandbox
+from proctor.sandbox.docker.backend import DockerSandbox
+from proctor.sandbox.ray.backend import RaySandbox
 from proctor.sandbox.spec import SandboxSpec
 
 BURST_PER_SLOT = 8

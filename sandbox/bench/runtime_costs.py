@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from proctor.sandbox import labels
 from proctor.sandbox.api import SandboxError
 from proctor.sandbox.bench.calls import IMPORT_GALOIS, PRINT_ONE, docker_spec, open_backend, percentile
-from proctor.sandbox.docker_backend import DockerSandbox
+from proctor.sandbox.docker import labels
+from proctor.sandbox.docker.backend import DockerSandbox
 
 STAT_LOOP = (
     "import os, time\nt = time.perf_counter()\n"

@@ -14,7 +14,7 @@ import os
 import posixpath
 import re
 
-from proctor.sandbox.containers import WORKDIR
+from proctor.sandbox.docker.containers import WORKDIR
 
 FAILED = 3
 # The reader refuses a file over the limit before sending a byte of it.

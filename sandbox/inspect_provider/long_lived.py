@@ -1,6 +1,6 @@
 """One hardened container that lives as long as an Inspect sample, and runs many programs.
 
-Proctor's own calls each get a fresh container (sandbox/containers.py). Inspect's tools assume
+Proctor's own calls each get a fresh container (sandbox/docker/containers.py). Inspect's tools assume
 the opposite: files a sample's first call writes are there for its next. This module keeps one
 container per sample with exactly the docker backend's settings (:func:`container_settings`:
 Proctor's seccomp allowlist, no network, read-only root with bounded tmpfs ``/tmp`` and
@@ -13,7 +13,7 @@ sweep finds), with three changes a long-lived container needs:
   does here): ``docker exec`` processes get the container's uid, its empty capability set,
   no-new-privileges and its seccomp allowlist;
 - every exec starts in a pinned wrapper (:data:`WRAPPER`, by absolute path, never the image's
-  PATH) that installs Proctor's denylist filter on top (sandbox/seccomp.py, as the launcher
+  PATH) that installs Proctor's denylist filter on top (sandbox/docker/seccomp.py, as the launcher
   does in each process it demotes), and under runsc the process limit, then execs GNU
   ``timeout``: the program and its children form one process group that the timeout, or the
   controller on a cancelled or overflowing call, kills whole.
@@ -36,22 +36,22 @@ from typing import Any
 
 from docker.errors import DockerException
 
-from proctor.sandbox import host_counters, socket_memory
 from proctor.sandbox.api import RUNC, SandboxError, SandboxUnavailable
-from proctor.sandbox.containers import (
+from proctor.sandbox.docker import host_counters, socket_memory
+from proctor.sandbox.docker.backend import image_entrypoint, resolve_image, sandbox_user
+from proctor.sandbox.docker.containers import (
     WORKDIR,
     container_settings,
     container_uid,
     own_counters,
     remove_container,
 )
-from proctor.sandbox.docker_backend import image_entrypoint, resolve_image, sandbox_user
+from proctor.sandbox.docker.labels import container_labels
+from proctor.sandbox.docker.runtimes import Engine, connect_engine_for, program_process_limit
+from proctor.sandbox.docker.seccomp import filters_by_machine
 from proctor.sandbox.inspect_provider.config import ProviderConfig
-from proctor.sandbox.labels import container_labels
-from proctor.sandbox.runtimes import Engine, connect_engine_for, program_process_limit
-from proctor.sandbox.seccomp import filters_by_machine
 
-# proctor.role of these containers (sandbox/labels.py): the sweep treats them like any other.
+# proctor.role of these containers (sandbox/docker/labels.py): the sweep treats them like any other.
 ROLE = "inspect-sample"
 IDLE = ["/usr/bin/sleep", "infinity"]
 PYTHON = "/usr/bin/python3"
@@ -318,7 +318,7 @@ def start_container(config: ProviderConfig, run_id: str) -> LongLivedContainer:
         api.start(container_id)
         if spec.runtime == RUNC:
             # Before any program runs, as the docker backend does: socket buffers count and are
-            # bounded in the container's memory group (sandbox/socket_memory.py).
+            # bounded in the container's memory group (sandbox/docker/socket_memory.py).
             pid = int(api.inspect_container(container_id).get("State", {}).get("Pid") or 0)
             try:
                 socket_memory.limit_container(pid, container_id)

@@ -36,6 +36,7 @@ from inspect_ai.util import (
 from pydantic import BaseModel
 
 from proctor.sandbox.api import FRESH, Limits, Sandbox, SandboxError, SandboxUnavailable
+from proctor.sandbox.docker.labels import new_run_id
 from proctor.sandbox.inspect_provider import files
 from proctor.sandbox.inspect_provider.config import (
     ProctorSandboxConfig,
@@ -51,7 +52,6 @@ from proctor.sandbox.inspect_provider.long_lived import (
     start_container,
 )
 from proctor.sandbox.inspect_provider.sweep import sweep
-from proctor.sandbox.labels import new_run_id
 
 PROVIDER = "proctor"
 # One run id per Inspect process: its containers' proctor.run_id label and counter directory.

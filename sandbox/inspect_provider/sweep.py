@@ -1,6 +1,6 @@
 """``inspect sandbox cleanup proctor [ID]``: what a killed eval left, through Proctor's sweep.
 
-A sample's container carries Proctor's labels (owner pid and host, run id; sandbox/labels.py),
+A sample's container carries Proctor's labels (owner pid and host, run id; sandbox/docker/labels.py),
 so the sweep ``proctor sandbox cleanup`` runs finds it like any other: on every engine Proctor
 may use (the default and gVisor's), the containers whose owner process is gone, with their
 cgroups and mounts (the engine removes those with the container), the per-container counter
@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 import docker
 from docker.errors import DockerException, NotFound
 
-from proctor.sandbox import labels
-from proctor.sandbox.cleanup import (
+from proctor.sandbox.docker import labels
+from proctor.sandbox.docker.cleanup import (
     cleanup_containers,
     cleanup_direct,
     cleanup_local_cgroups,
     engine_clients,
 )
-from proctor.sandbox.containers import remove_container
+from proctor.sandbox.docker.containers import remove_container
 
 _API_TIMEOUT_S = 30
 

@@ -250,7 +250,7 @@ class _CallLeavingProcesses:
 @pytest.mark.parametrize(
     ("parent", "container_id"),
     [
-        # The engine's group of a container, and runc-direct's (sandbox/oci_direct.py) of its name.
+        # The engine's group of a container, and runc-direct's (sandbox/docker/oci_direct.py) of its name.
         ("docker", "c0ffee" * 10 + "abcd"),
         ("proctor-oci", "proctor-oci-4242-0123456789abcdef-0123456789ab"),
     ],
@@ -283,7 +283,7 @@ async def test_leftover_row_sees_a_process_in_a_gone_containers_cgroup(
 # same checks, the same expectations (docs/sandbox.md, "Engine paths").
 @pytest.mark.parametrize("engine_path", ["auto", "docker"])
 def test_full_audit_on_default_docker(tmp_path: Path, engine_path: str) -> None:
-    from proctor.sandbox import oci_direct
+    from proctor.sandbox.docker import oci_direct
 
     report, page = tmp_path / "audit.json", tmp_path / "audit.html"
     path_flag = () if engine_path == "auto" else ("--engine-path", engine_path)

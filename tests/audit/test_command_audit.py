@@ -188,7 +188,7 @@ def test_bad_command_or_list_is_one_line_and_exit_2(args: list[str], message: st
 
 @pytest.fixture(scope="module")
 def image() -> str:
-    from proctor.sandbox.image import image_tag
+    from proctor.sandbox.docker.image import image_tag
 
     return image_tag()
 

@@ -50,7 +50,7 @@ def _no_container_left() -> Iterator[None]:
 @pytest.mark.skipif(not RUNSC_INSTALLED, reason="gVisor (runsc) is not installed: bash .ci/setup-gvisor.sh")
 @pytest.mark.usefixtures("_no_container_left")
 def test_the_comparison_page_in_chromium(tmp_path: Path) -> None:
-    from proctor.sandbox.image import image_tag
+    from proctor.sandbox.docker.image import image_tag
 
     image = image_tag()
     defaults = shlex.join(["docker", "run", "--rm", "-i", "--label", LABEL, image, "python3", "-"])

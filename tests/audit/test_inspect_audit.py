@@ -321,7 +321,7 @@ def test_an_inspect_item_names_its_provider_config_and_label(
 
 @pytest.fixture(scope="module")
 def image() -> str:
-    from proctor.sandbox.image import image_tag
+    from proctor.sandbox.docker.image import image_tag
 
     return image_tag()
 

@@ -15,10 +15,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from proctor.sandbox import ExecResult, Limits
-from proctor.sandbox.containers import StartedContainer, remove_container
-from proctor.sandbox.docker_backend import DockerSandbox, connect_engine, open_docker_sandbox, resolve_image
+from proctor.sandbox.docker.backend import DockerSandbox, connect_engine, open_docker_sandbox, resolve_image
+from proctor.sandbox.docker.containers import StartedContainer, remove_container
+from proctor.sandbox.docker.seccomp import RET_ALLOW
 from proctor.sandbox.reaper import WAIT_SOURCE
-from proctor.sandbox.seccomp import RET_ALLOW
 
 WEAKENINGS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     # name: (host_config overrides, create_container overrides)

@@ -96,7 +96,7 @@ def _command_at(table: dict[str, object], words: list[str]) -> dict[str, object]
         ("proctor export --format ", "proctor.agent.cli.export_cmd:FORMATS"),
         ("proctor score eed --mode ", "proctor.agent.scoring.latex_preprocess:MODES"),
         ("proctor run --reasoning-effort ", "proctor.agent.inputs.efforts:REASONING_EFFORTS"),
-        ("proctor sandbox exec --runtime ", "proctor.sandbox.runtimes:RUNTIMES"),
+        ("proctor sandbox exec --runtime ", "proctor.sandbox.docker.runtimes:RUNTIMES"),
         ("proctor run --backend ", "proctor.sandbox.factory:BACKENDS"),
         ("proctor list tasks FILE --track ", "proctor.agent.tracks.registry:track_names"),
     ],

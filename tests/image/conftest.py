@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import docker
 import pytest
 
-from proctor.sandbox.image import ImageInfo, build_image, docker_client
+from proctor.sandbox.docker.image import ImageInfo, build_image, docker_client
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""proctor.sandbox.engine: whether an engine answers, without starting or installing anything."""
+"""proctor.sandbox.docker.engine: whether an engine answers, without starting or installing anything."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from proctor.sandbox.engine import engine_answers
+from proctor.sandbox.docker.engine import engine_answers
 
 
 def test_an_absent_engine_does_not_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -20,7 +20,7 @@ def test_an_absent_engine_does_not_answer(tmp_path: Path, monkeypatch: pytest.Mo
 def test_the_running_engine_answers_and_the_module_exits_zero() -> None:
     assert engine_answers() is True
     completed = subprocess.run(
-        [sys.executable, "-m", "proctor.sandbox.engine"],
+        [sys.executable, "-m", "proctor.sandbox.docker.engine"],
         capture_output=True,
         text=True,
         timeout=60,

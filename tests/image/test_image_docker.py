@@ -12,7 +12,7 @@ import docker
 import pytest
 
 from proctor.sandbox import SandboxError
-from proctor.sandbox.image import ImageInfo, build_image, find_image, image_tag, pinned_versions
+from proctor.sandbox.docker.image import ImageInfo, build_image, find_image, image_tag, pinned_versions
 
 # The session fixture builds the image when it is missing (CI builds it before the tests):
 # from nothing that can take several minutes on 2 loaded cores.
@@ -200,7 +200,7 @@ def test_a_program_can_still_cache_its_own_kernels(
 def test_an_unavailable_base_falls_back_to_the_bootstrapped_one(
     docker_engine: docker.DockerClient, built_image: ImageInfo
 ) -> None:
-    from proctor.sandbox.image_base import BOOTSTRAP_BASE_IMAGE, ensure_base_image
+    from proctor.sandbox.docker.image_base import BOOTSTRAP_BASE_IMAGE, ensure_base_image
 
     if built_image.base != BOOTSTRAP_BASE_IMAGE:
         pytest.skip("the session image was built on another base")

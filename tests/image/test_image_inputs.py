@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from proctor.sandbox import image as image_module
-from proctor.sandbox.image import (
+from proctor.sandbox.docker import image as image_module
+from proctor.sandbox.docker.image import (
     DEFAULT_IMAGE_NAME,
     IMAGE_DIR,
     INPUT_FILES,
@@ -18,7 +18,7 @@ from proctor.sandbox.image import (
     pinned_versions,
     top_level_pins,
 )
-from proctor.sandbox.image_base import BOOTSTRAP_BASE_IMAGE, debian_mirror
+from proctor.sandbox.docker.image_base import BOOTSTRAP_BASE_IMAGE, debian_mirror
 from tests.support.cli import proctor_in_process
 
 # The list, written out here so that a drift in requirements.in or the lock fails.
@@ -116,7 +116,7 @@ def test_debian_mirror_comes_from_the_deb822_sources(tmp_path: Path, monkeypatch
         "Types: deb\nURIs: http://mirror.invalid/debian-security\nSuites: bookworm-security\n\n"
         "Types: deb\n# a comment\nURIs: http://mirror.invalid/debian\nSuites: bookworm bookworm-updates\n"
     )
-    monkeypatch.setattr("proctor.sandbox.image_base.DEBIAN_SOURCES", sources)
+    monkeypatch.setattr("proctor.sandbox.docker.image_base.DEBIAN_SOURCES", sources)
     assert debian_mirror() == "http://mirror.invalid/debian"
 
 

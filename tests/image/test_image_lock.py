@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from proctor.sandbox import image as image_module
-from proctor.sandbox.image import ImageBuildError, pinned_versions
-from proctor.sandbox.image_lock import render_lock
+from proctor.sandbox.docker import image as image_module
+from proctor.sandbox.docker.image import ImageBuildError, pinned_versions
+from proctor.sandbox.docker.image_lock import render_lock
 
 
 def _fake_wheel(directory: Path, name: str, content: bytes) -> Path:

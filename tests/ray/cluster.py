@@ -80,7 +80,7 @@ def engine(name: str) -> docker.DockerClient:
 
 def engines_available() -> str | None:
     """None when both test engines answer with the image; otherwise why not."""
-    from proctor.sandbox.image import image_tag
+    from proctor.sandbox.docker.image import image_tag
 
     if shutil.which("ray") is None:
         return "ray is not installed (pip install 'proctor[ray]')"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from proctor.sandbox.api import SandboxUnavailable
-from proctor.sandbox.ray_auth import ALLOW_FLAG, probe_cluster_auth, require_token_auth
+from proctor.sandbox.ray.auth import ALLOW_FLAG, probe_cluster_auth, require_token_auth
 from tests.ray.cluster import REPO, LocalCluster, ray_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray-auth")]

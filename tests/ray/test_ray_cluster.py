@@ -25,7 +25,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from proctor.sandbox import Limits, Sandbox, SandboxUnavailable, labels, open_sandbox
+from proctor.sandbox import Limits, Sandbox, SandboxUnavailable, open_sandbox
+from proctor.sandbox.docker import labels
 from tests.conftest import IN_CI
 from tests.ray.cluster import ENGINE_SOCKETS, LocalCluster, engine, engines_available
 from tests.runner.conftest import read_lines
@@ -237,7 +238,7 @@ async def test_a_cancelled_call_returns_only_once_its_container_is_gone(sandbox:
 
 
 async def test_a_warm_container_lost_on_a_node_is_replaced(sandbox: Sandbox) -> None:
-    from proctor.sandbox.containers import remove_container
+    from proctor.sandbox.docker.containers import remove_container
 
     assert await sandbox.settle(60)  # type: ignore[attr-defined]
     removed = set()
@@ -397,7 +398,7 @@ def tiny_image_tar() -> bytes:
 async def test_a_driver_with_another_image_is_refused_by_every_worker(cluster: LocalCluster) -> None:
     wrong = "sha256:" + "0" * 64
     with pytest.raises(SandboxUnavailable, match="no ray sandbox worker serves the driver's image") as caught:
-        from proctor.sandbox.ray_backend import open_ray_sandbox
+        from proctor.sandbox.ray.backend import open_ray_sandbox
 
         await open_ray_sandbox(address=cluster.address, image_id=wrong)
     message = str(caught.value)
@@ -407,7 +408,7 @@ async def test_a_driver_with_another_image_is_refused_by_every_worker(cluster: L
 async def test_a_worker_refuses_calls_for_an_image_it_does_not_have(sandbox: Sandbox) -> None:
     import ray
 
-    from proctor.sandbox.ray_worker import ImageRefused
+    from proctor.sandbox.ray.worker import ImageRefused
 
     worker = sandbox.workers[0]  # type: ignore[attr-defined]
     reference = worker.handle.exec.remote("sha256:" + "1" * 64, Limits(), "print(1)", None, None, 5.0, None)
@@ -421,7 +422,7 @@ async def test_a_node_whose_image_differs_is_refused_and_never_used(
 ) -> None:
     import ray
 
-    from proctor.sandbox.ray_worker import ACTOR_PREFIX, NAMESPACE
+    from proctor.sandbox.ray.worker import ACTOR_PREFIX, NAMESPACE
 
     node2 = cluster.nodes["node2"].node_id
     other = engine("node2")

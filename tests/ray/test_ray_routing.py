@@ -24,8 +24,8 @@ from proctor.sandbox import ExecResult, InvalidProgram, Limits, SandboxError
 
 ray_exceptions = pytest.importorskip("ray.exceptions")
 
-from proctor.sandbox.ray_backend import RaySandbox, Worker  # noqa: E402
-from proctor.sandbox.ray_worker import ImageRefused  # noqa: E402
+from proctor.sandbox.ray.backend import RaySandbox, Worker  # noqa: E402
+from proctor.sandbox.ray.worker import ImageRefused  # noqa: E402
 from tests.support.cli import proctor_in_process  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]

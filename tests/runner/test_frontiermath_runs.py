@@ -94,7 +94,7 @@ def proctor(args: list[str], server: ScriptedServer) -> subprocess.Popen[str]:
 
 def importable_pins() -> dict[str, str]:
     """The pinned libraries this host's Python can import, with their installed versions."""
-    from proctor.sandbox.image import top_level_pins
+    from proctor.sandbox.docker.image import top_level_pins
 
     found = {}
     for name in top_level_pins():

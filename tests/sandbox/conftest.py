@@ -22,7 +22,7 @@ _BUILD_LOCK = Path("/tmp/proctor-test-image-build.lock")
 @pytest.fixture(scope="session")
 def sandbox_image() -> Iterator[str]:
     """The pinned image, built once (idempotent; the lock keeps xdist workers from racing)."""
-    from proctor.sandbox.image import build_image
+    from proctor.sandbox.docker.image import build_image
 
     with _BUILD_LOCK.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -49,7 +49,7 @@ DOCKER_RUNTIMES = [pytest.param("runc", marks=pytest.mark.docker), pytest.param(
     params=[
         pytest.param(("docker", "runc"), marks=pytest.mark.docker, id="docker"),
         # The same backend and runtime, each container started by runc from the engine's spec
-        # (sandbox.engine_path runc-direct, sandbox/oci_direct.py): every case must agree.
+        # (sandbox.engine_path runc-direct, sandbox/docker/oci_direct.py): every case must agree.
         pytest.param(("docker", "runc", "runc-direct"), marks=pytest.mark.docker, id="docker-runc-direct"),
         pytest.param(("docker", "runsc"), marks=runsc, id="docker-runsc"),
         pytest.param(("local", None), id="local"),
@@ -157,7 +157,7 @@ def processes_in_gone_containers() -> dict[str, list[int]]:
     """
     import docker
 
-    from proctor.sandbox.runtimes import known_engine_urls
+    from proctor.sandbox.docker.runtimes import known_engine_urls
 
     found: dict[str, set[int]] = {}
     for procs in CGROUP_ROOT.glob("*/docker/*/cgroup.procs"):

@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 
 from proctor.sandbox import ExecResult, Sandbox, open_sandbox
-from proctor.sandbox.docker_backend import DockerSandbox
+from proctor.sandbox.docker.backend import DockerSandbox
 from proctor.sandbox.slots import LimitedSandbox, execution_caller
 from tests.sandbox.conftest import TEST_LIMITS
 

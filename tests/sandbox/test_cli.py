@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from proctor.sandbox import ExecResult, Limits
-from proctor.sandbox import labels as sandbox_labels
+from proctor.sandbox.docker import labels as sandbox_labels
 from tests.sandbox.conftest import run_proctor, runsc
 from tests.sandbox.test_conformance import host_processes_with
 from tests.support.cli import proctor_in_process
@@ -285,8 +285,8 @@ def test_sigkill_of_controller_then_cleanup_leaves_nothing(
 def test_cleanup_keeps_containers_of_live_runs(sandbox_image: str) -> None:
     import docker
 
-    from proctor.sandbox.containers import create_started_container, remove_container
-    from proctor.sandbox.labels import container_labels, new_run_id
+    from proctor.sandbox.docker.containers import create_started_container, remove_container
+    from proctor.sandbox.docker.labels import container_labels, new_run_id
 
     client = docker.from_env()
     live = create_started_container(

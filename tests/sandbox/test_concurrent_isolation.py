@@ -29,7 +29,8 @@ import pytest_asyncio
 
 from proctor.agent.audit import pairs
 from proctor.agent.audit.model import AuditContext, Verdict
-from proctor.sandbox import Sandbox, SandboxUnavailable, oci_direct, open_sandbox
+from proctor.sandbox import Sandbox, SandboxUnavailable, open_sandbox
+from proctor.sandbox.docker import oci_direct
 from tests.sandbox.conftest import TEST_LIMITS
 
 # Each with its reason; docs/sandbox.md ("What concurrent samples share") lists the same.
@@ -276,7 +277,7 @@ def test_options_past_the_kernels_page_are_refused_with_the_count() -> None:
 
 
 def test_every_host_path_bwrap_binds_when_staged_comes_from_a_per_call_overlay(tmp_path: Path) -> None:
-    from proctor.sandbox import bwrap
+    from proctor.sandbox.local import bwrap
 
     layout = bwrap.Layout.create(bwrap.interpreter_prefixes(sys.executable))
     try:
@@ -302,7 +303,7 @@ def test_the_masked_paths_proctor_names_keep_every_one_the_engine_masks(sandbox_
     # A HostConfig that names masked paths replaces the engine's list: none of it may be lost.
     import docker
 
-    from proctor.sandbox.containers import ENGINE_MASKED_PATHS, PROCTOR_MASKED_PATHS
+    from proctor.sandbox.docker.containers import ENGINE_MASKED_PATHS, PROCTOR_MASKED_PATHS
 
     api = docker.from_env().api
     spec = oci_direct.capture_spec(api, sandbox_image, {"command": ["sleep", "60"]})

@@ -497,7 +497,7 @@ async def _call_container_ids(sandbox: Sandbox) -> set[str]:
     """IDs of this sandbox's containers made for calls with non-default limits (role "call")."""
     import docker
 
-    from proctor.sandbox import labels
+    from proctor.sandbox.docker import labels
 
     described = sandbox.describe()
     client = docker.DockerClient(base_url=str(described["engine"]))

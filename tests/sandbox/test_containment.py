@@ -1,7 +1,7 @@
 """A hostile program against what enforces its limits (docker backend, real engine).
 
 The program knows our source: the launcher is its parent, docker-init is PID 1, the exit
-report's format is in sandbox/containers.py. It tries to stop, kill, trace and read them,
+report's format is in sandbox/docker/launcher.py. It tries to stop, kill, trace and read them,
 forge the report, and outlive the call, both with its controller alive (the result must be
 the truth) and with its controller SIGKILLed (the container must still stop by its deadline
 plus the launcher's grace, with no cleanup run, and the next proctor command removes it).
@@ -24,9 +24,10 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from proctor.sandbox import Sandbox, oci_direct, open_sandbox
-from proctor.sandbox import labels as sandbox_labels
-from proctor.sandbox.containers import BACKSTOP_GRACE_S, CONTAINER_UID_BASE, CONTAINER_UID_SPAN
+from proctor.sandbox import Sandbox, open_sandbox
+from proctor.sandbox.docker import labels as sandbox_labels
+from proctor.sandbox.docker import oci_direct
+from proctor.sandbox.docker.containers import BACKSTOP_GRACE_S, CONTAINER_UID_BASE, CONTAINER_UID_SPAN
 from tests.sandbox.conftest import (
     DOCKER_RUNTIMES,
     TEST_LIMITS,
@@ -105,7 +106,7 @@ print(json.dumps(found))
 
 
 # Every runtime, and runc with each container started by runc from the engine's spec
-# (sandbox.engine_path runc-direct, sandbox/oci_direct.py): "runc-direct" here.
+# (sandbox.engine_path runc-direct, sandbox/docker/oci_direct.py): "runc-direct" here.
 RUNC_DIRECT = "runc-direct"
 DOCKER_WAYS = [*DOCKER_RUNTIMES, pytest.param(RUNC_DIRECT, marks=pytest.mark.docker)]
 
@@ -232,7 +233,7 @@ async def test_a_call_cannot_exhaust_per_uid_kernel_quotas_of_calls_beside_it(
 
 FORGE = r"""
 import os, sys, secrets
-# The format from sandbox/containers.py, with every nonce the program could guess.
+# The format from sandbox/docker/containers.py, with every nonce the program could guess.
 for nonce in (secrets.token_hex(16), '0' * 32, 'f' * 32):
     for code, oom in ((0, 0), (0, 1), (42, 0)):
         line = ('\0proctor-exit:%s:%d:%d:1\0' % (nonce, code, oom)).encode()
@@ -350,7 +351,7 @@ TIMEOUT_S = 2
 
 def _containers_by_owner(owner_pids: list[int], runtime: str = "runc") -> dict[int, list[dict[str, object]]]:
     """Each owner's containers (ID and state), from one listing for all of them."""
-    from proctor.sandbox.runtimes import connect_engine_for
+    from proctor.sandbox.docker.runtimes import connect_engine_for
 
     found: dict[int, list[dict[str, object]]] = {pid: [] for pid in owner_pids}
     if runtime == RUNC_DIRECT:
@@ -555,8 +556,8 @@ def test_the_sweep_removes_a_stopped_orphan_and_keeps_a_live_owners_container(sa
     from docker.errors import NotFound
 
     from proctor.sandbox.api import Limits
-    from proctor.sandbox.cleanup import sweep_stopped_orphans
-    from proctor.sandbox.containers import create_started_container, remove_container
+    from proctor.sandbox.docker.cleanup import sweep_stopped_orphans
+    from proctor.sandbox.docker.containers import create_started_container, remove_container
 
     client = docker.from_env()
     finished = subprocess.Popen(["true"])
@@ -629,7 +630,7 @@ class FakeEngine:
     ],
 )
 def test_the_sweep_rule(state: str, age_s: float, owner: str, role: str, removed: bool) -> None:
-    from proctor.sandbox.cleanup import sweep_stopped_orphans
+    from proctor.sandbox.docker.cleanup import sweep_stopped_orphans
 
     finished = subprocess.Popen(["true"])
     finished.wait()

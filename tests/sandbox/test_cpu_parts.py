@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from proctor.sandbox.bench.cpu_parts import ContainerTally, Reading, per_call_ms, process_cpu_s
-from proctor.sandbox.containers import _Stream
+from proctor.sandbox.docker.containers import _Stream
 
 
 def test_the_launchers_report_carries_cpu_by_part_and_an_old_report_still_ends_the_call() -> None:
@@ -141,7 +141,7 @@ async def test_the_bench_runs_as_many_calls_at_once_as_callers_and_splits_each_w
     sandbox_image: str,
 ) -> None:
     from proctor.sandbox.bench.concurrency import run_concurrency_benchmark
-    from proctor.sandbox.oci_direct import available
+    from proctor.sandbox.docker.oci_direct import available
 
     paths = ("docker", "runc-direct") if available() is None else ("docker",)
     report = await run_concurrency_benchmark([3], calls=1, rounds=1, image=sandbox_image, engine_paths=paths)

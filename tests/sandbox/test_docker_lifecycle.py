@@ -25,7 +25,8 @@ pytestmark = pytest.mark.asyncio(loop_scope="session")
 async def test_cancelled_call_and_close_leave_no_container(sandbox_image: str) -> None:
     import docker
 
-    from proctor.sandbox import labels, open_sandbox
+    from proctor.sandbox import open_sandbox
+    from proctor.sandbox.docker import labels
 
     token = f"cancelled-{uuid.uuid4().hex}"
     opened = await open_sandbox(
@@ -56,8 +57,9 @@ def _appears(token: str, within_s: float) -> bool:
 async def test_a_warm_container_lost_while_waiting_is_replaced(sandbox_image: str) -> None:
     import docker
 
-    from proctor.sandbox import labels, open_sandbox
-    from proctor.sandbox.containers import remove_container
+    from proctor.sandbox import open_sandbox
+    from proctor.sandbox.docker import labels
+    from proctor.sandbox.docker.containers import remove_container
 
     opened = await open_sandbox(
         "docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, engine_path="docker"
@@ -81,8 +83,9 @@ async def test_every_warm_container_lost_at_once_is_replaced(sandbox_image: str)
     the next call must still be served (the first dead one found drops every dead one)."""
     import docker
 
-    from proctor.sandbox import labels, open_sandbox
-    from proctor.sandbox.containers import remove_container
+    from proctor.sandbox import open_sandbox
+    from proctor.sandbox.docker import labels
+    from proctor.sandbox.docker.containers import remove_container
 
     opened = await open_sandbox(
         "docker", image=sandbox_image, pool_size=3, default_limits=TEST_LIMITS, engine_path="docker"
@@ -112,8 +115,9 @@ async def test_closing_survives_an_engine_that_never_confirms_a_removal(
     import docker
     import requests
 
-    from proctor.sandbox import labels, open_sandbox
-    from proctor.sandbox.containers import remove_container
+    from proctor.sandbox import open_sandbox
+    from proctor.sandbox.docker import labels
+    from proctor.sandbox.docker.containers import remove_container
 
     opened = await open_sandbox(
         "docker", image=sandbox_image, pool_size=1, default_limits=TEST_LIMITS, engine_path="docker"

@@ -1,4 +1,4 @@
-"""The host-counter files each container gets (sandbox/host_counters.py), without an engine.
+"""The host-counter files each container gets (sandbox/docker/host_counters.py), without an engine.
 
 Invariant: what a container reads in ``/proc/meminfo``, ``/proc/stat``, its CPU list... is a
 function of its own limits (and, for ``/proc/uptime``, of when it started), never of what any
@@ -18,9 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proctor.sandbox import host_counters, oci_direct
 from proctor.sandbox.api import Limits
-from proctor.sandbox.host_counters import VIRTUALIZED, CounterView, file_name
+from proctor.sandbox.docker import host_counters, oci_direct
+from proctor.sandbox.docker.host_counters import VIRTUALIZED, CounterView, file_name
 
 MIB = 1024 * 1024
 limits_strategy = st.builds(
@@ -148,7 +148,7 @@ def test_the_sweep_removes_dead_owners_counter_files_and_keeps_live_ones(
     stranger = tmp_path / "not-an-owner"
     for directory in (dead, live, stranger):
         (directory / "c").mkdir(parents=True)
-    from proctor.sandbox.cleanup import pid_alive
+    from proctor.sandbox.docker.cleanup import pid_alive
 
     assert host_counters.remove_dead_owners(pid_alive) == 1
     assert not dead.exists() and live.exists() and stranger.exists()

@@ -5,7 +5,7 @@ What is attacked: the covert channel through ``/proc/meminfo``. One call holds a
 400 MB while another, in another sample, watches ``MemAvailable``; on a host-wide meminfo the
 watcher sees the sender's every allocation (about 2 bits a minute measured; in this test's own
 setting without per-container files the watcher's MemAvailable moved by 321 MiB). Each container
-reads files of its own, rendered from its limits (sandbox/host_counters.py), so the watcher sees
+reads files of its own, rendered from its limits (sandbox/docker/host_counters.py), so the watcher sees
 only itself.
 
 And the host component that served these files before issue 41, LXCFS: one call holding many of
@@ -26,9 +26,10 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from proctor.sandbox import Limits, Sandbox, host_counters, oci_direct, open_sandbox
+from proctor.sandbox import Limits, Sandbox, open_sandbox
 from proctor.sandbox.bench.host_channels import HOARD
-from proctor.sandbox.host_counters import RESIDUAL, VIRTUALIZED
+from proctor.sandbox.docker import host_counters, oci_direct
+from proctor.sandbox.docker.host_counters import RESIDUAL, VIRTUALIZED
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow, pytest.mark.asyncio(loop_scope="module")]
 

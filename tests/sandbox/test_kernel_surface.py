@@ -1,4 +1,4 @@
-"""Attacks through kernel interfaces that no namespace fences (the fix: sandbox/seccomp.py).
+"""Attacks through kernel interfaces that no namespace fences (the fix: sandbox/docker/seccomp.py).
 
 Run over every backend (docker under runc and runsc, local). Nothing here sends a byte
 anywhere: sockets are opened, never connected.
@@ -12,7 +12,7 @@ import platform
 import pytest
 
 from proctor.sandbox import Sandbox
-from proctor.sandbox.seccomp import SUPPORTED_MACHINES, UnsupportedMachine, program_filter
+from proctor.sandbox.docker.seccomp import SUPPORTED_MACHINES, UnsupportedMachine, program_filter
 
 ASYNC = pytest.mark.asyncio(loop_scope="session")
 
@@ -183,7 +183,7 @@ async def test_no_pseudo_terminals_whose_host_wide_count_one_call_could_exhaust(
 
 
 # Loopback traffic of the program's own, never read: every byte sent sits in a socket buffer.
-# Before sandbox/socket_memory.py, cgroup v1 charged none of it to the call (60 TCP pairs held
+# Before sandbox/docker/socket_memory.py, cgroup v1 charged none of it to the call (60 TCP pairs held
 # 955 MiB beside a memory group at 11 MiB; UDP receive queues took the host's whole udp_mem,
 # 2.2 GiB), and tcp_mem/udp_mem are one pool for every socket on the host.
 _FILL_SOCKET_BUFFERS = """
@@ -238,7 +238,7 @@ print(json.dumps({"tcp": tcp, "udp": udp, "tcp_pairs": len(held), "udp_attempted
 async def test_socket_buffers_are_bounded_by_the_call_not_by_the_hosts_shared_pool(
     sandbox: Sandbox, sandbox_runtime: str | None
 ) -> None:
-    from proctor.sandbox.socket_memory import SOCKET_BUFFER_BYTES
+    from proctor.sandbox.docker.socket_memory import SOCKET_BUFFER_BYTES
 
     if sandbox_runtime == "runsc":
         pytest.skip("gVisor's network stack lives in the sentry: its buffers are the container's memory")

@@ -1,8 +1,8 @@
 """A program that makes its supervisor its tracer: the result must still be the program's own.
 
 ``ptrace(PTRACE_TRACEME)`` makes the caller's parent its tracer, and from then on the parent's
-``waitpid`` reports the caller's stops. The docker launcher (sandbox/containers.py) and the
-local backend's init (sandbox/bwrap.py) are that parent; on main the launcher crashed on the
+``waitpid`` reports the caller's stops. The docker launcher (sandbox/docker/launcher.py) and the
+local backend's init (sandbox/local/bwrap.py) are that parent; on main the launcher crashed on the
 first stop (exit 1, its traceback as the program's stderr) and bwrap's reaper reported exit 255.
 Both now wait with sandbox/reaper.py: a traced stop is detached with its signal, and only the
 program's own exit or signal comes back (docs/sandbox.md, "Tracing").

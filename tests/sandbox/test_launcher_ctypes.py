@@ -1,4 +1,4 @@
-"""The launcher's ctypes, made from the C core ``_ctypes`` (sandbox/containers.py, LAUNCHER).
+"""The launcher's ctypes, made from the C core ``_ctypes`` (sandbox/docker/launcher.py).
 
 Invariant: every foreign call the launcher makes (prctl for dumpability, no_new_privs, the
 bounding set and the seccomp filter; ptrace; the System V ``*ctl`` calls) behaves exactly as
@@ -17,10 +17,13 @@ import sys
 
 import pytest
 
-from proctor.sandbox.containers import LAUNCHER
+from proctor.sandbox.docker.containers import LAUNCHER
 
-# The launcher's lines before it reads its configuration: its imports and its ctypes.
-_HEAD = LAUNCHER.split("config = json_loads(sys.argv[1])", 1)[0]
+# The launcher's imports and its ctypes, after its ``from __future__`` line (a prelude may come
+# first here) and up to the line that ends them.
+_HEAD = LAUNCHER.split("from __future__ import annotations\n", 1)[1].split(
+    "# The end of the launcher's imports", 1
+)[0]
 
 # Calls the launcher makes, each answered in a child process (prctl changes the process).
 _CALLS = r"""

@@ -22,7 +22,7 @@ import pytest
 import pytest_asyncio
 
 from proctor.sandbox import Limits, Sandbox, open_sandbox
-from proctor.sandbox.local_backend import LocalSandbox
+from proctor.sandbox.local.backend import LocalSandbox
 from tests.sandbox.conftest import TEST_LIMITS
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from proctor.sandbox import SandboxUnavailable
-from proctor.sandbox.local_backend import LocalSandbox
+from proctor.sandbox.local.backend import LocalSandbox
 
 
 def test_missing_bwrap_is_refused_in_one_line(tmp_path: Path) -> None:

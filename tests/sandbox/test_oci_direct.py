@@ -1,4 +1,4 @@
-"""runc-direct (sandbox/oci_direct.py): the engine's spec to the byte but for what is named, and
+"""runc-direct (sandbox/docker/oci_direct.py): the engine's spec to the byte but for what is named, and
 nothing left behind: not by a closed sandbox, not by a SIGKILLed controller after cleanup, not
 by a controller killed mid-call once its launcher's backstop has run and the next sweep came.
 
@@ -23,7 +23,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proctor.sandbox import oci_direct, open_sandbox
+from proctor.sandbox import open_sandbox
+from proctor.sandbox.docker import oci_direct
 from tests.sandbox.conftest import TEST_LIMITS, run_proctor
 
 LAYERS = (
@@ -205,7 +206,7 @@ async def test_a_calls_container_is_removed_whole_while_the_sandbox_serves_on(sa
 async def test_each_container_loads_the_launcher_its_image_compiled_once_and_reports_cpu_by_part(
     sandbox_image: str,
 ) -> None:
-    from proctor.sandbox.containers import LAUNCHER
+    from proctor.sandbox.docker.containers import LAUNCHER
 
     box = await open_sandbox(
         "docker", image=sandbox_image, pool_size=0, default_limits=TEST_LIMITS, engine_path="runc-direct"
@@ -314,7 +315,7 @@ def test_a_killed_controllers_container_stops_by_its_deadline_and_the_sweep_remo
 # capture_spec's start and its removal, where a SIGKILL leaves it): it prints the container's ID.
 _HELD_AT_THE_TEMPLATE = """
 import asyncio, sys, time
-import proctor.sandbox.containers as containers
+import proctor.sandbox.docker.containers as containers
 from proctor.sandbox import open_sandbox
 def held(api, container_id):
     print(container_id, flush=True)
@@ -336,7 +337,7 @@ def test_the_sweep_of_any_command_removes_a_sigkilled_controllers_template_conta
     import docker
     from docker.errors import NotFound
 
-    from proctor.sandbox import host_counters, labels
+    from proctor.sandbox.docker import host_counters, labels
 
     controller = subprocess.Popen(
         [sys.executable, "-c", _HELD_AT_THE_TEMPLATE, sandbox_image], stdout=subprocess.PIPE, text=True
@@ -364,7 +365,7 @@ def test_the_sweep_of_any_command_removes_a_sigkilled_controllers_template_conta
         assert completed.returncode == 2, completed
         assert _wait_for(lambda: state() is None, 10), "the template container outlived the sweep"
         assert _wait_for(lambda: _leftovers(controller.pid) == [], 10), _leftovers(controller.pid)
-        # The template container's own counter files (sandbox/host_counters.py) went too.
+        # The template container's own counter files (sandbox/docker/host_counters.py) went too.
         assert not list(host_counters.COUNTERS_ROOT.glob(f"{controller.pid}-*"))
     finally:
         if state() is not None:
@@ -419,7 +420,7 @@ async def test_auto_serves_through_the_engine_where_runc_direct_cannot_and_says_
     """Each reason runc-direct may not serve: a path asked for, per-sample isolation (its reset is
     proved on the engine's path), what the host lacks, and a failure met while taking the
     engine's spec (the fallback must leave no mount or directory). runsc: test_runtimes.py."""
-    from proctor.sandbox import docker_backend
+    from proctor.sandbox.docker import backend as docker_backend
 
     async def opened_path(**options: Any) -> tuple[str, str, str]:
         box = await open_sandbox(

@@ -8,7 +8,7 @@ import asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proctor.sandbox.pool import Lease, WarmPool
+from proctor.sandbox.docker.pool import Lease, WarmPool
 
 
 class Engine:

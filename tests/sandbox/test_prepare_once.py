@@ -1,4 +1,4 @@
-"""The image's prepare step once per template (sandbox/prepare_once.py): on runc-direct a
+"""The image's prepare step once per template (sandbox/docker/prepare_once.py): on runc-direct a
 container rebuilds the tree the entrypoint left in two probe containers, and the program sees
 exactly what the entrypoint itself makes (compared with the docker path, which runs it in every
 container); an entrypoint whose effect cannot be recorded and replayed faithfully keeps running
@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from proctor.sandbox import oci_direct, prepare_once
-from proctor.sandbox.docker_backend import DockerSandbox, connect_engine, resolve_image
+from proctor.sandbox.docker import oci_direct, prepare_once
+from proctor.sandbox.docker.backend import DockerSandbox, connect_engine, resolve_image
 from tests.sandbox.conftest import TEST_LIMITS
 
 ROOT_AND_RUNC = pytest.mark.skipif(oci_direct.available() is not None, reason=str(oci_direct.available()))

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from proctor.sandbox import oci_direct
-from proctor.sandbox.docker_backend import DockerSandbox, open_docker_sandbox
+from proctor.sandbox.docker import oci_direct
+from proctor.sandbox.docker.backend import DockerSandbox, open_docker_sandbox
 from proctor.sandbox.slots import execution_caller
 from tests.sandbox.conftest import TEST_LIMITS
 
@@ -30,7 +30,7 @@ import json, os, stat, sys
 def container():
     for line in open('/proc/self/cgroup'):
         part = line.strip().rsplit('/', 1)[-1]
-        # The engine's 64-digit ID, or a runc-direct container's name (sandbox/oci_direct.py).
+        # The engine's 64-digit ID, or a runc-direct container's name (sandbox/docker/oci_direct.py).
         if len(part) == 64 or part.startswith('proctor-oci-'):
             return part
     return None
@@ -155,7 +155,7 @@ print(json.dumps({'ipc': [shm, sem, msg], 'queue': queue, 'container': container
 
 
 # runc-direct's containers rebuild the entrypoint's tree recorded once per template
-# (sandbox/prepare_once.py) where the docker path's run the entrypoint: the reset must prove the
+# (sandbox/docker/prepare_once.py) where the docker path's run the entrypoint: the reset must prove the
 # fresh state on both.
 @pytest_asyncio.fixture(
     scope="module",

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 from proctor.agent.inputs.config import SandboxConfig
 from proctor.sandbox import Limits, SandboxError, SandboxUnavailable
-from proctor.sandbox import runtimes as runtimes_module
-from proctor.sandbox.runtimes import (
+from proctor.sandbox.docker import runtimes as runtimes_module
+from proctor.sandbox.docker.runtimes import (
     GVISOR_BASE_PIDS,
     GVISOR_PIDS_PER_TASK,
     connect_engine_for,
@@ -168,12 +168,12 @@ def test_exec_under_runsc_runs_inside_gvisor(sandbox_image: str, tmp_path: Path)
 async def test_a_crashed_gvisor_sandbox_is_a_sandbox_error_not_the_programs_exit(
     sandbox_image: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import proctor.sandbox.containers
-    from proctor.sandbox.docker_backend import open_docker_sandbox
+    import proctor.sandbox.docker.containers
+    from proctor.sandbox.docker.backend import open_docker_sandbox
 
     # A pids cgroup far too small for gVisor's own threads: its sentry panics (exit 2, no
     # launcher report) once the program has started a few processes.
-    monkeypatch.setattr(proctor.sandbox.containers, "host_pids_limit", lambda runtime, limits: 120)
+    monkeypatch.setattr(proctor.sandbox.docker.containers, "host_pids_limit", lambda runtime, limits: 120)
     opened = await open_docker_sandbox(
         image=sandbox_image, pool_size=0, default_limits=TEST_LIMITS, runtime="runsc"
     )

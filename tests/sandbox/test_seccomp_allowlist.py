@@ -1,4 +1,4 @@
-"""The engine's seccomp allowlist (sandbox/seccomp_profile.json): what it lets through, what not.
+"""The engine's seccomp allowlist (sandbox/docker/seccomp_profile.json): what it lets through, what not.
 
 The workload cases are the allowlist's justification: each rule of the profile names the cases
 here (or elsewhere) whose real workloads need it, and every case must pass under the profile,
@@ -21,7 +21,7 @@ import pytest
 import pytest_asyncio
 
 from proctor.sandbox import Limits, Sandbox, open_sandbox
-from proctor.sandbox.seccomp import (
+from proctor.sandbox.docker.seccomp import (
     DOCS_BEGIN,
     DOCS_END,
     allowed_syscalls,
@@ -118,7 +118,7 @@ def test_docs_table_is_the_one_the_profile_renders() -> None:
     start, end = docs.find(DOCS_BEGIN), docs.find(DOCS_END)
     assert start >= 0 and end > start, "docs/sandbox.md has no generated allowlist table"
     assert docs[start : end + len(DOCS_END)] == docs_table(), (
-        "docs/sandbox.md's allowlist table is stale: paste proctor.sandbox.seccomp.docs_table()"
+        "docs/sandbox.md's allowlist table is stale: paste proctor.sandbox.docker.seccomp.docs_table()"
     )
 
 

@@ -1,4 +1,4 @@
-"""runc-direct's seccomp filter, recorded once per template (sandbox/seccomp_once.py): every
+"""runc-direct's seccomp filter, recorded once per template (sandbox/docker/seccomp_once.py): every
 container holds the engine's filter to the byte, with the same flags and status, whoever
 installed it; the helper runs nothing unfiltered; and anything that cannot be proved the same
 keeps runc compiling the profile, with the reason.
@@ -23,9 +23,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proctor.sandbox import labels, oci_direct, open_sandbox, seccomp_once
-from proctor.sandbox.containers import container_settings, remove_container
-from proctor.sandbox.runtimes import RUNC
+from proctor.sandbox import open_sandbox
+from proctor.sandbox.docker import labels, oci_direct, seccomp_once
+from proctor.sandbox.docker.containers import container_settings, remove_container
+from proctor.sandbox.docker.runtimes import RUNC
 from tests.sandbox import bpf_oracle
 from tests.sandbox.conftest import TEST_LIMITS
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from proctor.sandbox.api import InvalidProgram
-from proctor.sandbox.cleanup import cleanup_local_cgroups, is_orphan
-from proctor.sandbox.containers import _FrameSplitter, _Stream
-from proctor.sandbox.labels import OWNER_HOST, OWNER_PID, container_labels
-from proctor.sandbox.local_backend import CGROUP_PARENT, CGROUP_ROOT
+from proctor.sandbox.docker.cleanup import cleanup_local_cgroups, is_orphan
+from proctor.sandbox.docker.containers import _FrameSplitter, _Stream
+from proctor.sandbox.docker.labels import OWNER_HOST, OWNER_PID, container_labels
+from proctor.sandbox.docker.pool import WarmPool
+from proctor.sandbox.local.backend import CGROUP_PARENT, CGROUP_ROOT
 from proctor.sandbox.output import CappedBuffer
-from proctor.sandbox.pool import WarmPool
 from proctor.sandbox.program import MAX_CODE_BYTES, python_argv, python_program, resolve_argv, resolve_program
 from proctor.sandbox.sizes import parse_size
 
@@ -204,7 +204,7 @@ async def test_pool_survives_failing_creation() -> None:
 
 
 def test_launcher_fits_in_one_argument() -> None:
-    from proctor.sandbox.containers import LAUNCHER
+    from proctor.sandbox.docker.containers import LAUNCHER
 
     # A NUL byte in an argument makes execve fail with EINVAL before anything runs.
     assert "\0" not in LAUNCHER and len(LAUNCHER.encode()) < 128 * 1024
@@ -253,7 +253,7 @@ _RACE = "Could not kill running container c0ffee, cannot remove - Container c0ff
 
 
 def test_a_removal_that_meets_a_container_mid_exit_is_retried_until_it_is_gone() -> None:
-    from proctor.sandbox.containers import remove_container
+    from proctor.sandbox.docker.containers import remove_container
 
     engine = _EngineThatRacesAnExit(refusals=2, error=_RACE)
     remove_container(engine, "c0ffee")  # type: ignore[arg-type]
@@ -263,7 +263,7 @@ def test_a_removal_that_meets_a_container_mid_exit_is_retried_until_it_is_gone()
 def test_a_removal_refused_for_another_reason_is_not_retried() -> None:
     from docker.errors import APIError
 
-    from proctor.sandbox.containers import remove_container
+    from proctor.sandbox.docker.containers import remove_container
 
     engine = _EngineThatRacesAnExit(refusals=1, error="driver failed to remove root filesystem")
     with pytest.raises(APIError, match="root filesystem"):
@@ -274,7 +274,7 @@ def test_a_removal_refused_for_another_reason_is_not_retried() -> None:
 def test_a_removal_that_keeps_racing_gives_up_and_says_so() -> None:
     from docker.errors import APIError
 
-    from proctor.sandbox.containers import remove_container
+    from proctor.sandbox.docker.containers import remove_container
 
     engine = _EngineThatRacesAnExit(refusals=100, error=_RACE)
     with pytest.raises(APIError, match="is not running"):
@@ -304,7 +304,7 @@ def test_the_import_bench_takes_turns_so_load_falls_on_every_contender_alike() -
 def test_socket_buffer_bound_finds_the_v1_memory_group_and_never_a_stranger(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from proctor.sandbox import socket_memory
+    from proctor.sandbox.docker import socket_memory
 
     proc, cgroups = tmp_path / "proc", tmp_path / "memory"
     container = "ab" * 32
@@ -350,7 +350,7 @@ def test_a_removal_the_engine_never_confirms_is_a_docker_error_naming_the_contai
     import requests
     from docker.errors import DockerException
 
-    from proctor.sandbox.containers import RemovalUnconfirmed, remove_container
+    from proctor.sandbox.docker.containers import RemovalUnconfirmed, remove_container
 
     class SilentEngine:
         def remove_container(self, container_id: str, force: bool, v: bool) -> None:

@@ -2,7 +2,7 @@
 
 runc turns the spec's seccomp profile into BPF with libseccomp in every container it starts:
 about 9 ms of CPU per container on this project's machine, a fifth of runc's share of a call.
-runc-direct (sandbox/oci_direct.py) instead records, once per template, the filter runc itself
+runc-direct (sandbox/docker/oci_direct.py) instead records, once per template, the filter runc itself
 installed, and starts every container through a small static helper (``seccomp_exec.c``) that
 installs those bytes and then ``execv``s the spec's own process. How it stays the same filter:
 

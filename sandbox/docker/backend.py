@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 import docker
 from docker.errors import APIError, DockerException, ImageNotFound
 
-from proctor.sandbox import host_counters, labels, oci_direct
 from proctor.sandbox.api import (
     AUTO_PATH,
     DOCKER_PATH,
@@ -37,7 +36,8 @@ from proctor.sandbox.api import (
     SandboxError,
     SandboxUnavailable,
 )
-from proctor.sandbox.containers import (
+from proctor.sandbox.docker import host_counters, labels, oci_direct
+from proctor.sandbox.docker.containers import (
     LAUNCHER,
     ContainerGone,
     RawRun,
@@ -52,12 +52,19 @@ from proctor.sandbox.containers import (
     remove_container,
     run_program,
 )
-from proctor.sandbox.host_counters import describe_host_counters, engine_is_local
-from proctor.sandbox.image import image_libraries
-from proctor.sandbox.pool import Lease, WarmPool
+from proctor.sandbox.docker.host_counters import describe_host_counters, engine_is_local
+from proctor.sandbox.docker.image import image_libraries
+from proctor.sandbox.docker.pool import Lease, WarmPool
+from proctor.sandbox.docker.runtimes import (
+    RUNC,
+    RUNSC,
+    Engine,
+    connect_engine_for,
+    default_engine_url,
+    engine_down,
+)
+from proctor.sandbox.docker.seccomp import describe_profile
 from proctor.sandbox.program import SOURCE_FD, Program, resolve_program
-from proctor.sandbox.runtimes import RUNC, RUNSC, Engine, connect_engine_for, default_engine_url, engine_down
-from proctor.sandbox.seccomp import describe_profile
 from proctor.sandbox.slots import ExecutionSlots, current_caller
 
 log = logging.getLogger(__name__)
@@ -90,7 +97,7 @@ def resolve_image(
     """(reference, image ID) of the sandbox image; SandboxUnavailable when it is not built."""
     named = image is not None
     if image is None:
-        from proctor.sandbox.image import find_image, image_tag
+        from proctor.sandbox.docker.image import find_image, image_tag
 
         image = image_tag()
         image_id = find_image(client, image)
@@ -165,14 +172,14 @@ class DockerSandbox:
         # Why this path serves: asked for, or what sandbox.engine_path auto found (describe()).
         self.engine_path_reason = engine_path_reason
         # runc-direct: containers a template starts before its image's prepare step is recorded
-        # once (sandbox/prepare_once.py); 0 records it with the template.
+        # once (sandbox/docker/prepare_once.py); 0 records it with the template.
         self.record_prepare_after = record_prepare_after
         self._started_by_template: dict[tuple[Limits, bool], int] = {}
-        # runc-direct: the engine's spec per limits, and the image's root (sandbox/oci_direct.py).
+        # runc-direct: the engine's spec per limits, and the image's root (sandbox/docker/oci_direct.py).
         self._templates: dict[tuple[Limits, bool], oci_direct.Template] = {}
         self._template_lock = threading.Lock()
         self._root_layers: tuple[str, ...] | None = None
-        # Where the containers run: runtime, engine socket, runtime version (sandbox/runtimes.py).
+        # Where the containers run: runtime, engine socket, runtime version (sandbox/docker/runtimes.py).
         self.engine = engine or {"runtime": runtime, "engine": default_engine_url(), "runtime_version": None}
         self.api: docker.APIClient = client.api
         self.image = image
@@ -264,12 +271,12 @@ class DockerSandbox:
             "engine_path": self.engine_path,
             "engine_path_reason": self.engine_path_reason,
             # runc-direct: who installs the seccomp filter in each container, per template
-            # (sandbox/seccomp_once.py); under the engine, runc compiles it in every container.
+            # (sandbox/docker/seccomp_once.py); under the engine, runc compiles it in every container.
             "seccomp_install": sorted({template.seccomp for template in list(self._templates.values())}),
             "isolation": "container",
             "isolates_less": False,
             **self.engine,
-            # The engine's system-call allowlist (sandbox/seccomp_profile.json), by hash: the
+            # The engine's system-call allowlist (sandbox/docker/seccomp_profile.json), by hash: the
             # same bytes for every call of this run, under runc and runsc alike.
             "seccomp_profile": describe_profile(errno_honoured=self.runtime != RUNSC),
             "notes": [
@@ -287,7 +294,7 @@ class DockerSandbox:
                 ),
                 "network none, read-only root, tmpfs /tmp and /work, cap-drop ALL, no-new-privileges",
                 "every process in the container under Proctor's own seccomp allowlist "
-                "(sandbox/seccomp_profile.json; anything else ENOSYS), not the engine's default",
+                "(sandbox/docker/seccomp_profile.json; anything else ENOSYS), not the engine's default",
                 "the program runs as an unprivileged host uid of its container's own (the image "
                 "user's group) with no capabilities at all, under a seccomp filter of Proctor's own "
                 "(no vsock or other unfenced socket families, no io_uring, no 32-bit system calls, "
@@ -301,7 +308,7 @@ class DockerSandbox:
             "libraries": image_libraries(self.image),  # what the prompt may promise
             "run_id": self.run_id,
             # Which of the host's counters (memory, CPU, uptime) a call sees as its own
-            # (files of its own, under runc) and which stay host-wide: sandbox/host_counters.py.
+            # (files of its own, under runc) and which stay host-wide: sandbox/docker/host_counters.py.
             "host_counters": describe_host_counters(self.runtime == RUNC, engine_is_local(self.api)),
         }
 
@@ -492,7 +499,7 @@ class DockerSandbox:
         self._template_for(self.default_limits, "pool", starting=False)
 
     def _template_for(self, limits: Limits, role: str, starting: bool = True) -> oci_direct.Template:
-        """The engine's spec for these limits, taken once (sandbox/oci_direct.py), and the
+        """The engine's spec for these limits, taken once (sandbox/docker/oci_direct.py), and the
         image's read-only root, mounted once; ``starting``: for a container about to start."""
         with self._template_lock:
             recycle = self.pool.recycling and role == "pool"
@@ -508,7 +515,7 @@ class DockerSandbox:
                 return template
             uid = container_uid()
             # The engine binds the template container's own counter files; each call's container
-            # then gets a copy of its own in its bundle (sandbox/oci_direct.py).
+            # then gets a copy of its own in its bundle (sandbox/docker/oci_direct.py).
             counters = own_counters(self.api, limits, RUNC, self.run_id)
             settings = container_settings(
                 self.api,

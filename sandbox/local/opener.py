@@ -23,8 +23,8 @@ async def open_local(options: SandboxSpec) -> Sandbox:
         )
     if options.isolation != FRESH:
         raise SandboxUnavailable(f"isolation {options.isolation} needs the docker backend (backend is local)")
-    from proctor.sandbox.image import top_level_pins
-    from proctor.sandbox.local_backend import LocalSandbox
+    from proctor.sandbox.docker.image import top_level_pins
+    from proctor.sandbox.local.backend import LocalSandbox
 
     # The constructor probes bubblewrap once (a short blocking run); keep the loop free.
     local = await asyncio.to_thread(LocalSandbox, options.default_limits)

@@ -1,6 +1,6 @@
 """Regenerate ``requirements.lock`` (every wheel of the closure, with sha256) from ``requirements.in``.
 
-Usage: ``python -m proctor.sandbox.image_lock`` (needs PyPI, i.e. run it on the host).
+Usage: ``python -m proctor.sandbox.docker.image_lock`` (needs PyPI, i.e. run it on the host).
 
 pip resolves the pins for the image's interpreter and platform (not the host's), and
 the lock records the hash of each wheel it picked. The build then installs exactly
@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from proctor.sandbox.image_wheels import WheelDownloadError, target_pip_options
+from proctor.sandbox.docker.image_wheels import WheelDownloadError, target_pip_options
 
 # name-version-...: wheel file names escape '-' in the project name as '_'.
 _WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)-")
@@ -37,7 +37,8 @@ def resolve_lock(requirements_in: Path) -> str:
 
 def render_lock(wheels: list[Path], source_name: str) -> str:
     lines = [
-        f"# Generated from {source_name} by `python -m proctor.sandbox.image_lock`; do not edit by hand.",
+        f"# Generated from {source_name} by `python -m proctor.sandbox.docker.image_lock`;"
+        " do not edit by hand.",
         "# One wheel per package for CPython 3.11 on manylinux x86_64, installed with",
         "# `pip install --no-index --require-hashes --no-deps` inside the image build.",
     ]
@@ -56,7 +57,7 @@ def render_lock(wheels: list[Path], source_name: str) -> str:
 
 
 def main() -> None:
-    from proctor.sandbox.image import IMAGE_DIR, LOCK_FILE
+    from proctor.sandbox.docker.image import IMAGE_DIR, LOCK_FILE
 
     text = resolve_lock(IMAGE_DIR / "requirements.in")
     LOCK_FILE.write_text(text)

@@ -4,7 +4,7 @@ The launcher runs an image's entrypoint as the sandbox user before a container i
 only lasting effect, when it has no other, is what it leaves in the container's writable places
 (/tmp, /work, /dev/shm, /dev/mqueue): the root is read-only, and the launcher kills every
 process it left. So the entrypoint runs in two probe containers of the template (each with a uid,
-name and hostname of its own), whose launchers report that tree (sandbox/containers.py,
+name and hostname of its own), whose launchers report that tree (sandbox/docker/launcher.py,
 ``probe``). When both report the same tree, made only of the sandbox user's directories, regular
 files and symbolic links, with no other effect, each container's launcher recreates that tree
 in a forked child demoted exactly like a program, which runs nothing else (``rebuild``). Any

@@ -1,4 +1,4 @@
-"""``docker``: a fresh container per call (runc or gVisor) from a warm pool (sandbox/docker_backend.py)."""
+"""``docker``: a fresh container per call (runc or gVisor) from a warm pool (sandbox/docker/backend.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from proctor.sandbox.spec import SandboxSpec
 @register("docker")
 async def open_docker(options: SandboxSpec) -> Sandbox:
     try:
-        from proctor.sandbox.docker_backend import open_docker_sandbox
+        from proctor.sandbox.docker.backend import open_docker_sandbox
     except ImportError as exc:  # the docker SDK is a hard dependency; this guards broken installs
         raise SandboxUnavailable(f"the docker backend cannot be loaded: {exc}") from exc
     return await open_docker_sandbox(

@@ -40,8 +40,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from proctor.sandbox import seccomp
 from proctor.sandbox.api import SandboxUnavailable
+from proctor.sandbox.docker import seccomp
 from proctor.sandbox.reaper import DEFAULT_SIGNALS_SOURCE, WAIT_SOURCE
 
 INSTALL_HINT = "install bubblewrap (Debian: apt-get install bubblewrap) or use --backend docker"
@@ -281,7 +281,7 @@ def bwrap_argv(
         str(INSIDE_ID),
         "--hostname",
         "sandbox",
-        # The program's system-call filter (sandbox/seccomp.py): no io_uring, no AF_VSOCK or
+        # The program's system-call filter (sandbox/docker/seccomp.py): no io_uring, no AF_VSOCK or
         # other address families a network namespace does not fence, no 32-bit entry point.
         "--seccomp",
         str(seccomp_fd),
@@ -321,7 +321,7 @@ def bwrap_argv(
         "/dev/shm",
         "--proc",
         "/proc",
-        # Masked as the engine masks it (sandbox/containers.py PROCTOR_MASKED_PATHS): the host's
+        # Masked as the engine masks it (sandbox/docker/containers.py PROCTOR_MASKED_PATHS): the host's
         # open-file-description locks, byte ranges verbatim, are visible in every pid namespace.
         "--dev-bind",
         "/dev/null",

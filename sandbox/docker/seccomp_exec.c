@@ -1,6 +1,6 @@
 /* seccomp-exec: install one classic-BPF seccomp filter, then execv the container's process.
  *
- * runc-direct (sandbox/seccomp_once.py) runs this as a container's first process instead of
+ * runc-direct (sandbox/docker/seccomp_once.py) runs this as a container's first process instead of
  * letting runc compile the engine's seccomp profile with libseccomp in every container (about
  * 9 ms of CPU each). The filter is the one runc itself installed from the same spec, read back
  * from the kernel once per template, so every process from the container's init on runs under

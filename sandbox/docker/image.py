@@ -28,13 +28,18 @@ import docker.errors
 import requests
 
 from proctor.sandbox.api import SandboxError
-from proctor.sandbox.image_base import BOOTSTRAP_BASE_IMAGE, BOOTSTRAP_RECIPE, ensure_base_image, find_local
-from proctor.sandbox.image_wheels import download_locked_wheels, wheel_cache_dir
-from proctor.sandbox.runtimes import engine_down
+from proctor.sandbox.docker.image_base import (
+    BOOTSTRAP_BASE_IMAGE,
+    BOOTSTRAP_RECIPE,
+    ensure_base_image,
+    find_local,
+)
+from proctor.sandbox.docker.image_wheels import download_locked_wheels, wheel_cache_dir
+from proctor.sandbox.docker.runtimes import engine_down
 
 DEFAULT_IMAGE_NAME = "proctor/frontiermath-python"
 DEFAULT_BASE_IMAGE = BOOTSTRAP_BASE_IMAGE
-IMAGE_DIR = Path(__file__).resolve().parent.parent / "images" / "frontiermath-python"
+IMAGE_DIR = Path(__file__).resolve().parents[2] / "images" / "frontiermath-python"
 LOCK_FILE = IMAGE_DIR / "requirements.lock"
 # Every file the Dockerfile COPYs, plus the Dockerfile: the tag hashes exactly these.
 INPUT_FILES = ("Dockerfile", "requirements.lock", "sandbox-init", "warm_numba_cache.py")

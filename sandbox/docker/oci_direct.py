@@ -1,7 +1,7 @@
 """runc-direct: each fresh container started by the OCI runtime itself, from the engine's own spec.
 
 Docker keeps the images and still generates the spec: once per image and configuration a
-container with Proctor's exact settings (sandbox/containers.py ``container_settings``) is
+container with Proctor's exact settings (sandbox/docker/containers.py ``container_settings``) is
 created and started, the OCI spec the engine wrote into its bundle directory
 (``config.json``) is read, and that container is removed. Every call then gets, from that
 spec: a fresh container name, a fresh cgroup path, fresh namespaces (the spec names none to
@@ -18,16 +18,16 @@ and nothing else:
   share`` in docs/sandbox.md; tests/sandbox/test_concurrent_isolation.py);
 - the hostname, and the ``/etc/hostname`` file, per container (the engine's are per container);
 - the sources of the host-counter files (``/proc/meminfo``...): each container's own, written
-  into its bundle from the template's limits (sandbox/host_counters.py), as the engine path's are;
+  into its bundle from the template's limits (sandbox/docker/host_counters.py), as the engine path's are;
 - the cgroup path (``/proctor-oci/NAME`` in every hierarchy);
 - hooks removed (network ``none`` needs none; the engine's would call back into dockerd);
-- where the template's filter was recorded (sandbox/seccomp_once.py): the seccomp profile taken
+- where the template's filter was recorded (sandbox/docker/seccomp_once.py): the seccomp profile taken
   out of the spec and the process run through the seccomp helper, which installs the filter runc
   itself installed for this spec, read back and proved once per template, then execs the same
   arguments;
 
 and, as on the docker path, the memory group's socket-buffer bound is written once the launcher
-waits, before any program runs (sandbox/socket_memory.py): runc 1.1 ignores the spec's
+waits, before any program runs (sandbox/docker/socket_memory.py): runc 1.1 ignores the spec's
 ``kernelTCP``, measured by ``test_socket_buffers_are_bounded_by_the_call_not_by_the_hosts_shared_pool``.
 
 Seccomp (as the profile, or as the filter runc compiled from it), capabilities, masked and
@@ -35,7 +35,7 @@ read-only paths, rlimits, the host-counter binds (each container's own files), m
 CPU limits are the engine's bytes. Every
 container, bundle, cgroup and mount is named ``proctor-oci-OWNERPID-RUNID-TOKEN`` or lives under
 ``/run/proctor-oci/OWNERPID-RUNID``, so ``proctor sandbox cleanup`` and each command's sweep
-find what a killed controller left (sandbox/cleanup.py). runc's own state lives under its own
+find what a killed controller left (sandbox/docker/cleanup.py). runc's own state lives under its own
 root (``/run/proctor-oci/runc``), never the engine's.
 
 All functions here block; callers run them in worker threads.
@@ -65,13 +65,13 @@ from typing import Any
 
 import docker
 
-from proctor.sandbox import host_counters, prepare_once, seccomp_once
 from proctor.sandbox.api import SandboxError, SandboxUnavailable
-from proctor.sandbox.runc_spawn import RuncProcess
+from proctor.sandbox.docker import host_counters, prepare_once, seccomp_once
+from proctor.sandbox.docker.runc_spawn import RuncProcess
 
 STATE_ROOT = Path("/run/proctor-oci")
 RUNC_ROOT = STATE_ROOT / "runc"
-# The seccomp helper, built once per source version (sandbox/seccomp_once.py); shared by owners.
+# The seccomp helper, built once per source version (sandbox/docker/seccomp_once.py); shared by owners.
 HELPERS_DIR = STATE_ROOT / "helpers"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 CGROUP_PARENT = "proctor-oci"
@@ -113,7 +113,7 @@ def available() -> str | None:
 def capture_spec(api: docker.APIClient, image_id: str, settings: dict[str, Any]) -> dict[str, Any]:
     """Create and start one container with ``settings`` and return the OCI spec the engine wrote
     for it; the container is removed whatever happens."""
-    from proctor.sandbox.containers import remove_container
+    from proctor.sandbox.docker.containers import remove_container
 
     created = api.create_container(image_id, **settings)
     container_id: str = created["Id"]
@@ -332,15 +332,15 @@ class Template:
     spec: dict[str, Any]
     uid: int
     layers: tuple[str, ...]
-    # How its containers get the image's prepare step (sandbox/prepare_once.py): replayed from
+    # How its containers get the image's prepare step (sandbox/docker/prepare_once.py): replayed from
     # the tree recorded once, or the entrypoint per container, and why.
     prepare: str = "the entrypoint runs in every container"
     # The filter runc installed for this spec, recorded once, and the helper that installs it in
-    # every container instead of runc (sandbox/seccomp_once.py); how, or why not, in words.
+    # every container instead of runc (sandbox/docker/seccomp_once.py); how, or why not, in words.
     seccomp_filter: bytes | None = field(default=None, repr=False)
     helper: Path | None = None
     seccomp: str = "runc compiles the profile in every container"
-    # The host-counter files its containers get, each its own copy (sandbox/host_counters.py);
+    # The host-counter files its containers get, each its own copy (sandbox/docker/host_counters.py);
     # None where the engine bound none (the spec then has no such mounts).
     counters: host_counters.CounterView | None = None
     _text: str | None = field(default=None, repr=False, compare=False)
@@ -419,7 +419,7 @@ def precompile_launcher(template: Template, run_id: str, source: str) -> Templat
 
 def _probe_prepare(template: Template, run_id: str, program_uid: int) -> bytes:
     """What one probe container of ``template`` says: its launcher runs the image's entrypoint,
-    reports the tree it left (sandbox/prepare_once.py) and exits; no program runs there."""
+    reports the tree it left (sandbox/docker/prepare_once.py) and exits; no program runs there."""
     with _template_container(template, run_id) as (runc, name, bundle):
         spec = call_spec(runc_compiled(template), name, program_uid, bundle)
         args = spec["process"]["args"]
@@ -498,7 +498,7 @@ def record_seccomp_once(template: Template, run_id: str) -> Template:
     """``template`` whose containers get the filter runc installed for it, recorded here once,
     from the seccomp helper instead of runc compiling the profile in each; or ``template``
     unchanged, with the reason, wherever that filter cannot be recorded and proved the same
-    (sandbox/seccomp_once.py)."""
+    (sandbox/docker/seccomp_once.py)."""
     template = runc_compiled(template)
 
     def keep(reason: str) -> Template:
@@ -716,7 +716,7 @@ def _spawn_run(
     pid_file: Path | None = None,
 ) -> RuncProcess:
     """``runc run`` of the bundle's spec, stdin from ``stdin``; with the template's seccomp helper
-    at fd 3 when its spec runs through it (sandbox/seccomp_once.py)."""
+    at fd 3 when its spec runs through it (sandbox/docker/seccomp_once.py)."""
     argv = [runc, "--root", str(RUNC_ROOT), "--log", str(bundle / "runc.log"), "run"]
     argv += ["--keep"] if keep else []
     argv += ["--pid-file", str(pid_file)] if pid_file is not None else []

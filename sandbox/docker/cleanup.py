@@ -22,11 +22,11 @@ from pathlib import Path
 import docker
 from docker.errors import DockerException
 
-from proctor.sandbox import host_counters, labels, oci_direct
-from proctor.sandbox.bwrap import remove_stale_layouts
-from proctor.sandbox.containers import remove_container
-from proctor.sandbox.local_backend import CGROUP_PARENT, CGROUP_ROOT, kill_cgroup_and_remove
-from proctor.sandbox.runtimes import known_engine_urls
+from proctor.sandbox.docker import host_counters, labels, oci_direct
+from proctor.sandbox.docker.containers import remove_container
+from proctor.sandbox.docker.runtimes import known_engine_urls
+from proctor.sandbox.local.backend import CGROUP_PARENT, CGROUP_ROOT, kill_cgroup_and_remove
+from proctor.sandbox.local.bwrap import remove_stale_layouts
 
 
 @dataclass
@@ -81,7 +81,7 @@ def cleanup_containers(client: docker.DockerClient, *, everything: bool = False)
 
 def engine_clients() -> list[Callable[[int], docker.DockerClient]]:
     """Openers (by API timeout) of every engine Proctor may have put containers on: the
-    environment's, and gVisor's separate engine when it is set up (sandbox/runtimes.py)."""
+    environment's, and gVisor's separate engine when it is set up (sandbox/docker/runtimes.py)."""
     openers: list[Callable[[int], docker.DockerClient]] = [lambda timeout: docker.from_env(timeout=timeout)]
     for url in known_engine_urls()[1:]:
         openers.append(functools.partial(_client_at, url))
@@ -120,7 +120,7 @@ def sweep_stopped_orphans(client: docker.DockerClient) -> list[str]:
     Cheap enough for every proctor command: one list request, usually nothing to remove. A
     running orphan is left alone: its launcher stops it by its deadline plus a grace, and the
     next sweep (or ``proctor sandbox cleanup``) removes it then. Except a template container
-    (runc-direct takes the engine's spec from one per configuration, sandbox/oci_direct.py): it
+    (runc-direct takes the engine's spec from one per configuration, sandbox/docker/oci_direct.py): it
     never gets a program, so no deadline ever stops its launcher, which would wait for a request
     for a day; its owner is gone, so nobody will send one.
     """
@@ -141,7 +141,7 @@ def sweep_stopped_orphans(client: docker.DockerClient) -> list[str]:
 
 
 def cleanup_direct(*, everything: bool = False, only_stopped: bool = False) -> CleanupReport:
-    """runc-direct's leftovers (sandbox/oci_direct.py): containers of dead owners on this host
+    """runc-direct's leftovers (sandbox/docker/oci_direct.py): containers of dead owners on this host
     (every one with ``everything``), then groups no container holds, then the bundles and image
     mounts of owners that are gone. ``only_stopped`` leaves running containers to their
     launcher's backstop, as :func:`sweep_stopped_orphans` does. A live owner's image mounts stay
@@ -197,7 +197,7 @@ class BackgroundSweep:
         if oci_direct.RUNC_ROOT.is_dir():
             with contextlib.suppress(Exception):  # best effort: not root, a slow runc
                 self.removed += cleanup_direct(only_stopped=True).removed
-        # Every engine a sandbox may have used: the default one and gVisor's (sandbox/runtimes.py).
+        # Every engine a sandbox may have used: the default one and gVisor's (sandbox/docker/runtimes.py).
         for client_for in engine_clients():
             try:
                 client = client_for(_SWEEP_API_TIMEOUT_S)

@@ -1,6 +1,6 @@
 """Make sure a Docker engine answers: install docker.io and start dockerd when asked to.
 
-Usage from scripts: ``python -m proctor.sandbox.engine [--install]`` (exit 0 once the engine
+Usage from scripts: ``python -m proctor.sandbox.docker.engine [--install]`` (exit 0 once the engine
 answers, 1 with one line on stderr otherwise). A fresh Debian 12 machine has no
 engine; CI installs it with ``--install`` and the image build bootstraps the rest.
 """
@@ -87,14 +87,14 @@ def _which(program: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m proctor.sandbox.engine", description=__doc__.splitlines()[0]
+        prog="python -m proctor.sandbox.docker.engine", description=__doc__.splitlines()[0]
     )
     parser.add_argument("--install", action="store_true", help="apt-get install docker.io and debootstrap")
     args = parser.parse_args(argv)
     try:
         ensure_engine(install=args.install, log=lambda line: print(line, file=sys.stderr))
     except SandboxUnavailable as exc:
-        print(f"proctor.sandbox.engine: {exc}", file=sys.stderr)
+        print(f"proctor.sandbox.docker.engine: {exc}", file=sys.stderr)
         return 1
     return 0
 

@@ -1,6 +1,6 @@
 """The ray backend: the driver stays one process; each call runs on a node's sandbox worker.
 
-``Sandbox.exec`` sends the call to the least-loaded live worker (sandbox/ray_worker.py) and
+``Sandbox.exec`` sends the call to the least-loaded live worker (sandbox/ray/worker.py) and
 returns the ExecResult that node's docker backend produced. Calls are stateless, so a call lost
 to infrastructure (its node or worker died, or it passed Proctor's own deadline without an
 answer) is re-run on another node, at most once per node; each loss is recorded on the
@@ -28,8 +28,8 @@ from typing import Any
 
 from proctor.sandbox.api import ExecResult, InvalidProgram, Limits, SandboxError, SandboxUnavailable
 from proctor.sandbox.program import resolve_argv
-from proctor.sandbox.ray_auth import TOKEN_HINT, require_token_auth
-from proctor.sandbox.ray_worker import ACTOR_PREFIX, NAMESPACE, ImageRefused, import_ray, probe_address
+from proctor.sandbox.ray.auth import TOKEN_HINT, require_token_auth
+from proctor.sandbox.ray.worker import ACTOR_PREFIX, NAMESPACE, ImageRefused, import_ray, probe_address
 
 log = logging.getLogger(__name__)
 
@@ -97,13 +97,13 @@ def disconnect() -> None:
 
 def driver_image_id(image: str | None) -> tuple[str, str]:
     """(reference, ID) of the image this driver runs: its own engine's, or ``PROCTOR_RAY_IMAGE_ID``."""
-    from proctor.sandbox.image import image_tag
+    from proctor.sandbox.docker.image import image_tag
 
     pinned = os.environ.get(IMAGE_ID_ENV, "").strip()
     reference = image or image_tag()
     if pinned:
         return reference, pinned
-    from proctor.sandbox.docker_backend import connect_engine, resolve_image
+    from proctor.sandbox.docker.backend import connect_engine, resolve_image
 
     try:
         client = connect_engine()
@@ -167,7 +167,7 @@ class RaySandbox:
         return max(1, sum(w.capacity for w in self.workers if not w.lost))
 
     def describe(self) -> dict[str, Any]:
-        from proctor.sandbox.image import image_libraries
+        from proctor.sandbox.docker.image import image_libraries
 
         # Every worker runs the docker backend with its default runtime; say which, or that
         # the nodes disagree (then no single runtime describes this sandbox).
@@ -178,7 +178,7 @@ class RaySandbox:
             "image_id": self.image_id,
             "ray_address": self.address or "auto",
             # What the cluster said to a client without a token, and whether the user allowed an
-            # open cluster (--ray-allow-unauthenticated): sandbox/ray_auth.py.
+            # open cluster (--ray-allow-unauthenticated): sandbox/ray/auth.py.
             "ray_auth": self.auth,
             "isolation": "container",
             # sandbox.isolation: every call a new sandbox (per-sample is docker's only).
@@ -415,7 +415,7 @@ async def open_ray_sandbox(
     """Join the cluster, find the workers, keep those whose image matches the driver's.
 
     A cluster that serves a client without a token is refused unless ``allow_unauthenticated``
-    (sandbox/ray_auth.py): anyone who reaches such a cluster can run code beside its workers.
+    (sandbox/ray/auth.py): anyone who reaches such a cluster can run code beside its workers.
     """
     ray = import_ray()
     if not ray.is_initialized():
@@ -424,7 +424,7 @@ async def open_ray_sandbox(
     if image_id is None:
         reference, expected_id = await asyncio.to_thread(driver_image_id, image)
     else:
-        from proctor.sandbox.image import image_tag
+        from proctor.sandbox.docker.image import image_tag
 
         reference, expected_id = image or image_tag(), image_id
     try:

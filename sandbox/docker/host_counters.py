@@ -247,7 +247,7 @@ def binds(directory: Path) -> list[str]:
 # -- where the engine path's files live, and when they go --------------------------------------
 
 # Per owner process and sandbox: ``OWNERPID-RUNID/TOKEN`` per container. runc-direct's containers
-# keep theirs in their bundle (sandbox/oci_direct.py) instead.
+# keep theirs in their bundle (sandbox/docker/oci_direct.py) instead.
 COUNTERS_ROOT = (
     Path("/run/proctor-counters")
     if os.geteuid() == 0

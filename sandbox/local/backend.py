@@ -1,7 +1,7 @@
 """The local backend: each call in a fresh bubblewrap sandbox on the host, as an unprivileged uid.
 
 Chosen only explicitly (``--backend local``); it isolates less than the docker backend and
-``describe()`` says so. What fences a call in (see :mod:`proctor.sandbox.bwrap` for the sandbox itself):
+``describe()`` says so. What fences a call in (see :mod:`proctor.sandbox.local.bwrap` for the sandbox itself):
 
 * bubblewrap: own user, mount, pid, network, IPC, UTS and cgroup namespaces; a fresh host uid
   per call (never 0), no groups, no capabilities, no-new-privileges; a read-only view of /usr
@@ -9,7 +9,7 @@ Chosen only explicitly (``--backend local``); it isolates less than the docker b
   (also the working directory and HOME) as the only writable place;
 * cgroup v1 ``pids``, ``memory`` and ``cpu`` groups per call, joined before the program exists
   (needs root): a fork bomb is contained, an out-of-memory kill is recorded, socket buffers are
-  counted and bounded (:mod:`proctor.sandbox.socket_memory`);
+  counted and bounded (:mod:`proctor.sandbox.docker.socket_memory`);
 * rlimits inside as a second line: CPU seconds, address space, file size, processes, open files;
 * the wall clock, enforced from outside: at the deadline the host SIGKILLs everything in the
   call's cgroups and bwrap itself, whose pid namespace then takes every descendant with it.
@@ -37,7 +37,6 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from proctor.sandbox import bwrap, socket_memory
 from proctor.sandbox.api import (
     OPEN_FILES,
     ExecResult,
@@ -46,6 +45,8 @@ from proctor.sandbox.api import (
     SandboxError,
     SandboxUnavailable,
 )
+from proctor.sandbox.docker import socket_memory
+from proctor.sandbox.local import bwrap
 from proctor.sandbox.output import CappedBuffer
 from proctor.sandbox.program import Program, resolve_program
 from proctor.sandbox.reaper import BACKSTOP_GRACE_S
@@ -119,7 +120,7 @@ class CallCgroups:
         try:
             self._make(self.pids_dir, {"pids.max": str(limits.pids)})
             self._make(self.memory_dir, {"memory.limit_in_bytes": str(limits.memory_bytes)})
-            # Socket buffers count towards no group until this is written (sandbox/socket_memory.py).
+            # Socket buffers count towards no group until this is written (sandbox/docker/socket_memory.py).
             socket_memory.limit_group(self.memory_dir)
             # Without swap accounting this file is absent; the plain limit then already holds.
             with contextlib.suppress(OSError):

@@ -24,7 +24,7 @@ from proctor.sandbox.api import RUNC as RUNC
 from proctor.sandbox.api import RUNSC as RUNSC
 from proctor.sandbox.api import RUNTIMES as RUNTIMES
 from proctor.sandbox.api import Limits, SandboxUnavailable
-from proctor.sandbox.seccomp import engine_profile
+from proctor.sandbox.docker.seccomp import engine_profile
 
 GVISOR_ENGINE = "unix:///run/proctor-gvisor/docker.sock"
 GVISOR_SETUP = "bash .ci/setup-gvisor.sh"
@@ -74,10 +74,10 @@ def host_pids_limit(runtime: str, limits: Limits) -> int:
 
 def security_options(runtime: str) -> list[str]:
     """Docker ``security_opt`` for a sandbox container under ``runtime``: no-new-privileges and
-    Proctor's own seccomp allowlist (sandbox/seccomp_profile.json) in place of the engine's
+    Proctor's own seccomp allowlist (sandbox/docker/seccomp_profile.json) in place of the engine's
     default profile, whatever engine version is installed. runsc is registered with
     ``--oci-seccomp``, so gVisor enforces the same profile for the program inside its kernel
-    (with its ENOSYS rule turned into allows: that build ignores errnoRet, sandbox/seccomp.py)."""
+    (with its ENOSYS rule turned into allows: that build ignores errnoRet, sandbox/docker/seccomp.py)."""
     return ["no-new-privileges", f"seccomp={engine_profile(errno_honoured=runtime != RUNSC)}"]
 
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from proctor.sandbox.api import DOCKER_PATH, ExecResult, Limits, SandboxError, SandboxUnavailable
-from proctor.sandbox.runtimes import RUNC
+from proctor.sandbox.docker.runtimes import RUNC
 
 NAMESPACE = "proctor"
 ACTOR_PREFIX = "proctor-sandbox-worker-"
@@ -109,8 +109,8 @@ class SandboxWorker:
 
     async def open(self) -> dict[str, Any]:
         """Connect to this node's engine, find the image, sweep orphans, start one warm pool."""
-        from proctor.sandbox.cleanup import cleanup_containers
-        from proctor.sandbox.docker_backend import connect_engine, resolve_image
+        from proctor.sandbox.docker.backend import connect_engine, resolve_image
+        from proctor.sandbox.docker.cleanup import cleanup_containers
 
         def connect() -> tuple[str, str, list[str]]:
             client = connect_engine()

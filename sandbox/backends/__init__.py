@@ -1,1 +1,0 @@
-"""One module per sandbox backend, each registering its opener by name (sandbox/registry.py)."""
