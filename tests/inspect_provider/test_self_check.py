@@ -32,7 +32,9 @@ EXPECTED_FAILURES = {
     loop_scope="module",
     params=[pytest.param("runc", marks=pytest.mark.docker), pytest.param("runsc", marks=runsc)],
 )
-async def provider_env(request: pytest.FixtureRequest, sandbox_image: str) -> AsyncIterator[SandboxEnvironment]:
+async def provider_env(
+    request: pytest.FixtureRequest, sandbox_image: str
+) -> AsyncIterator[SandboxEnvironment]:
     config = ProctorSandboxConfig(runtime=request.param, image=sandbox_image)
     environments = await ProctorSandboxEnvironment.sample_init("self-check", config, {})
     try:
