@@ -32,7 +32,6 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from docker.errors import DockerException
 
@@ -171,9 +170,8 @@ class LongLivedContainer:
         stdout = _CappedStream(output_limit, overflow)
         stderr = _CappedStream(output_limit + _ANNOUNCE_MAX, overflow)
         feeder = asyncio.create_task(_feed(process, stdin))
-        finished = asyncio.create_task(
-            _all_of(stdout.read(process.stdout), stderr.read(process.stderr), process.wait())
-        )
+        # Concurrently: a program filling one pipe must not wait for us to drain the other.
+        finished = asyncio.gather(stdout.read(process.stdout), stderr.read(process.stderr), process.wait())
         overflowed = asyncio.create_task(overflow.wait())
         host_deadline = None if timeout is None else timeout + KILL_AFTER_S + HOST_MARGIN_S
         host_timed_out = False
@@ -265,11 +263,6 @@ async def _feed(process: asyncio.subprocess.Process, data: bytes | None) -> None
             await process.stdin.drain()
         process.stdin.close()
         await process.stdin.wait_closed()
-
-
-async def _all_of(*awaitables: Any) -> None:
-    for awaitable in awaitables:
-        await awaitable
 
 
 def start_container(config: ProviderConfig, run_id: str) -> LongLivedContainer:
