@@ -265,6 +265,15 @@ async def _feed(process: asyncio.subprocess.Process, data: bytes | None) -> None
         await process.stdin.wait_closed()
 
 
+def check_engine_and_image(config: ProviderConfig) -> None:
+    """``SandboxUnavailable`` in one line unless the engine, runtime and image are all there."""
+    engine = connect_engine_for(config.spec.runtime, config.spec.docker_host)
+    try:
+        resolve_image(engine.client, config.spec.image, engine.url)
+    finally:
+        engine.client.close()
+
+
 def start_container(config: ProviderConfig, run_id: str) -> LongLivedContainer:
     """Create and start a sample's container (blocking: call it in a thread).
 

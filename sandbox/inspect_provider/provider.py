@@ -48,6 +48,7 @@ from proctor.sandbox.inspect_provider.long_lived import (
     ContainerUnavailable,
     ExecOutcome,
     LongLivedContainer,
+    check_engine_and_image,
     start_container,
 )
 from proctor.sandbox.inspect_provider.sweep import sweep
@@ -117,10 +118,9 @@ class ProctorSandboxEnvironment(SandboxEnvironment):
             await cls._fresh_sandbox(parsed)
             return
         try:
-            container = await asyncio.to_thread(start_container, parsed, RUN_ID)
+            await asyncio.to_thread(check_engine_and_image, parsed)
         except SandboxUnavailable as exc:
             raise PrerequisiteError(f"sandbox proctor: {exc}") from None
-        await asyncio.to_thread(container.remove)
 
     @classmethod
     async def sample_init(
