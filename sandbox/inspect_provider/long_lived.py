@@ -32,6 +32,7 @@ import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from docker.errors import DockerException
 
@@ -175,10 +176,9 @@ class LongLivedContainer:
         overflowed = asyncio.create_task(overflow.wait())
         host_deadline = None if timeout is None else timeout + KILL_AFTER_S + HOST_MARGIN_S
         host_timed_out = False
+        waiters: set[asyncio.Future[Any]] = {finished, overflowed}
         try:
-            done, _ = await asyncio.wait(
-                {finished, overflowed}, timeout=host_deadline, return_when=asyncio.FIRST_COMPLETED
-            )
+            done, _ = await asyncio.wait(waiters, timeout=host_deadline, return_when=asyncio.FIRST_COMPLETED)
             host_timed_out = not done
         finally:
             if not finished.done():
