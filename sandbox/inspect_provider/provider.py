@@ -85,7 +85,8 @@ class ProctorSandboxEnvironment(SandboxEnvironment):
     """A sample's container (per-sample isolation)."""
 
     # Containers this process started and has not removed yet (task_cleanup's last chance).
-    _live: dict[str, LongLivedContainer] = {}  # noqa: RUF012 -- class-wide registry by design
+    # Keyed by task: one task's cleanup never touches another task's containers or sandbox.
+    _live: dict[str, tuple[str, LongLivedContainer]] = {}  # noqa: RUF012 -- class-wide by design
     # isolation fresh: one Proctor sandbox per config, shared by the task's samples.
     _fresh: dict[tuple[Any, ...], tuple[Sandbox, Limits]] = {}  # noqa: RUF012
     _fresh_lock: asyncio.Lock | None = None
@@ -115,7 +116,7 @@ class ProctorSandboxEnvironment(SandboxEnvironment):
         # A bad config or a missing engine or image is one line before any sample starts.
         parsed = _config(config)
         if parsed.isolation == FRESH:
-            await cls._fresh_sandbox(parsed)
+            await cls._fresh_sandbox(task_name, parsed)
             return
         try:
             await asyncio.to_thread(check_engine_and_image, parsed)
@@ -128,12 +129,12 @@ class ProctorSandboxEnvironment(SandboxEnvironment):
     ) -> dict[str, SandboxEnvironment]:
         parsed = _config(config)
         if parsed.isolation == FRESH:
-            return {"default": FreshSandboxEnvironment(*await cls._fresh_sandbox(parsed), parsed)}
+            return {"default": FreshSandboxEnvironment(*await cls._fresh_sandbox(task_name, parsed), parsed)}
         try:
             container = await asyncio.to_thread(start_container, parsed, RUN_ID)
         except SandboxUnavailable as exc:
             raise PrerequisiteError(f"sandbox proctor: {exc}") from None
-        cls._live[container.id] = container
+        cls._live[container.id] = (task_name, container)
         return {"default": cls(container, parsed)}
 
     @classmethod
@@ -154,12 +155,14 @@ class ProctorSandboxEnvironment(SandboxEnvironment):
     ) -> None:
         if not cleanup:
             return
-        for container in list(cls._live.values()):
+        for owner, container in list(cls._live.values()):
+            if owner != task_name:
+                continue
             cls._live.pop(container.id, None)
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(container.remove)
         with contextlib.suppress(ProviderConfigError):
-            key = load_config(config).key()
+            key = (task_name, *load_config(config).key())
             opened = cls._fresh.pop(key, None)
             if opened is not None:
                 await opened[0].aclose()
@@ -171,14 +174,14 @@ class ProctorSandboxEnvironment(SandboxEnvironment):
         print(report.summary())
 
     @classmethod
-    async def _fresh_sandbox(cls, config: ProviderConfig) -> tuple[Sandbox, Limits]:
+    async def _fresh_sandbox(cls, task_name: str, config: ProviderConfig) -> tuple[Sandbox, Limits]:
         """The task's shared sandbox for ``config`` and the limits it was opened with."""
         from proctor.sandbox import open_sandbox
 
         if cls._fresh_lock is None:
             cls._fresh_lock = asyncio.Lock()
         async with cls._fresh_lock:
-            key = config.key()
+            key = (task_name, *config.key())
             if key not in cls._fresh:
                 limits = config.limits.replace(output_bytes=SandboxEnvironmentLimits.MAX_EXEC_OUTPUT_SIZE)
                 try:

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import docker
 import pytest
 import pytest_asyncio
-from inspect_ai.util import OutputLimitExceededError, SandboxUserUnsupportedError
+from inspect_ai.util import OutputLimitExceededError, SandboxUnavailableError, SandboxUserUnsupportedError
 from inspect_ai.util._sandbox.limits import override_max_exec_output_size
 
 from proctor.sandbox import labels
@@ -168,3 +168,19 @@ async def test_a_background_process_of_the_sample_stays_up(sample: ProctorSandbo
     started = await sample.exec(["sh", "-c", detached])
     assert started.success
     assert await _running(sample, "daemon-marker-3")
+
+
+async def test_one_tasks_cleanup_leaves_another_tasks_samples(sandbox_image: str) -> None:
+    """Two tasks of one eval share the provider class: task_cleanup of one removes only its own."""
+    config = CONFIG.model_copy(update={"image": sandbox_image})
+    first = (await ProctorSandboxEnvironment.sample_init("task-a", config, {}))["default"]
+    second = (await ProctorSandboxEnvironment.sample_init("task-b", config, {}))["default"]
+    try:
+        await ProctorSandboxEnvironment.task_cleanup("task-a", config, True)
+        assert (await second.exec(["true"])).success
+        with pytest.raises(SandboxUnavailableError):
+            await first.exec(["true"])
+    finally:
+        await ProctorSandboxEnvironment.task_cleanup("task-b", config, True)
+    with pytest.raises(SandboxUnavailableError):
+        await second.exec(["true"])
