@@ -135,7 +135,9 @@ class ProctorSandboxEnvironment(SandboxEnvironment):
         except SandboxUnavailable as exc:
             raise PrerequisiteError(f"sandbox proctor: {exc}") from None
         cls._live[container.id] = (task_name, container)
-        return {"default": cls(container, parsed)}
+        environment = cls(container, parsed)
+        await environment._keep_path_for_login_shells()
+        return {"default": environment}
 
     @classmethod
     async def sample_cleanup(
@@ -190,6 +192,17 @@ class ProctorSandboxEnvironment(SandboxEnvironment):
                 except SandboxUnavailable as exc:
                     raise PrerequisiteError(f"sandbox proctor: {exc}") from None
             return cls._fresh[key]
+
+    async def _keep_path_for_login_shells(self) -> None:
+        """Inspect's bash and python tools run ``bash --login``, whose /etc/profile (Debian's)
+        resets PATH, hiding the image's own (the pinned image's /opt/venv: sympy, galois...).
+        A ``.profile`` in the sample's HOME (/work) puts the image's PATH back after it."""
+        outcome = await self._run(
+            [PYTHON, "-I", "-S", "-c", files.PROFILE_WRITER, files.container_path(".profile")],
+            timeout=WRITE_TIMEOUT_S,
+            output_limit=64 * 1024,
+        )
+        self._raise_file_failure(outcome, ".profile", "write")
 
     async def close(self) -> None:
         self._live.pop(self.container.id, None)

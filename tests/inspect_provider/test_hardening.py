@@ -123,9 +123,9 @@ async def _running(sample: ProctorSandboxEnvironment, marker: str) -> list[str]:
         "    except OSError:\n"
         "        continue\n"
         "    if sys.argv[1].encode() in line and b'proc/' not in line:\n"
-        "        print(pid)\n"
+        "        print(pid, line.decode())\n"
     )
-    return (await sample.exec(["python3", "-c", probe, marker])).stdout.split()
+    return (await sample.exec(["python3", "-c", probe, marker])).stdout.splitlines()
 
 
 async def test_an_output_flood_ends_the_call_and_its_processes(sample: ProctorSandboxEnvironment) -> None:
@@ -184,3 +184,10 @@ async def test_one_tasks_cleanup_leaves_another_tasks_samples(sandbox_image: str
         await ProctorSandboxEnvironment.task_cleanup("task-b", config, True)
     with pytest.raises(SandboxUnavailableError):
         await second.exec(["true"])
+
+
+async def test_login_shells_keep_the_images_libraries(sample: ProctorSandboxEnvironment) -> None:
+    """Inspect's bash and python tools run `bash --login`; Debian's /etc/profile resets PATH.
+    The sample's .profile puts the image's PATH back, so its venv (sympy) stays importable."""
+    login = await sample.exec(["bash", "--login", "-c", "python3 -c 'import sympy; print(sympy.__name__)'"])
+    assert login.stdout == "sympy\n", login.stderr
