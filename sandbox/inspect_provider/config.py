@@ -206,8 +206,8 @@ def config_from_mapping(data: Mapping[Any, Any], where: str) -> ProviderConfig:
         "isolation": isolation,
         "engine_path": _choice(where, "engine_path", data.get("engine_path", AUTO_PATH), ENGINE_PATH_CHOICES),
         "default_limits": Limits(**limits),
-        # Warm containers serve only isolation fresh; a per-sample container is made for its sample.
-        "pool_size": _whole(where, "pool_size", data.get("pool_size", 2 if isolation == FRESH else 0)),
+        # Warm containers serve isolation fresh; a per-sample container is made for its sample.
+        "pool_size": _whole(where, "pool_size", data.get("pool_size", SandboxSpec().pool_size)),
     }
     if data.get("max_concurrent_executions") is not None:
         spec_fields["max_concurrent_executions"] = _whole(

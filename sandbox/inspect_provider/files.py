@@ -59,6 +59,14 @@ except OSError as exc:
 """
 
 
+# The image's PATH, as the container's environment has it, for login shells (provider.py).
+PROFILE_WRITER = """\
+import os, shlex, sys
+with open(sys.argv[1], 'w') as profile:
+    profile.write('export PATH=' + shlex.quote(os.environ.get('PATH', '/usr/bin:/bin')) + '\\n')
+"""
+
+
 def container_path(file: str, workdir: str = WORKDIR) -> str:
     """Where ``file`` is inside the container: relative paths are the sample's working directory's."""
     return posixpath.normpath(posixpath.join(workdir, file))

@@ -28,7 +28,6 @@ import contextlib
 import json
 import re
 import shutil
-import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -60,6 +59,8 @@ TIMEOUT = "/usr/bin/timeout"
 # the in-container timeout before it gives up on the engine itself.
 KILL_AFTER_S = 2
 HOST_MARGIN_S = 10.0
+# How long a kill of an exec's process group (itself a `docker exec`) may take.
+KILL_WAIT_S = 30.0
 # The wrapper's first words on stderr: its pid, which is the program's process group.
 _ANNOUNCE = re.compile(rb"\A\x00proctor-exec:(\d+)\x00")
 _ANNOUNCE_MAX = 40
@@ -171,24 +172,23 @@ class LongLivedContainer:
         stdout = _CappedStream(output_limit, overflow)
         stderr = _CappedStream(output_limit + _ANNOUNCE_MAX, overflow)
         feeder = asyncio.create_task(_feed(process, stdin))
-        finished = asyncio.create_task(
-            _all_of(stdout.read(process.stdout), stderr.read(process.stderr), process.wait())
-        )
+        # Concurrently: a program filling one pipe must not wait for us to drain the other.
+        finished = asyncio.gather(stdout.read(process.stdout), stderr.read(process.stderr), process.wait())
         overflowed = asyncio.create_task(overflow.wait())
         host_deadline = None if timeout is None else timeout + KILL_AFTER_S + HOST_MARGIN_S
         host_timed_out = False
+        waiters: set[asyncio.Future[Any]] = {finished, overflowed}
         try:
-            done, _ = await asyncio.wait(
-                {finished, overflowed}, timeout=host_deadline, return_when=asyncio.FIRST_COMPLETED
-            )
+            done, _ = await asyncio.wait(waiters, timeout=host_deadline, return_when=asyncio.FIRST_COMPLETED)
             host_timed_out = not done
         finally:
             if not finished.done():
                 # Cancelled, overflowing or past the controller's own deadline: the docker client
                 # going away does not stop the program, so its group is killed inside.
-                self._kill_group(stderr.announced_pid())
                 with contextlib.suppress(ProcessLookupError):
                     process.kill()
+                # Shielded: a call being cancelled still waits for its program to be killed.
+                await asyncio.shield(self._kill_group(stderr.announced_pid()))
             for task in (overflowed, feeder):
                 task.cancel()
         if not finished.done():
@@ -213,19 +213,21 @@ class LongLivedContainer:
             code, out[:output_limit], err[:output_limit], over, timed_out and not over, elapsed
         )
 
-    def _kill_group(self, pid: int | None) -> None:
-        """Kill the exec's process group inside the container; detached, so it works while the
-        caller is being cancelled. The sweep removes the container if even this fails."""
+    async def _kill_group(self, pid: int | None) -> None:
+        """Kill the exec's process group inside the container, and wait for the kill to be done,
+        so a call that ends early leaves nothing running. Best effort: if even this fails, the
+        sample's container goes at sample_cleanup, or with the sweep."""
         if pid is None:
             return
-        with contextlib.suppress(OSError):
-            subprocess.Popen(
-                self._cli("exec", self.id, PYTHON, "-I", "-S", "-c", KILL_GROUP, str(pid)),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
+        with contextlib.suppress(Exception):
+            killer = await asyncio.create_subprocess_exec(
+                *self._cli("exec", self.id, PYTHON, "-I", "-S", "-c", KILL_GROUP, str(pid)),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.DEVNULL,
                 start_new_session=True,
             )
+            await asyncio.wait_for(killer.wait(), KILL_WAIT_S)
 
     def remove(self) -> None:
         """Kill and remove the container and its counter files (blocking)."""
@@ -267,9 +269,13 @@ async def _feed(process: asyncio.subprocess.Process, data: bytes | None) -> None
         await process.stdin.wait_closed()
 
 
-async def _all_of(*awaitables: Any) -> None:
-    for awaitable in awaitables:
-        await awaitable
+def check_engine_and_image(config: ProviderConfig) -> None:
+    """``SandboxUnavailable`` in one line unless the engine, runtime and image are all there."""
+    engine = connect_engine_for(config.spec.runtime, config.spec.docker_host)
+    try:
+        resolve_image(engine.client, config.spec.image, engine.url)
+    finally:
+        engine.client.close()
 
 
 def start_container(config: ProviderConfig, run_id: str) -> LongLivedContainer:

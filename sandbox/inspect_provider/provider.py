@@ -49,6 +49,7 @@ from proctor.sandbox.inspect_provider.long_lived import (
     ContainerUnavailable,
     ExecOutcome,
     LongLivedContainer,
+    check_engine_and_image,
     start_container,
 )
 from proctor.sandbox.inspect_provider.sweep import sweep
@@ -84,7 +85,8 @@ class ProctorSandboxEnvironment(SandboxEnvironment):
     """A sample's container (per-sample isolation)."""
 
     # Containers this process started and has not removed yet (task_cleanup's last chance).
-    _live: dict[str, LongLivedContainer] = {}  # noqa: RUF012 -- class-wide registry by design
+    # Keyed by task: one task's cleanup never touches another task's containers or sandbox.
+    _live: dict[str, tuple[str, LongLivedContainer]] = {}  # noqa: RUF012 -- class-wide by design
     # isolation fresh: one Proctor sandbox per config, shared by the task's samples.
     _fresh: dict[tuple[Any, ...], tuple[Sandbox, Limits]] = {}  # noqa: RUF012
     _fresh_lock: asyncio.Lock | None = None
@@ -114,13 +116,12 @@ class ProctorSandboxEnvironment(SandboxEnvironment):
         # A bad config or a missing engine or image is one line before any sample starts.
         parsed = _config(config)
         if parsed.isolation == FRESH:
-            await cls._fresh_sandbox(parsed)
+            await cls._fresh_sandbox(task_name, parsed)
             return
         try:
-            container = await asyncio.to_thread(start_container, parsed, RUN_ID)
+            await asyncio.to_thread(check_engine_and_image, parsed)
         except SandboxUnavailable as exc:
             raise PrerequisiteError(f"sandbox proctor: {exc}") from None
-        await asyncio.to_thread(container.remove)
 
     @classmethod
     async def sample_init(
@@ -128,13 +129,15 @@ class ProctorSandboxEnvironment(SandboxEnvironment):
     ) -> dict[str, SandboxEnvironment]:
         parsed = _config(config)
         if parsed.isolation == FRESH:
-            return {"default": FreshSandboxEnvironment(*await cls._fresh_sandbox(parsed), parsed)}
+            return {"default": FreshSandboxEnvironment(*await cls._fresh_sandbox(task_name, parsed), parsed)}
         try:
             container = await asyncio.to_thread(start_container, parsed, RUN_ID)
         except SandboxUnavailable as exc:
             raise PrerequisiteError(f"sandbox proctor: {exc}") from None
-        cls._live[container.id] = container
-        return {"default": cls(container, parsed)}
+        cls._live[container.id] = (task_name, container)
+        environment = cls(container, parsed)
+        await environment._keep_path_for_login_shells()
+        return {"default": environment}
 
     @classmethod
     async def sample_cleanup(
@@ -154,12 +157,14 @@ class ProctorSandboxEnvironment(SandboxEnvironment):
     ) -> None:
         if not cleanup:
             return
-        for container in list(cls._live.values()):
+        for owner, container in list(cls._live.values()):
+            if owner != task_name:
+                continue
             cls._live.pop(container.id, None)
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(container.remove)
         with contextlib.suppress(ProviderConfigError):
-            key = load_config(config).key()
+            key = (task_name, *load_config(config).key())
             opened = cls._fresh.pop(key, None)
             if opened is not None:
                 await opened[0].aclose()
@@ -171,14 +176,14 @@ class ProctorSandboxEnvironment(SandboxEnvironment):
         print(report.summary())
 
     @classmethod
-    async def _fresh_sandbox(cls, config: ProviderConfig) -> tuple[Sandbox, Limits]:
+    async def _fresh_sandbox(cls, task_name: str, config: ProviderConfig) -> tuple[Sandbox, Limits]:
         """The task's shared sandbox for ``config`` and the limits it was opened with."""
         from proctor.sandbox import open_sandbox
 
         if cls._fresh_lock is None:
             cls._fresh_lock = asyncio.Lock()
         async with cls._fresh_lock:
-            key = config.key()
+            key = (task_name, *config.key())
             if key not in cls._fresh:
                 limits = config.limits.replace(output_bytes=SandboxEnvironmentLimits.MAX_EXEC_OUTPUT_SIZE)
                 try:
@@ -187,6 +192,17 @@ class ProctorSandboxEnvironment(SandboxEnvironment):
                 except SandboxUnavailable as exc:
                     raise PrerequisiteError(f"sandbox proctor: {exc}") from None
             return cls._fresh[key]
+
+    async def _keep_path_for_login_shells(self) -> None:
+        """Inspect's bash and python tools run ``bash --login``, whose /etc/profile (Debian's)
+        resets PATH, hiding the image's own (the pinned image's /opt/venv: sympy, galois...).
+        A ``.profile`` in the sample's HOME (/work) puts the image's PATH back after it."""
+        outcome = await self._run(
+            [PYTHON, "-I", "-S", "-c", files.PROFILE_WRITER, files.container_path(".profile")],
+            timeout=WRITE_TIMEOUT_S,
+            output_limit=64 * 1024,
+        )
+        self._raise_file_failure(outcome, ".profile", "write")
 
     async def close(self) -> None:
         self._live.pop(self.container.id, None)
