@@ -20,7 +20,7 @@ import pytest_asyncio
 from inspect_ai.util import OutputLimitExceededError, SandboxUnavailableError, SandboxUserUnsupportedError
 from inspect_ai.util._sandbox.limits import override_max_exec_output_size
 
-from proctor.sandbox import labels
+from proctor.sandbox.docker import labels
 from proctor.sandbox.inspect_provider.config import ProctorSandboxConfig
 from proctor.sandbox.inspect_provider.provider import ProctorSandboxEnvironment
 

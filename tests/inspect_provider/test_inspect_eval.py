@@ -20,7 +20,7 @@ import docker
 import pytest
 from inspect_ai.log import EvalLog, EvalSample, read_eval_log
 
-from proctor.sandbox import labels
+from proctor.sandbox.docker import labels
 from tests.inspect_provider.support import environment_with_entry_points
 
 TASK = Path(__file__).with_name("eval_task.py")

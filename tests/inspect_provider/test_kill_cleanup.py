@@ -15,7 +15,7 @@ from typing import Any
 import docker
 import pytest
 
-from proctor.sandbox import host_counters, labels
+from proctor.sandbox.docker import host_counters, labels
 from tests.inspect_provider.test_inspect_eval import INSPECT, TASK, containers_of, inspect_env
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
