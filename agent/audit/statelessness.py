@@ -121,13 +121,18 @@ report(removed=removed)
 """
 
 
+# The plant, look and removal probes do little, but a loaded machine can hold a call past the
+# usual 10 s, and a plant that never reported grades the row broken: their budget is generous.
+STATE_PROBE_TIMEOUT_S = 30.0
+
+
 async def _remove_ipc(ctx: AuditContext, tokens: list[str]) -> None:
-    await run_probe(ctx, _REMOVE, stdin=" ".join(tokens), timeout=10)
+    await run_probe(ctx, _REMOVE, stdin=" ".join(tokens), timeout=STATE_PROBE_TIMEOUT_S)
 
 
 async def _plant(ctx: AuditContext) -> tuple[str, dict[str, object] | None, str]:
     token = secrets.token_hex(16)
-    result, reply = await run_probe(ctx, _PLANT, stdin=token, timeout=10)
+    result, reply = await run_probe(ctx, _PLANT, stdin=token, timeout=STATE_PROBE_TIMEOUT_S)
     return token, reply, result.stderr[-200:]
 
 
@@ -144,7 +149,7 @@ async def _look_after(
 ) -> Finding:
     if planted is None:
         return Finding(Verdict.BROKEN, "the planting call did not report", escape_text(stderr))
-    result, reply = await run_probe(ctx, _LOOK, stdin=token, timeout=10)
+    result, reply = await run_probe(ctx, _LOOK, stdin=token, timeout=STATE_PROBE_TIMEOUT_S)
     if reply is None:
         return no_reply(result)
     found: list[str] = reply["found"]
@@ -168,7 +173,7 @@ async def pool_reuse(ctx: AuditContext) -> Finding:
     tokens = " ".join(token for token, _, _ in plants)
     try:
         looks = await asyncio.gather(
-            *(run_probe(ctx, _LOOK, stdin=tokens, timeout=10) for _ in range(rounds))
+            *(run_probe(ctx, _LOOK, stdin=tokens, timeout=STATE_PROBE_TIMEOUT_S) for _ in range(rounds))
         )
     finally:
         await _remove_ipc(ctx, tokens.split())
