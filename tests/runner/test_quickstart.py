@@ -78,8 +78,9 @@ def test_quickstart_command_runs_the_three_tasks_and_ends_with_summary_and_path(
 # malformed JSON included) reach the sandbox and become complete, honest records, and the server
 # stops. One task under a small token cap shows that; all three under 8,000 tokens took 333-344 s
 # on 2 cores and proved nothing more. The `proctor quickstart` command itself (the same config,
-# three tasks, summary and path) is covered against a scripted model above.
-SHORT_RUN = ("--limit", "1", "--token-cap", "3000", "--force-submit-at", "2000")
+# three tasks, summary and path) is covered against a scripted model above. A turn here costs
+# about 900-1,000 tokens, so the third is the forced-submission turn and the cap ends the run.
+SHORT_RUN = ("--limit", "1", "--token-cap", "3000", "--force-submit-at", "1500")
 
 
 @pytest.mark.local_model
