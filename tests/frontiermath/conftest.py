@@ -40,7 +40,7 @@ async def sandbox() -> AsyncIterator[Sandbox]:
 
 @pytest.fixture(params=BACKENDS)
 async def any_sandbox(request: pytest.FixtureRequest) -> AsyncIterator[Sandbox]:
-    sandbox = await open_sandbox(request.param, pool_size=1)
+    sandbox = await open_sandbox(request.param, pool_size=1, probe_libraries=False)
     try:
         yield sandbox
     finally:
