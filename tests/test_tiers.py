@@ -88,8 +88,8 @@ def test_tests_declared_long_start_first_longest_first(request: pytest.FixtureRe
 
 def test_longest_first_moves_only_the_tests_declared_long() -> None:
     def item(name: str, timeout: float | None) -> Any:
-        marker = None if timeout is None else SimpleNamespace(args=(timeout,))
-        return SimpleNamespace(name=name, get_closest_marker=lambda _name: marker)
+        own = [] if timeout is None else [pytest.mark.timeout(timeout).mark]
+        return SimpleNamespace(name=name, own_markers=[pytest.mark.slow.mark, *own])
 
     config = cast(pytest.Config, SimpleNamespace(getini=lambda name: "300"))
     timeouts = {"a": None, "b": 600, "c": 120, "d": 300, "e": 1500, "f": None}
