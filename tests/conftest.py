@@ -112,8 +112,26 @@ def pytest_configure(config: pytest.Config) -> None:
         docker_engine_answers.cache_clear()
 
 
+def declared_timeout(item: pytest.Item) -> float:
+    """The timeout the test itself declares (0 when it declares none). A module's blanket
+    timeout (tests/image/: a build may be needed) says nothing of any one test's length."""
+    marker = next((m for m in getattr(item, "own_markers", []) if m.name == "timeout"), None)
+    return float(marker.args[0]) if marker is not None and marker.args else 0.0
+
+
+def longest_first(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests that themselves declare a timeout above the suite's default are the ones their
+    authors knew to be long (full audits, the local model, Inspect exports): they start first,
+    the longest declared first, so none of them starts last and alone sets the suite's wall
+    time. Every other test keeps its place. xdist hands tests out in this order (pyproject's loadgroup puts
+    the xdist groups, each a long serial run, ahead of them)."""
+    default = float(config.getini("timeout") or 0)
+    items.sort(key=lambda item: -t if (t := declared_timeout(item)) > default else 0.0)
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects: the slow mark must already be there
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    longest_first(config, items)
     for item in items:
         if needs_infrastructure(item) and "slow" not in item.keywords:
             item.add_marker(pytest.mark.slow)

@@ -18,8 +18,10 @@ import pytest
 from tests.conftest import (
     NO_DOCKER,
     QUICK_TIMEOUT_S,
+    declared_timeout,
     deselects_slow,
     docker_engine_answers,
+    longest_first,
     needs_infrastructure,
 )
 
@@ -74,3 +76,23 @@ def test_the_quick_tier_reaches_no_docker_engine(request: pytest.FixtureRequest)
 def test_a_docker_marked_test_is_slow(request: pytest.FixtureRequest) -> None:
     # Collected in both tiers' collection; selected only in the full one.
     assert "slow" in request.node.keywords
+
+
+def test_tests_declared_long_start_first_longest_first(request: pytest.FixtureRequest) -> None:
+    # xdist hands tests out in collection order: a long test collected last would start last.
+    default = float(request.config.getini("timeout"))
+    declared = [declared_timeout(item) for item in request.session.items]
+    long = [t for t in declared if t > default]
+    assert declared[: len(long)] == sorted(long, reverse=True)
+
+
+def test_longest_first_moves_only_the_tests_declared_long() -> None:
+    def item(name: str, timeout: float | None) -> Any:
+        own = [] if timeout is None else [pytest.mark.timeout(timeout).mark]
+        return SimpleNamespace(name=name, own_markers=[pytest.mark.slow.mark, *own])
+
+    config = cast(pytest.Config, SimpleNamespace(getini=lambda name: "300"))
+    timeouts = {"a": None, "b": 600, "c": 120, "d": 300, "e": 1500, "f": None}
+    items = [item(name, timeout) for name, timeout in timeouts.items()]
+    longest_first(config, items)
+    assert [i.name for i in items] == ["e", "b", "a", "c", "d", "f"]

@@ -282,6 +282,8 @@ async def test_leftover_row_sees_a_process_in_a_gone_containers_cgroup(
 # The default (auto: runc-direct wherever it can serve, as here) and the engine's own path: the
 # same checks, the same expectations (docs/sandbox.md, "Engine paths").
 @pytest.mark.parametrize("engine_path", ["auto", "docker"])
+# A full audit takes 70-110 s beside the rest of CI on 2 cores, 25-40 s of it the controller row.
+@pytest.mark.timeout(600)
 def test_full_audit_on_default_docker(tmp_path: Path, engine_path: str) -> None:
     from proctor.sandbox.docker import oci_direct
 

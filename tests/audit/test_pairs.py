@@ -83,6 +83,8 @@ async def _closed_rows(sandbox: Sandbox, backend: str) -> dict[str, Finding]:
     return {row: await pairs.measure(ctx, BY_ID[row]) for row in CLOSED}
 
 
+# Each row sends a token one slot at a time between two real processes: seconds, whatever the machine.
+@pytest.mark.slow
 async def test_two_bare_processes_share_every_closed_channel() -> None:
     # The honest oracle for "broken": no sandbox at all, so every inode and /proc/locks is shared.
     found = await _closed_rows(CommandSandbox([sys.executable, "-"]), "command")
@@ -91,6 +93,7 @@ async def test_two_bare_processes_share_every_closed_channel() -> None:
     ), found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(sys.platform != "linux", reason="the local backend needs Linux")
 async def test_the_local_backend_holds_the_closed_channels() -> None:
     box = await open_sandbox("local", default_limits=Limits(), probe_libraries=False)

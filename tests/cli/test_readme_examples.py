@@ -141,7 +141,9 @@ def run_dir_of(done: subprocess.CompletedProcess[str], argv: list[str], cwd: Pat
 
 
 def _marks(argv: list[str]) -> list[pytest.MarkDecorator]:
-    return [pytest.mark.docker, pytest.mark.slow] if needs_sandbox(argv) else []
+    # Every example is a whole `proctor run` in a child process against a scripted server:
+    # seconds each, so none is in the quick tier; those that run code need the sandbox image too.
+    return [pytest.mark.docker, pytest.mark.slow] if needs_sandbox(argv) else [pytest.mark.slow]
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ import pytest
 from proctor.agent.errors import UserError
 from proctor.agent.export.inspect_log import export_inspect
 from tests.rescore.conftest import StoredResearchRun, read_lines
-from tests.support.inspect_logs import chat_messages_json, inspect_installed, read_log, run_child
+from tests.support.inspect_logs import chat_messages_json, inspect_installed, read_log, read_logs, run_child
 
 # Slow: each export starts an interpreter that imports inspect_ai, and each read-back another.
 pytestmark = [
@@ -245,8 +245,8 @@ def test_an_export_leaves_the_callers_asyncio_untouched(
         "inspect_loaded": [],
     }
     # Both logs are real Inspect logs of the run.
-    for name in report["written"]:
-        assert len(read_log(out / name)["samples"]) == 6
+    for log in read_logs([out / name for name in report["written"]]):
+        assert len(log["samples"]) == 6
 
 
 def test_a_resumed_priced_run_exports_its_whole_span_wall_time_and_cost(

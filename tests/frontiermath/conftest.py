@@ -1,4 +1,9 @@
-"""Sandboxes for the FrontierMath tests: the local backend always, docker where marked."""
+"""Sandboxes for the FrontierMath tests: the local backend always, docker where marked.
+
+The local ones skip the import probe (``probe_libraries=False``, seconds of CPU per open): no
+test that uses them reads ``describe()["libraries"]``, so the prompt says the libraries are not
+listed. tests/runner's runs through `proctor run --backend local` keep the probe, as users get it.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
 
 @pytest.fixture
 async def local_sandbox() -> AsyncIterator[Sandbox]:
-    sandbox = await open_sandbox("local")
+    sandbox = await open_sandbox("local", probe_libraries=False)
     try:
         yield sandbox
     finally:
@@ -26,7 +31,7 @@ async def sandbox() -> AsyncIterator[Sandbox]:
     """One local sandbox for a whole module, for modules whose tests run on the module's event loop
     (``pytest.mark.asyncio(loop_scope="module")``): opening one takes seconds and its calls share no
     state. A module that needs another backend defines its own ``sandbox``, which takes precedence."""
-    box = await open_sandbox("local")
+    box = await open_sandbox("local", probe_libraries=False)
     try:
         yield box
     finally:
@@ -35,7 +40,7 @@ async def sandbox() -> AsyncIterator[Sandbox]:
 
 @pytest.fixture(params=BACKENDS)
 async def any_sandbox(request: pytest.FixtureRequest) -> AsyncIterator[Sandbox]:
-    sandbox = await open_sandbox(request.param, pool_size=1)
+    sandbox = await open_sandbox(request.param, pool_size=1, probe_libraries=False)
     try:
         yield sandbox
     finally:

@@ -10,17 +10,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+import pytest_asyncio
 
 from proctor.agent.inputs.config import SandboxConfig
-from proctor.agent.results.records import Outcome
+from proctor.agent.results.records import Outcome, SubmissionRecord
+from proctor.agent.tracks.frontiermath.checks import check_submission_code
 from proctor.agent.tracks.frontiermath.submission import ANSWER_GRACE_S, SubmissionResult, SubmissionRunner
 from proctor.agent.tracks.frontiermath.tasks import FrontierMathTask
 from proctor.sandbox import Sandbox, open_sandbox
 from tests.frontiermath.support import RecordingEvents
 
-pytestmark = pytest.mark.docker
+# One sandbox for the module (each call still gets a fresh container from its pool): opening and
+# closing one per test cost more than most of these tests' calls. The tests share its event loop.
+pytestmark = [pytest.mark.docker, pytest.mark.asyncio(loop_scope="module")]
 
 NOT_CREDITED = {Outcome.INCORRECT, Outcome.ANSWER_ERROR, Outcome.ANSWER_TIMEOUT}
 # Short limits keep the slow attacks cheap; the sympy import alone needs a few seconds when loaded.
@@ -52,7 +57,7 @@ COMPARING = task("comparing", verification_code="def verify(a):\n    return a ==
 ARITHMETIC = task("arithmetic", verification_code="def verify(a):\n    return a % 7 == 3 and a > 100\n")
 
 
-@pytest.fixture
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def sandbox() -> AsyncIterator[Sandbox]:
     opened = await open_sandbox("docker", pool_size=2)
     try:
@@ -636,28 +641,61 @@ HONEST_EXACT = {
 PRELUDE = "import decimal, fractions, math\nimport gmpy2, mpmath, numpy, sympy\n\ndef answer():\n    "
 
 
+class AnsweredOnce:
+    """Each submission's answer() run once; the value it carries is then verified under any idiom.
+
+    SubmissionRunner.evaluate is two steps: answer() in one sandbox call, then the verification
+    of the value it carried in another. The first never reads the task, so the carried value is
+    the same whichever idiom verifies it, and verifying it under four idioms shows each idiom
+    exactly what four separate submissions would have: evaluate()'s own two steps, with the
+    value that crosses between them, at a quarter of the answer() runs.
+    """
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.runner = SubmissionRunner(sandbox, ROOMY, RecordingEvents())
+        self.answers: dict[str, tuple[SubmissionResult | Any, SubmissionRecord]] = {}
+
+    async def judge(self, code: str, target: FrontierMathTask) -> SubmissionResult:
+        # evaluate() refuses code its checks flag before anything runs; none of these is flagged.
+        assert check_submission_code(code) == [], code
+        if code not in self.answers:
+            record = SubmissionRecord(code=code)
+            self.answers[code] = (await self.runner._run_answer(code, record), record)
+        answered, record = self.answers[code]
+        if isinstance(answered, SubmissionResult):
+            return answered  # answer() itself failed: the verdict, whatever the idiom
+        return await self.runner._verify(target, record.model_copy(deep=True), answered)
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def answered_once(sandbox: Sandbox) -> AnsweredOnce:
+    return AnsweredOnce(sandbox)
+
+
 @pytest.mark.slow
+# The four idioms share one worker, so each value's answer() runs once for all of them.
+@pytest.mark.xdist_group("hostile-idioms")
 @pytest.mark.parametrize("idiom", list(IDIOM_VERIFIERS))
 async def test_inexact_and_unevaluated_values_are_incorrect_through_every_idiom(
-    sandbox: Sandbox, idiom: str
+    answered_once: AnsweredOnce, idiom: str
 ) -> None:
     failures = []
     for name, (body, reference) in INEXACT_ATTACKS.items():
         verifier = IDIOM_VERIFIERS[idiom].replace("REF", reference)
         target = task(f"exact-{name}", verification_code=verifier)
-        result = await judge(sandbox, PRELUDE + body + "\n", target, ROOMY)
+        result = await answered_once.judge(PRELUDE + body + "\n", target)
         if result.outcome is not Outcome.INCORRECT:
             failures.append((name, result.outcome, result.error))
     for name, (body, reference) in HONEST_HELD.items():
         verifier = IDIOM_VERIFIERS[idiom].replace("REF", reference)
         target = task(f"held-{name}", verification_code=verifier)
-        result = await judge(sandbox, PRELUDE + body + "\n", target, ROOMY)
+        result = await answered_once.judge(PRELUDE + body + "\n", target)
         if result.outcome is not Outcome.CORRECT:
             failures.append((name, result.outcome, result.error))
     for name, body in HONEST_EXACT.items():
         verifier = IDIOM_VERIFIERS[idiom].replace("REF", F30)
         target = task(f"honest-{name}", verification_code=verifier)
-        result = await judge(sandbox, PRELUDE + body + "\n", target, ROOMY)
+        result = await answered_once.judge(PRELUDE + body + "\n", target)
         if result.outcome is not Outcome.CORRECT:
             failures.append((name, result.outcome, result.error))
     assert not failures, failures

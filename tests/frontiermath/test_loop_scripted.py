@@ -47,7 +47,8 @@ WRONG = "def answer():\n    return 41\n"
 
 @pytest.fixture
 async def sandbox() -> AsyncIterator[Sandbox]:
-    box = await open_sandbox("local")
+    # No test here reads describe()["libraries"]: the import probe is seconds of CPU per open.
+    box = await open_sandbox("local", probe_libraries=False)
     try:
         yield box
     finally:

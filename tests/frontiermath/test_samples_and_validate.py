@@ -42,6 +42,8 @@ def test_samples_cover_the_required_ground() -> None:
     assert any("galois" in (t.reference_solution or "") for t in tasks)
 
 
+# Every runnable sample's reference and verification, each in a sandbox: tens of seconds.
+@pytest.mark.slow
 def test_validate_passes_the_samples_the_host_can_run(tmp_path: Path) -> None:
     lines = [line for line in SAMPLES.read_text().splitlines() if line.strip()]
     runnable = [

@@ -73,23 +73,35 @@ def test_quickstart_command_runs_the_three_tasks_and_ends_with_summary_and_path(
     assert f"proctor view {out}" in result.stdout
 
 
+# What the embedded model's run proves is that the real pipeline works with it: the shipped
+# quickstart config starts llama.cpp with the Gemma GGUF, the model's replies (tool calls with
+# malformed JSON included) reach the sandbox and become complete, honest records, and the server
+# stops. One task under a small token cap shows that; all three under 8,000 tokens took 333-344 s
+# on 2 cores and proved nothing more. The `proctor quickstart` command itself (the same config,
+# three tasks, summary and path) is covered against a scripted model above. A turn here costs
+# about 900-1,000 tokens, so the third is the forced-submission turn and the cap ends the run.
+SHORT_RUN = ("--limit", "1", "--token-cap", "3000", "--force-submit-at", "1500")
+
+
 @pytest.mark.local_model
 @pytest.mark.slow
-@pytest.mark.timeout(1500)
-def test_quickstart_runs_the_embedded_local_model_end_to_end(tmp_path: Path):
+@pytest.mark.timeout(900)
+def test_the_shipped_quickstart_config_runs_the_embedded_local_model_end_to_end(tmp_path: Path):
     out = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
     result = subprocess.run(
-        ["proctor", "quickstart", "--out", str(out)],
+        ["proctor", "run", str(QUICKSTART_CONFIG), *SHORT_RUN, "--out", str(out)],
         cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
-        timeout=1500,
+        timeout=900,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     records = read_lines(out / "samples.jsonl")
-    assert len(records) == 3
+    assert len(records) == 1
+    header = json.loads((out / "run.json").read_text())
+    assert [model["name"] for model in header["config"]["models"]] == ["local/gemma3-270m"], header["config"]
     # A 270M model rarely solves anything; what must hold is that the pipeline ran for real and
     # turned whatever the model did into complete, honest records.
     assert not [r for r in records if r["outcome"] == "model_error"], [r["error"] for r in records]
@@ -97,13 +109,14 @@ def test_quickstart_runs_the_embedded_local_model_end_to_end(tmp_path: Path):
     questions = {
         json.loads(line)["id"]: json.loads(line)["question"]
         for line in QUICKSTART_TASKS.read_text().splitlines()
-        if line.strip()
+        if line.strip() and json.loads(line).get("metadata", {}).get("quickstart") is True
     }
     for record in records:
+        assert record["task_id"] in questions
         turns = record["turns"]
-        assert turns and record["total_tokens"] == turns[-1]["cumulative_tokens"] <= 8_000, record["task_id"]
+        assert turns and record["total_tokens"] == turns[-1]["cumulative_tokens"] <= 3_000, record["task_id"]
         assert record["score"] == (1.0 if record["outcome"] == Outcome.CORRECT else 0.0)
         assert all(call["result"] for call in record["tool_calls"]), record["tool_calls"]
         assert record["transcript"][0]["content"].rstrip().endswith(questions[record["task_id"]].strip())
-    assert json.loads((out / "run.json").read_text())["status"] == "finished"
+    assert header["status"] == "finished"
     assert "Run summary" in result.stdout

@@ -19,19 +19,22 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 
-_READ_LOG = """
+_READ_LOGS = """
 import json, sys
 from inspect_ai.log import read_eval_log
 
-# Attachments resolved: a long text (a prompt, a reply) is stored once in the log and referred
-# to from the events; a reader sees it whole.
-log = read_eval_log(sys.argv[1], resolve_attachments=True)
-data = log.model_dump(mode="json")
-for sample, dumped in zip(log.samples or [], data.get("samples") or []):
-    dumped["output"]["completion"] = sample.output.completion
-    for message, dumped_message in zip(sample.messages, dumped["messages"]):
-        dumped_message["text"] = message.text
-print(json.dumps(data))
+def read(path):
+    # Attachments resolved: a long text (a prompt, a reply) is stored once in the log and
+    # referred to from the events; a reader sees it whole.
+    log = read_eval_log(path, resolve_attachments=True)
+    data = log.model_dump(mode="json")
+    for sample, dumped in zip(log.samples or [], data.get("samples") or []):
+        dumped["output"]["completion"] = sample.output.completion
+        for message, dumped_message in zip(sample.messages, dumped["messages"]):
+            dumped_message["text"] = message.text
+    return data
+
+print(json.dumps([read(path) for path in sys.argv[1:]]))
 """
 
 _CHAT_MESSAGES = """
@@ -74,7 +77,13 @@ def run_child(script: str, *args: str, stdin: str | None = None) -> Any:
 
 def read_log(path: Path) -> dict[str, Any]:
     """``inspect_ai.log.read_eval_log(path)`` as JSON (with each message's text and output's completion)."""
-    result: dict[str, Any] = run_child(_READ_LOG, str(path))
+    (result,) = read_logs([path])
+    return result
+
+
+def read_logs(paths: list[Path]) -> list[dict[str, Any]]:
+    """:func:`read_log` of each path, all in one child: importing inspect_ai takes seconds of CPU."""
+    result: list[dict[str, Any]] = run_child(_READ_LOGS, *map(str, paths))
     return result
 
 
