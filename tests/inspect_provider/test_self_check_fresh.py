@@ -57,3 +57,13 @@ def sandbox_env(fresh_env: SandboxEnvironment, request: pytest.FixtureRequest) -
     if reason is not None:
         request.node.add_marker(pytest.mark.xfail(reason=reason, strict=True))
     return fresh_env
+
+
+async def test_a_fresh_login_shell_finds_the_images_libraries(fresh_env: SandboxEnvironment) -> None:
+    """Inspect's bash and python tools run `bash --login`, and Debian's /etc/profile resets PATH;
+    under fresh no .profile can be written first, so the image's /etc/profile.d entry must put
+    its venv back: sympy imports, from the venv's interpreter."""
+    login = await fresh_env.exec(
+        ["bash", "--login", "-c", "python3 -c 'import sys, sympy; print(sys.prefix, sympy.__name__)'"]
+    )
+    assert login.stdout == "/opt/venv sympy\n", login.stderr
