@@ -326,6 +326,9 @@ def bwrap_argv(
         "--dev-bind",
         "/dev/null",
         "/proc/locks",
+        # And the host's pressure stall figures (where the kernel has them): an empty read-only
+        # directory here as there.
+        *(["--perms", "0555", "--tmpfs", "/proc/pressure"] if os.path.isdir("/proc/pressure") else []),
         "--size",
         str(tmpfs_bytes),
         "--perms",
