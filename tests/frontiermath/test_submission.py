@@ -128,6 +128,7 @@ async def test_verification_that_fails_on_the_value_scores_it_incorrect(local_sa
     assert result.outcome is Outcome.INCORRECT and "not a bool" in (result.error or "")
 
 
+@pytest.mark.slow  # 8-25 s of a quick tier that must stay under 5 minutes; the full suite runs it
 async def test_verification_past_its_limit_on_the_value_is_incorrect(local_sandbox: Sandbox) -> None:
     slow = VERIFIED.model_copy(
         update={"verification_code": "def verify(a):\n    while True:\n        pass\n"}

@@ -414,6 +414,7 @@ def galois_field(order: int, irreducible_poly: str | None) -> Any:
     return galois.GF(order, irreducible_poly=irreducible_poly)
 
 
+@pytest.mark.slow  # 8-25 s of a quick tier that must stay under 5 minutes; the full suite runs it
 @FEW
 @given(
     st.sampled_from(GALOIS_FIELDS), st.lists(st.integers(0, 2**200), min_size=0, max_size=6), st.booleans()

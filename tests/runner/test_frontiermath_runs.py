@@ -106,6 +106,7 @@ def importable_pins() -> dict[str, str]:
     return found
 
 
+@pytest.mark.slow  # 8-25 s of a quick tier that must stay under 5 minutes; the full suite runs it
 def test_frontiermath_run_scores_through_the_real_pipeline(tmp_path: Path):
     tasks = write_fm_tasks(tmp_path / "tasks.jsonl", 4)
     out = tmp_path / "run"
@@ -153,6 +154,7 @@ def test_frontiermath_run_scores_through_the_real_pipeline(tmp_path: Path):
     assert f"proctor view {out}" in output
 
 
+@pytest.mark.slow  # 8-25 s of a quick tier that must stay under 5 minutes; the full suite runs it
 def test_protocol_flag_is_followed_and_recorded_in_run_json(tmp_path: Path):
     tasks = write_fm_tasks(tmp_path / "tasks.jsonl", 2)
     out = tmp_path / "run"
@@ -185,6 +187,7 @@ def test_unknown_protocol_flag_is_one_line_and_exit_2(tmp_path: Path):
     assert server.call_count == 0
 
 
+@pytest.mark.slow  # 8-25 s of a quick tier that must stay under 5 minutes; the full suite runs it
 def test_frontiermath_run_killed_mid_run_then_resumed_has_each_sample_once(tmp_path: Path):
     tasks = write_fm_tasks(tmp_path / "tasks.jsonl", 6)
     out = tmp_path / "run"

@@ -163,6 +163,7 @@ def test_any_reply_leaves_every_sample_recorded(
     fuzz_run(servers, tmp_path_factory.mktemp(track), track, model_replies, judge_replies, api)
 
 
+@pytest.mark.slow  # 8-25 s of a quick tier that must stay under 5 minutes; the full suite runs it
 @pytest.mark.parametrize("track", TRACKS)
 def test_ten_megabyte_replies_with_surrogates_are_recorded(servers: Any, tmp_path: Path, track: str) -> None:
     # Outside hypothesis: a falsifying example of 10 MB would be printed whole.

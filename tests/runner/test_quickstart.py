@@ -54,6 +54,7 @@ def _solver(request: dict[str, Any], index: int) -> Step:
     return Reply(tool_calls=[ToolCallSpec("submit_answer", json.dumps({"code": code}))], usage=usage)
 
 
+@pytest.mark.slow  # 8-25 s of a quick tier that must stay under 5 minutes; the full suite runs it
 def test_quickstart_command_runs_the_three_tasks_and_ends_with_summary_and_path(tmp_path: Path):
     out = tmp_path / "run"
     with ScriptedServer(_solver) as server:
