@@ -90,6 +90,8 @@ print(json.dumps({
     "cwd": os.getcwd(),
     "environment": sorted(os.environ),
     "proc_locks": open("/proc/locks").read(),
+    # The host's pressure stall figures (PSI): masked whole, an empty directory, on both paths.
+    "proc_pressure": os.listdir("/proc/pressure") if os.path.isdir("/proc/pressure") else None,
 }))
 """
 
@@ -140,6 +142,8 @@ async def test_runc_direct_shows_what_the_engines_container_shows(both_paths: di
     assert differing == set(LISTED_DIFFERENCES), {key: (engine[key], direct.get(key)) for key in differing}
     # /proc/locks shows nothing of the host's or another container's locks on either path.
     assert engine["proc_locks"] == direct["proc_locks"] == ""
+    # /proc/pressure's host-wide CPU, memory and I/O stall counters are gone on both paths.
+    assert engine["proc_pressure"] == direct["proc_pressure"] == []
 
 
 def _shared_identities(first: dict[str, Any], second: dict[str, Any]) -> set[str]:
